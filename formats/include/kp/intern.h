@@ -1,0 +1,71 @@
+/* Frames and stacks of a profile, interned.
+ *
+ * A frame is an Erlang function (module, function, arity, optional line) or a
+ * pseudo-frame such as a process id or a process status. Each distinct frame
+ * gets a dense id; its display symbol (percent-encoded per FORMATS.md) and its
+ * perf-script module column are built once, when it is first seen.
+ *
+ * A stack is a sequence of frame ids, ROOT FIRST (the order of folded files).
+ * Each distinct sequence gets a dense id. Both tables grow with the number of
+ * distinct frames and stacks, never with the number of samples, and ids are
+ * stable for the life of the table.
+ */
+#ifndef KP_INTERN_H
+#define KP_INTERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kp/status.h"
+
+typedef struct kp_frames kp_frames;
+typedef struct kp_stacks kp_stacks;
+
+typedef struct {
+    const char *module; /* atom text, unquoted; not NUL-terminated */
+    size_t module_len;
+    const char *function;
+    size_t function_len;
+    unsigned arity;
+    unsigned line; /* 0 = unknown */
+} kp_mfa;
+
+/* Creates a frame table. With `with_lines` non-zero, frames that differ only by
+ * line are distinct and their symbol ends in ":LINE"; otherwise the line is
+ * ignored. Returns NULL when out of memory. */
+kp_frames *kp_frames_create(int with_lines);
+void kp_frames_free(kp_frames *frames);
+
+/* Interns an Erlang function frame; its symbol is "module:function/arity"
+ * (plus ":line") and its module column "module.beam", both encoded.
+ * Returns KP_OK, KP_ERR_NOMEM or KP_ERR_LIMIT; on error nothing is added. */
+kp_status kp_frames_intern_mfa(kp_frames *frames, const kp_mfa *mfa, uint32_t *id);
+
+/* Interns a pseudo-frame whose symbol is `text` (encoded) and whose module
+ * column is `kind` (a short word such as "process" or "status", encoded).
+ * A pseudo-frame never equals a function frame. */
+kp_status kp_frames_intern_pseudo(kp_frames *frames, const char *text, size_t len,
+                                  const char *kind, uint32_t *id);
+
+uint32_t kp_frames_count(const kp_frames *frames);
+/* The encoded symbol of frame `id` (< count) and its length; valid until the
+ * next intern call. */
+const char *kp_frames_symbol(const kp_frames *frames, uint32_t id, size_t *len);
+/* The encoded perf-script module column of frame `id`. */
+const char *kp_frames_module(const kp_frames *frames, uint32_t id, size_t *len);
+
+/* Creates an empty stack table; NULL when out of memory. */
+kp_stacks *kp_stacks_create(void);
+void kp_stacks_free(kp_stacks *stacks);
+/* Interns the frame sequence `ids[0..n)` (root first; n may be 0). */
+kp_status kp_stacks_intern(kp_stacks *stacks, const uint32_t *ids, size_t n, uint32_t *id);
+uint32_t kp_stacks_count(const kp_stacks *stacks);
+/* The frames of stack `id` (root first) and their number; valid until the next
+ * intern call. */
+const uint32_t *kp_stacks_get(const kp_stacks *stacks, uint32_t id, size_t *n);
+
+/* Bytes of memory held, for reporting. */
+size_t kp_frames_memory(const kp_frames *frames);
+size_t kp_stacks_memory(const kp_stacks *stacks);
+
+#endif

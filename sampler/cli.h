@@ -1,0 +1,26 @@
+/* Conventions shared by every kprof command: exit codes and messages.
+ *
+ * Every error is one line on stderr, "kprof: CAUSE" naming the file or value
+ * at fault and, where there is one, what to do. Only sampler/ prints or exits. */
+#ifndef KP_CLI_H
+#define KP_CLI_H
+
+#include <stdarg.h>
+
+/* Exit codes, documented in README.md and in `kprof --help`. */
+enum {
+    KP_EXIT_OK = 0,
+    KP_EXIT_FAILURE = 1, /* I/O error, out of memory, disk full */
+    KP_EXIT_USAGE = 2,   /* bad command line */
+    KP_EXIT_DATA = 3     /* input unusable: nothing parses, corrupt file */
+};
+
+/* Prints "kprof: " + the message + "\n" to stderr. */
+void kp_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints "kprof: warning: " + the message + "\n" to stderr. */
+void kp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Returns 1 if `s` ends with `suffix`. */
+int kp_ends_with(const char *s, const char *suffix);
+
+#endif

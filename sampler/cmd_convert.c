@@ -1,0 +1,378 @@
+/* `kprof convert INPUT... -o OUTPUT`: perf-script to folded stacks (the same
+ * lines stackcollapse-perf.pl prints), folded files merged, optionally
+ * weighted by a metric field. Formats come from file extensions. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "kp/folded.h"
+#include "kp/perf_reader.h"
+#include "kp/sink.h"
+#include "kp/source.h"
+
+static const char convert_usage[] =
+    "Usage: kprof convert [OPTIONS] INPUT... -o OUTPUT\n"
+    "\n"
+    "Converts perf-script text to folded stacks and merges folded files. Formats\n"
+    "follow the file names: INPUT ends in .perf or .folded, optionally followed\n"
+    "by .gz or .zst (compression is recognised from the content, too); OUTPUT\n"
+    "ends in .folded, .folded.gz or .folded.zst, or is - for standard output.\n"
+    "The folded lines are those stackcollapse-perf.pl prints for the same input,\n"
+    "merged and sorted, ready for flamegraph.pl or speedscope.\n"
+    "\n"
+    "Options:\n"
+    "  -o, --output FILE     where to write (required)\n"
+    "  -w, --weight WHAT     what each perf sample adds to its stack [period]:\n"
+    "                          period        the PERIOD column, as stackcollapse does\n"
+    "                          samples       1 per sample\n"
+    "                          NAME          the value of field metric_NAME\n"
+    "                          NAME:delta    its growth since the previous sample\n"
+    "                          NAME:release  its decrease since the previous sample\n"
+    "                        samples without the field, or with a zero or negative\n"
+    "                        weight, add nothing\n"
+    "  -f, --from FORMAT     read inputs as perf or folded whatever their names\n"
+    "                        (needed for standard input, -)\n"
+    "  -q, --quiet           print errors only\n"
+    "  -h, --help            show this help and exit\n"
+    "\n"
+    "Examples:\n"
+    "  kprof convert samples-000001.perf.zst -o cpu.folded\n"
+    "  kprof convert kprof-app/*.perf.gz -o memory.folded --weight memory\n"
+    "  kprof convert a.folded b.folded -o merged.folded\n"
+    "  flamegraph.pl --hash cpu.folded > cpu.svg\n"
+    "\n"
+    "Exit status: 0 success, 1 I/O failure, 2 usage error, 3 unusable input.\n";
+
+typedef enum { FORMAT_UNKNOWN, FORMAT_PERF, FORMAT_FOLDED } input_format;
+typedef enum { WEIGHT_PERIOD, WEIGHT_SAMPLES, WEIGHT_VALUE, WEIGHT_DELTA, WEIGHT_RELEASE } weight_kind;
+
+typedef struct {
+    weight_kind kind;
+    const char *metric; /* for VALUE, DELTA and RELEASE */
+    size_t metric_len;
+} weight_spec;
+
+typedef struct {
+    uint64_t samples;    /* samples or folded records read */
+    uint64_t weighted;   /* of which added a weight */
+} totals;
+
+static input_format format_of(const char *path)
+{
+    static const char *const compressions[] = {"", ".gz", ".zst"};
+    char suffix[32];
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(suffix, sizeof suffix, ".perf%s", compressions[i]);
+        if (kp_ends_with(path, suffix))
+            return FORMAT_PERF;
+        snprintf(suffix, sizeof suffix, ".folded%s", compressions[i]);
+        if (kp_ends_with(path, suffix))
+            return FORMAT_FOLDED;
+    }
+    return FORMAT_UNKNOWN;
+}
+
+static int parse_weight(const char *arg, weight_spec *w)
+{
+    memset(w, 0, sizeof *w);
+    if (strcmp(arg, "period") == 0) {
+        w->kind = WEIGHT_PERIOD;
+        return 1;
+    }
+    if (strcmp(arg, "samples") == 0) {
+        w->kind = WEIGHT_SAMPLES;
+        return 1;
+    }
+    const char *colon = strchr(arg, ':');
+    size_t len = colon ? (size_t)(colon - arg) : strlen(arg);
+    if (len == 0)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = arg[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_'))
+            return 0;
+    }
+    w->metric = arg;
+    w->metric_len = len;
+    if (!colon || strcmp(colon, ":value") == 0)
+        w->kind = WEIGHT_VALUE;
+    else if (strcmp(colon, ":delta") == 0)
+        w->kind = WEIGHT_DELTA;
+    else if (strcmp(colon, ":release") == 0)
+        w->kind = WEIGHT_RELEASE;
+    else
+        return 0;
+    return 1;
+}
+
+/* The weight a sample adds; 0 = nothing. */
+static uint64_t sample_weight(const kp_perf_sample *s, const weight_spec *w)
+{
+    if (w->kind == WEIGHT_PERIOD)
+        return s->period;
+    if (w->kind == WEIGHT_SAMPLES)
+        return 1;
+    for (size_t i = 0; i < s->n_metrics; i++) {
+        const kp_perf_metric *m = &s->metrics[i];
+        if (m->name_len != w->metric_len || memcmp(m->name, w->metric, w->metric_len) != 0)
+            continue;
+        int64_t v = w->kind == WEIGHT_VALUE ? m->value
+                    : w->kind == WEIGHT_DELTA ? m->delta
+                                              : -m->delta;
+        return v > 0 ? (uint64_t)v : 0;
+    }
+    return 0;
+}
+
+/* Reports a failed read of `path`; returns the exit code. */
+static int read_failure(const char *path, kp_status st, uint64_t line)
+{
+    switch (st) {
+    case KP_ERR_IO:
+        kp_error("cannot read %s: %s", path, strerror(errno));
+        return KP_EXIT_FAILURE;
+    case KP_ERR_COMPRESS:
+        kp_error("%s: corrupt or truncated compressed data; check the file with 'zstd -t' or "
+                 "'gzip -t'",
+                 path);
+        return KP_EXIT_DATA;
+    case KP_ERR_LIMIT:
+        kp_error("%s: line %llu is longer than 16 MiB; is this a text profile?", path,
+                 (unsigned long long)line + 1);
+        return KP_EXIT_DATA;
+    default:
+        kp_error("%s: %s", path, kp_strerror(st));
+        return KP_EXIT_FAILURE;
+    }
+}
+
+static int convert_perf(const char *path, kp_source *src, kp_folded *out, const weight_spec *w,
+                        int quiet, totals *t)
+{
+    kp_perf_reader *r = kp_perf_reader_create();
+    if (!r) {
+        kp_error("out of memory");
+        return KP_EXIT_FAILURE;
+    }
+    const char *line;
+    size_t len;
+    kp_status st;
+    int rc = KP_EXIT_OK;
+    while ((st = kp_source_next_line(src, &line, &len)) == KP_OK) {
+        const kp_perf_sample *s;
+        st = kp_perf_reader_line(r, line, len, &s);
+        if (st == KP_OK && s) {
+            uint64_t weight = sample_weight(s, w);
+            if (weight) {
+                st = kp_folded_add(out, s->stack, s->stack_len, weight);
+                t->weighted++;
+            }
+        }
+        if (st != KP_OK)
+            break;
+    }
+    const kp_perf_reader_stats *stats = kp_perf_reader_stats_get(r);
+    if (st != KP_ERR_EMPTY) {
+        rc = read_failure(path, st, stats->lines);
+    } else if (stats->samples == 0 && stats->malformed > 0) {
+        kp_error("%s: no sample found (%llu unrecognised lines, the first at line %llu); is "
+                 "this perf-script text?",
+                 path, (unsigned long long)stats->malformed,
+                 (unsigned long long)stats->first_malformed);
+        rc = KP_EXIT_DATA;
+    } else if (stats->malformed > 0 && !quiet) {
+        kp_warn("%s: skipped %llu unrecognised lines (the first at line %llu)", path,
+                (unsigned long long)stats->malformed, (unsigned long long)stats->first_malformed);
+    }
+    t->samples += stats->samples;
+    kp_perf_reader_free(r);
+    return rc;
+}
+
+static int convert_folded(const char *path, kp_source *src, kp_folded *out, int quiet, totals *t)
+{
+    kp_folded_reader_stats stats = {0};
+    const char *line;
+    size_t len;
+    kp_status st;
+    while ((st = kp_source_next_line(src, &line, &len)) == KP_OK) {
+        const char *stack;
+        size_t stack_len;
+        uint64_t count;
+        if (kp_folded_parse_line(line, len, &stack, &stack_len, &count, &stats) == 1 && count) {
+            st = kp_folded_add(out, stack, stack_len, count);
+            if (st != KP_OK)
+                break;
+            t->weighted++;
+        }
+    }
+    t->samples += stats.records;
+    if (st != KP_ERR_EMPTY)
+        return read_failure(path, st, stats.lines);
+    if (stats.records == 0 && stats.malformed > 0) {
+        kp_error("%s: no folded stack found (%llu malformed lines, the first at line %llu); "
+                 "expected 'frame;frame COUNT'",
+                 path, (unsigned long long)stats.malformed,
+                 (unsigned long long)stats.first_malformed);
+        return KP_EXIT_DATA;
+    }
+    if (stats.malformed > 0 && !quiet)
+        kp_warn("%s: skipped %llu malformed lines (the first at line %llu)", path,
+                (unsigned long long)stats.malformed, (unsigned long long)stats.first_malformed);
+    return KP_EXIT_OK;
+}
+
+static int write_output(const char *path, const kp_folded *folded)
+{
+    int to_stdout = strcmp(path, "-") == 0;
+    kp_compression c = kp_ends_with(path, ".gz")    ? KP_COMPRESS_GZIP
+                       : kp_ends_with(path, ".zst") ? KP_COMPRESS_ZSTD
+                                                    : KP_COMPRESS_NONE;
+    kp_sink *sink;
+    kp_status st = to_stdout ? kp_sink_open_fd(STDOUT_FILENO, KP_COMPRESS_NONE, 0, &sink)
+                             : kp_sink_open_file(path, c, 0, &sink);
+    if (st == KP_OK) {
+        st = kp_folded_write(folded, sink);
+        if (st == KP_OK) {
+            st = kp_sink_commit(sink);
+        } else {
+            int e = errno;
+            kp_sink_abort(sink);
+            errno = e;
+        }
+    }
+    if (st != KP_OK) {
+        kp_error("cannot write %s: %s", to_stdout ? "standard output" : path,
+                 st == KP_ERR_IO ? strerror(errno) : kp_strerror(st));
+        return KP_EXIT_FAILURE;
+    }
+    return KP_EXIT_OK;
+}
+
+int kp_cmd_convert(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"output", required_argument, NULL, 'o'}, {"weight", required_argument, NULL, 'w'},
+        {"from", required_argument, NULL, 'f'},   {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    const char *output = NULL;
+    weight_spec weight = {WEIGHT_PERIOD, NULL, 0};
+    int weight_given = 0, quiet = 0;
+    input_format forced = FORMAT_UNKNOWN;
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":o:w:f:qh", options, NULL)) != -1) {
+        switch (opt) {
+        case 'o':
+            output = optarg;
+            break;
+        case 'w':
+            if (!parse_weight(optarg, &weight)) {
+                kp_error("invalid --weight '%s': use period, samples, NAME, NAME:delta or "
+                         "NAME:release (NAME of a metric_NAME field)",
+                         optarg);
+                return KP_EXIT_USAGE;
+            }
+            weight_given = 1;
+            break;
+        case 'f':
+            if (strcmp(optarg, "perf") == 0) {
+                forced = FORMAT_PERF;
+            } else if (strcmp(optarg, "folded") == 0) {
+                forced = FORMAT_FOLDED;
+            } else {
+                kp_error("invalid --from '%s': use perf or folded", optarg);
+                return KP_EXIT_USAGE;
+            }
+            break;
+        case 'q':
+            quiet = 1;
+            break;
+        case 'h':
+            fputs(convert_usage, stdout);
+            return KP_EXIT_OK;
+        case ':':
+            kp_error("option '%s' needs a value; see 'kprof convert --help'", argv[optind - 1]);
+            return KP_EXIT_USAGE;
+        default:
+            kp_error("unknown option '%s'; see 'kprof convert --help'", argv[optind - 1]);
+            return KP_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        kp_error("no input file; usage: kprof convert INPUT... -o OUTPUT");
+        return KP_EXIT_USAGE;
+    }
+    if (!output) {
+        kp_error("no output file; add -o OUTPUT.folded (or -o - for standard output)");
+        return KP_EXIT_USAGE;
+    }
+    if (strcmp(output, "-") != 0 && format_of(output) != FORMAT_FOLDED) {
+        kp_error("cannot write '%s': the output name must end in .folded, .folded.gz or "
+                 ".folded.zst, or be - for standard output",
+                 output);
+        return KP_EXIT_USAGE;
+    }
+    for (int i = optind; i < argc; i++) {
+        input_format f = forced ? forced : format_of(argv[i]);
+        if (f == FORMAT_UNKNOWN) {
+            kp_error("cannot tell the format of '%s': name it .perf or .folded (with .gz or "
+                     ".zst if compressed), or pass --from perf|folded",
+                     argv[i]);
+            return KP_EXIT_USAGE;
+        }
+        if (f == FORMAT_FOLDED && weight_given && weight.kind != WEIGHT_PERIOD) {
+            kp_error("--weight applies to perf-script input only, and '%s' is folded", argv[i]);
+            return KP_EXIT_USAGE;
+        }
+    }
+
+    kp_folded *folded = kp_folded_create();
+    if (!folded) {
+        kp_error("out of memory");
+        return KP_EXIT_FAILURE;
+    }
+    totals t = {0, 0};
+    int rc = KP_EXIT_OK;
+    for (int i = optind; i < argc && rc == KP_EXIT_OK; i++) {
+        const char *path = argv[i];
+        kp_source *src;
+        kp_status st = kp_source_open(path, &src);
+        if (st != KP_OK) {
+            kp_error("cannot open %s: %s", path,
+                     st == KP_ERR_IO ? strerror(errno) : kp_strerror(st));
+            rc = KP_EXIT_FAILURE;
+            break;
+        }
+        input_format f = forced ? forced : format_of(path);
+        rc = f == FORMAT_PERF ? convert_perf(path, src, folded, &weight, quiet, &t)
+                              : convert_folded(path, src, folded, quiet, &t);
+        kp_source_close(src);
+    }
+    if (rc == KP_EXIT_OK && t.weighted == 0) {
+        if (weight.kind >= WEIGHT_VALUE)
+            kp_error("no sample carries a positive metric_%.*s %s; check the name with "
+                     "'grep -m1 metric_ INPUT'",
+                     (int)weight.metric_len, weight.metric,
+                     weight.kind == WEIGHT_VALUE ? "value" : "change");
+        else
+            kp_error("the input holds no samples");
+        rc = KP_EXIT_DATA;
+    }
+    if (rc == KP_EXIT_OK)
+        rc = write_output(output, folded);
+    if (rc == KP_EXIT_OK && !quiet)
+        fprintf(stderr, "kprof: wrote %s: %zu stacks from %llu samples in %d file%s\n",
+                strcmp(output, "-") == 0 ? "standard output" : output, kp_folded_lines(folded),
+                (unsigned long long)t.samples, argc - optind, argc - optind == 1 ? "" : "s");
+    kp_folded_free(folded);
+    return rc;
+}

@@ -1,0 +1,8 @@
+/* The subcommands of kprof; each returns a process exit code (cli.h). */
+#ifndef KP_COMMANDS_H
+#define KP_COMMANDS_H
+
+int kp_cmd_convert(int argc, char **argv);
+int kp_cmd_internal(int argc, char **argv);
+
+#endif

@@ -59,9 +59,16 @@ typedef struct {
 } weight_spec;
 
 typedef struct {
-    uint64_t samples;    /* samples or folded records read */
-    uint64_t weighted;   /* of which added a weight */
+    uint64_t samples;      /* perf samples read */
+    uint64_t folded_lines; /* folded records read */
+    uint64_t weighted;     /* samples and records that added a weight */
 } totals;
+
+/* "1 line", "2 lines" */
+static const char *plural(uint64_t n)
+{
+    return n == 1 ? "" : "s";
+}
 
 static input_format format_of(const char *path)
 {
@@ -188,8 +195,9 @@ static int convert_perf(const char *path, kp_source *src, kp_folded *out, const 
                  (unsigned long long)stats->first_malformed);
         rc = KP_EXIT_DATA;
     } else if (stats->malformed > 0 && !quiet) {
-        kp_warn("%s: skipped %llu unrecognised lines (the first at line %llu)", path,
-                (unsigned long long)stats->malformed, (unsigned long long)stats->first_malformed);
+        kp_warn("%s: skipped %llu unrecognised line%s (the first at line %llu)", path,
+                (unsigned long long)stats->malformed, plural(stats->malformed),
+                (unsigned long long)stats->first_malformed);
     }
     t->samples += stats->samples;
     kp_perf_reader_free(r);
@@ -213,7 +221,7 @@ static int convert_folded(const char *path, kp_source *src, kp_folded *out, int 
             t->weighted++;
         }
     }
-    t->samples += stats.records;
+    t->folded_lines += stats.records;
     if (st != KP_ERR_EMPTY)
         return read_failure(path, st, stats.lines);
     if (stats.records == 0 && stats.malformed > 0) {
@@ -224,8 +232,9 @@ static int convert_folded(const char *path, kp_source *src, kp_folded *out, int 
         return KP_EXIT_DATA;
     }
     if (stats.malformed > 0 && !quiet)
-        kp_warn("%s: skipped %llu malformed lines (the first at line %llu)", path,
-                (unsigned long long)stats.malformed, (unsigned long long)stats.first_malformed);
+        kp_warn("%s: skipped %llu malformed line%s (the first at line %llu)", path,
+                (unsigned long long)stats.malformed, plural(stats.malformed),
+                (unsigned long long)stats.first_malformed);
     return KP_EXIT_OK;
 }
 
@@ -340,7 +349,7 @@ int kp_cmd_convert(int argc, char **argv)
         kp_error("out of memory");
         return KP_EXIT_FAILURE;
     }
-    totals t = {0, 0};
+    totals t = {0, 0, 0};
     int rc = KP_EXIT_OK;
     for (int i = optind; i < argc && rc == KP_EXIT_OK; i++) {
         const char *path = argv[i];
@@ -363,16 +372,30 @@ int kp_cmd_convert(int argc, char **argv)
                      "'grep -m1 metric_ INPUT'",
                      (int)weight.metric_len, weight.metric,
                      weight.kind == WEIGHT_VALUE ? "value" : "change");
+        else if (argc - optind == 1)
+            kp_error("%s: holds no samples", argv[optind]);
         else
-            kp_error("the input holds no samples");
+            kp_error("none of the %d inputs holds a sample", argc - optind);
         rc = KP_EXIT_DATA;
     }
     if (rc == KP_EXIT_OK)
         rc = write_output(output, folded);
-    if (rc == KP_EXIT_OK && !quiet)
-        fprintf(stderr, "kprof: wrote %s: %zu stacks from %llu samples in %d file%s\n",
+    if (rc == KP_EXIT_OK && !quiet) {
+        char from[96];
+        if (t.samples && t.folded_lines)
+            snprintf(from, sizeof from, "%llu sample%s and %llu folded line%s",
+                     (unsigned long long)t.samples, plural(t.samples),
+                     (unsigned long long)t.folded_lines, plural(t.folded_lines));
+        else if (t.samples)
+            snprintf(from, sizeof from, "%llu sample%s", (unsigned long long)t.samples,
+                     plural(t.samples));
+        else
+            snprintf(from, sizeof from, "%llu folded line%s", (unsigned long long)t.folded_lines,
+                     plural(t.folded_lines));
+        fprintf(stderr, "kprof: wrote %s: %zu stack%s from %s in %d file%s\n",
                 strcmp(output, "-") == 0 ? "standard output" : output, kp_folded_lines(folded),
-                (unsigned long long)t.samples, argc - optind, argc - optind == 1 ? "" : "s");
+                plural(kp_folded_lines(folded)), from, argc - optind, plural(argc - optind));
+    }
     kp_folded_free(folded);
     return rc;
 }

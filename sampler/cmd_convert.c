@@ -130,9 +130,9 @@ static uint64_t sample_weight(const kp_perf_sample *s, const weight_spec *w)
         const kp_perf_metric *m = &s->metrics[i];
         if (m->name_len != w->metric_len || memcmp(m->name, w->metric, w->metric_len) != 0)
             continue;
-        int64_t v = w->kind == WEIGHT_VALUE ? m->value
-                    : w->kind == WEIGHT_DELTA ? m->delta
-                                              : -m->delta;
+        if (w->kind == WEIGHT_RELEASE) /* -delta overflows for INT64_MIN */
+            return m->delta < 0 ? 0 - (uint64_t)m->delta : 0;
+        int64_t v = w->kind == WEIGHT_VALUE ? m->value : m->delta;
         return v > 0 ? (uint64_t)v : 0;
     }
     return 0;

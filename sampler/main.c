@@ -13,6 +13,8 @@ static const char usage[] =
     "A profiler for Erlang/BEAM systems in production.\n"
     "\n"
     "Commands:\n"
+    "  record --node NODE           sample a live node's busiest processes\n"
+    "  dump --node NODE             print the stacks of its busiest processes, once\n"
     "  convert INPUT... -o OUTPUT   convert and merge profiles (perf-script, folded)\n"
     "\n"
     "Options:\n"
@@ -25,7 +27,8 @@ static const char usage[] =
     "  0  success\n"
     "  1  failure: I/O error, out of memory, disk full\n"
     "  2  usage error: unknown command or option, bad option value\n"
-    "  3  unusable input: no sample parses, corrupt compressed data\n";
+    "  3  unusable input: no sample parses, corrupt compressed data\n"
+    "  4  node unreachable (unknown host, no epmd, no such node, wrong cookie) or lost\n";
 
 int main(int argc, char **argv)
 {
@@ -44,6 +47,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "convert") == 0)
         return kp_cmd_convert(argc - 1, argv + 1);
+    if (strcmp(cmd, "record") == 0)
+        return kp_cmd_record(argc - 1, argv + 1);
+    if (strcmp(cmd, "dump") == 0)
+        return kp_cmd_dump(argc - 1, argv + 1);
     if (strcmp(cmd, "internal") == 0)
         return kp_cmd_internal(argc - 1, argv + 1);
     kp_error("unknown command '%s'; run 'kprof --help' for the list", cmd);

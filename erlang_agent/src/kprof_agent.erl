@@ -1,16 +1,56 @@
 %%% @doc The part of kprof that runs inside the profiled node.
 %%%
-%%% kprof's guiding rule is that the target node only emits: parsing,
-%%% aggregation, formatting and files happen in the C program. This module is
-%%% what the C program loads into a node (with code:load_binary/3, from the
-%%% copy embedded in the kprof binary) before it asks for anything. For now it
-%%% only identifies itself, so that the C side can tell whether the node
-%%% already runs an agent of its own version or needs a fresh load.
+%%% kprof's rule is that the target node only emits: parsing, aggregation,
+%%% formatting and files happen in the C program. This module is what the C
+%%% program loads into a node (with code:load_binary/3, from the copy embedded
+%%% in the kprof binary) and then drives with batched requests.
+%%%
+%%% == Processes ==
+%%% `start/2' spawns two processes:
+%%% <ul>
+%%% <li>the <em>agent</em>, registered as `kprof_agent', running at high
+%%%   priority (at normal priority a batch waits behind busy processes). It
+%%%   answers `{sample, From, Seq}' requests with one message holding every
+%%%   selected process's metrics and stack.</li>
+%%% <li>the <em>guard</em>, which owns every node-global setting kprof changes
+%%%   (today: `backtrace_depth'). It monitors the agent and the C node, and
+%%%   restores the settings and kills the agent as soon as either goes away, so
+%%%   a `kill -9' of kprof leaves the node as it found it (observer_backend
+%%%   does the same for its flags).</li>
+%%% </ul>
+%%%
+%%% == Cost ==
+%%% `process_info(P, current_stacktrace)' makes P answer by itself, which
+%%% wakes a parked process; reductions, status, message queue length and
+%%% garbage-collection figures are read without it. So each sample reads the
+%%% cheap items first and asks for the stack (and `memory') only when the
+%%% process has run since its previous sample; otherwise the previous stack is
+%%% reused (`same'). A stack query itself adds one reduction to the target,
+%%% which is why "has not run" means "reductions at most one more".
+%%%
+%%% The selection of the top processes lists every process, so it runs only
+%%% every `reselect_ms' and is cached in between. Everything is bounded: the
+%%% selection by `top', the MFA dictionary by ?MAX_MFAS (then reset and
+%%% resent), the stack depth by `depth'.
 -module(kprof_agent).
 
 -include("kprof_version.hrl").
 
--export([version/0, modules/0]).
+-export([version/0, modules/0, start/2, stop/0]).
+%% spawned
+-export([agent_init/3, guard_init/4]).
+
+-define(MAX_MFAS, 100000).
+-define(MAX_TOP, 100000).
+
+-type select_by() :: reductions | memory | message_queue_len | bin_vheap | total_heap_size.
+-type options() :: #{top => pos_integer(),
+                     select_by => select_by(),
+                     reselect_ms => pos_integer(),
+                     pids => [string()],
+                     depth => pos_integer(),
+                     idle_timeout_ms => pos_integer()}.
+-export_type([options/0, select_by/0]).
 
 %% @doc The kprof version this agent was built with, e.g. "0.1.0".
 -spec version() -> string().
@@ -21,3 +61,331 @@ version() ->
 -spec modules() -> [module()].
 modules() ->
     [kprof_agent].
+
+%% @doc Starts an agent serving `Owner' (a process of the C node). Fails with
+%% `{error, {busy, Node}}' when another kprof is attached, `{error, {no_process,
+%% PidString}}' for an explicit pid that does not exist.
+-spec start(Owner :: pid(), options()) -> {ok, pid()} | {error, term()}.
+start(Owner, Opts) when is_pid(Owner), is_map(Opts) ->
+    case whereis(kprof_agent) of
+        undefined -> start_new(Owner, normalize(Opts));
+        Agent -> {error, {busy, owner_node(Agent)}}
+    end.
+
+%% @doc Stops the running agent, if any; its guard restores every setting.
+-spec stop() -> ok.
+stop() ->
+    case whereis(kprof_agent) of
+        undefined -> ok;
+        Agent ->
+            Ref = monitor(process, Agent),
+            Agent ! stop,
+            receive {'DOWN', Ref, process, _, _} -> ok
+            after 2000 -> exit(Agent, kill), ok
+            end
+    end.
+
+normalize(Opts) ->
+    Top = maps:get(top, Opts, 100),
+    Depth = maps:get(depth, Opts, 64),
+    #{top => max(1, min(Top, ?MAX_TOP)),
+      select_by => maps:get(select_by, Opts, reductions),
+      reselect_ms => max(100, maps:get(reselect_ms, Opts, 5000)),
+      pids => maps:get(pids, Opts, []),
+      depth => max(1, min(Depth, 1000)),
+      idle_timeout_ms => max(1000, maps:get(idle_timeout_ms, Opts, 10000))}.
+
+start_new(Owner, Opts) ->
+    case resolve_pids(maps:get(pids, Opts), []) of
+        {error, _} = Error ->
+            Error;
+        {ok, Pids} ->
+            Self = self(),
+            Agent = spawn(?MODULE, agent_init, [Self, Owner, Opts#{pids := Pids}]),
+            Ref = monitor(process, Agent),
+            receive
+                {Agent, started} ->
+                    demonitor(Ref, [flush]),
+                    {ok, Agent};
+                {Agent, error, Reason} ->
+                    demonitor(Ref, [flush]),
+                    {error, Reason};
+                {'DOWN', Ref, process, Agent, Reason} ->
+                    {error, {agent_died, Reason}}
+            after 5000 ->
+                exit(Agent, kill),
+                {error, timeout}
+            end
+    end.
+
+resolve_pids([], Acc) ->
+    {ok, lists:reverse(Acc)};
+resolve_pids([S | Rest], Acc) ->
+    case catch list_to_pid(S) of
+        P when is_pid(P), node(P) =:= node() ->
+            case is_process_alive(P) of
+                true -> resolve_pids(Rest, [P | Acc]);
+                false -> {error, {no_process, S}}
+            end;
+        _ ->
+            {error, {bad_pid, S}}
+    end.
+
+owner_node(Agent) ->
+    case process_info(Agent, dictionary) of
+        {dictionary, D} -> proplists:get_value(kprof_owner, D, unknown);
+        undefined -> unknown
+    end.
+
+%%% ---------------------------------------------------------------------
+%%% The guard: owns node-global settings, undoes them when kprof goes away.
+
+%% @private
+-spec guard_init(pid(), pid(), node(), pos_integer()) -> no_return().
+guard_init(Starter, Agent, OwnerNode, Depth) ->
+    process_flag(trap_exit, true),
+    process_flag(priority, high),
+    Ref = monitor(process, Agent),
+    true = monitor_node(OwnerNode, true),
+    Old = erlang:system_flag(backtrace_depth, Depth),
+    Starter ! {self(), guarding},
+    receive
+        {'DOWN', Ref, process, Agent, _} -> ok;
+        {nodedown, OwnerNode} -> exit(Agent, kill)
+    end,
+    erlang:system_flag(backtrace_depth, Old),
+    exit(normal).
+
+%%% ---------------------------------------------------------------------
+%%% The agent.
+
+-record(proc, {reds = -1 :: integer(),       % reductions at the last sample
+               stack = <<>> :: binary(),      % the last stack sent
+               memory = 0 :: non_neg_integer(),
+               queried = 0 :: non_neg_integer()}).  % stack queries since selection
+
+-record(state, {owner :: pid(),
+                opts :: map(),
+                own :: [pid()],                 % never selected
+                selection = [] :: [pid()],
+                selected_at = undefined :: integer() | undefined,
+                window = #{} :: #{pid() => integer()}, % snapshot for ranking by change
+                procs = #{} :: #{pid() => #proc{}},
+                mfas = #{} :: #{mfa() => non_neg_integer()},
+                new_mfas = [] :: [{non_neg_integer(), module(), atom(), arity()}],
+                reset = false :: boolean()}).
+
+%% @private
+-spec agent_init(pid(), pid(), map()) -> ok.
+agent_init(Starter, Owner, Opts) ->
+    process_flag(priority, high),
+    try register(kprof_agent, self()) of
+        true ->
+            put(kprof_owner, node(Owner)),
+            Guard = spawn(?MODULE, guard_init,
+                          [self(), self(), node(Owner), maps:get(depth, Opts)]),
+            receive {Guard, guarding} -> ok after 5000 -> exit(timeout) end,
+            Starter ! {self(), started},
+            State = #state{owner = Owner, opts = Opts, own = [self(), Guard]},
+            loop(State#state{window = snapshot(State)})
+    catch
+        error:badarg ->
+            Starter ! {self(), error, {busy, owner_node(whereis(kprof_agent))}},
+            ok
+    end.
+
+loop(State = #state{opts = #{idle_timeout_ms := Idle}}) ->
+    receive
+        {sample, From, Seq} when is_pid(From) ->
+            {Reply, State1} = sample(State),
+            From ! {kprof_samples, Seq, Reply},
+            loop(State1);
+        {select, From, Seq} when is_pid(From) ->
+            State1 = select(State),
+            From ! {kprof_selected, Seq, length(State1#state.selection)},
+            loop(State1);
+        stop ->
+            ok;
+        _Other ->
+            loop(State)
+    after Idle ->
+        %% the C side stopped asking without going away: do not linger
+        ok
+    end.
+
+%%% Selection
+
+now_ms() -> erlang:monotonic_time(millisecond).
+
+%% The value a process is ranked by, read without waking it.
+rank_value(P, reductions) ->
+    case process_info(P, reductions) of {reductions, R} -> R; undefined -> undefined end;
+rank_value(P, message_queue_len) ->
+    case process_info(P, message_queue_len) of {_, N} -> N; undefined -> undefined end;
+rank_value(P, What) ->
+    case process_info(P, garbage_collection_info) of
+        {_, Gc} -> gc_value(Gc, What);
+        undefined -> undefined
+    end.
+
+gc_value(Gc, memory) -> total_heap(Gc) + proplists:get_value(stack_size, Gc, 0);
+gc_value(Gc, total_heap_size) -> total_heap(Gc);
+gc_value(Gc, bin_vheap) ->
+    proplists:get_value(bin_vheap_size, Gc, 0) + proplists:get_value(bin_old_vheap_size, Gc, 0).
+
+total_heap(Gc) ->
+    proplists:get_value(heap_block_size, Gc, 0) + proplists:get_value(old_heap_block_size, Gc, 0)
+        + proplists:get_value(mbuf_size, Gc, 0).
+
+%% Ranked by change over the window (like recon's proc_window) or by the
+%% current value (queue length and sizes).
+by_change(reductions) -> true;
+by_change(memory) -> true;
+by_change(_) -> false.
+
+snapshot(#state{opts = #{select_by := By, pids := []}, own = Own}) ->
+    maps:from_list([{P, V} || P <- erlang:processes(), not lists:member(P, Own),
+                              is_integer(V = rank_value(P, By))]);
+snapshot(_) ->
+    #{}.
+
+select(State = #state{opts = #{pids := Pids}}) when Pids =/= [] ->
+    Alive = [P || P <- Pids, is_process_alive(P)],
+    State#state{selection = Alive, selected_at = now_ms(),
+                procs = maps:with(Alive, State#state.procs)};
+select(State = #state{opts = #{select_by := By, top := Top}, window = Old, procs = Procs}) ->
+    New = snapshot(State),
+    Ranked = [{rank(By, P, V, Old, Procs), P} || {P, V} <- maps:to_list(New)],
+    Busy = [X || X = {K, _} <- Ranked, K > 0],
+    Selection = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort(Busy)), Top)],
+    Kept = maps:map(fun(_, Proc) -> Proc#proc{queried = 0} end, maps:with(Selection, Procs)),
+    State#state{selection = Selection, selected_at = now_ms(), window = New, procs = Kept}.
+
+rank(By, P, V, Old, Procs) ->
+    case by_change(By) of
+        false -> V;
+        true ->
+            Delta = abs(V - maps:get(P, Old, V)),
+            case By of
+                %% our own stack queries each added one reduction
+                reductions ->
+                    #proc{queried = Q} = maps:get(P, Procs, #proc{}),
+                    Delta - Q;
+                memory -> Delta
+            end
+    end.
+
+%%% Sampling
+
+sample(State0 = #state{opts = #{reselect_ms := Every}, selected_at = At}) ->
+    State1 = case At =:= undefined orelse now_ms() - At >= Every of
+                 true -> select(State0);
+                 false -> State0
+             end,
+    State = reset_mfas_if_full(State1),
+    Time = erlang:monotonic_time(microsecond),
+    {Samples, Names, Procs, State2} = sample_all(State#state.selection, State, [], [], #{}),
+    Selection = [P || P <- State2#state.selection, maps:is_key(P, Procs)],
+    Reply = {Time, lists:reverse(State2#state.new_mfas), Names, Samples, State2#state.reset},
+    {Reply, State2#state{selection = Selection, procs = Procs, new_mfas = [], reset = false}}.
+
+reset_mfas_if_full(State = #state{mfas = Mfas}) when map_size(Mfas) >= ?MAX_MFAS ->
+    %% the C side drops its id map and every cached stack is re-sent
+    Procs = maps:map(fun(_, P) -> P#proc{reds = -1} end, State#state.procs),
+    State#state{mfas = #{}, new_mfas = [], reset = true, procs = Procs};
+reset_mfas_if_full(State) ->
+    State.
+
+-define(CHEAP, [reductions, status, message_queue_len, garbage_collection_info,
+                garbage_collection]).
+
+sample_all([], State, Samples, Names, Procs) ->
+    {lists:reverse(Samples), Names, Procs, State};
+sample_all([P | Rest], State, Samples, Names, Procs) ->
+    case process_info(P, ?CHEAP) of
+        undefined ->
+            %% died since the selection: skipped silently
+            sample_all(Rest, State, Samples, Names, Procs);
+        [{reductions, Reds}, {status, Status}, {message_queue_len, Queue},
+         {garbage_collection_info, Gc}, {garbage_collection, GcOpts}] ->
+            Known = maps:find(P, State#state.procs),
+            Names1 = case Known of
+                         error -> [{P, process_label(P)} | Names];
+                         {ok, _} -> Names
+                     end,
+            Proc0 = case Known of {ok, Pr} -> Pr; error -> #proc{} end,
+            Ran = Proc0#proc.reds < 0 orelse Reds > Proc0#proc.reds + 1,
+            case Ran of
+                true ->
+                    case stack_and_memory(P, State) of
+                        undefined ->
+                            sample_all(Rest, State, Samples, Names, Procs);
+                        {StackBin, Memory, State1} ->
+                            Proc = #proc{reds = Reds + 1, stack = StackBin, memory = Memory,
+                                         queried = Proc0#proc.queried + 1},
+                            S = sample_tuple(P, Status, Reds, Queue, Memory, Gc, GcOpts, StackBin),
+                            sample_all(Rest, State1, [S | Samples], Names1, Procs#{P => Proc})
+                    end;
+                false ->
+                    S = sample_tuple(P, Status, Reds, Queue, Proc0#proc.memory, Gc, GcOpts, same),
+                    sample_all(Rest, State, [S | Samples], Names1,
+                               Procs#{P => Proc0#proc{reds = Reds}})
+            end
+    end.
+
+sample_tuple(P, Status, Reds, Queue, Memory, Gc, GcOpts, Stack) ->
+    {P, Status, Reds, Queue, Memory, total_heap(Gc),
+     proplists:get_value(heap_size, Gc, 0), proplists:get_value(stack_size, Gc, 0),
+     proplists:get_value(bin_vheap_size, Gc, 0), proplists:get_value(bin_old_vheap_size, Gc, 0),
+     proplists:get_value(minor_gcs, GcOpts, 0), Stack}.
+
+stack_and_memory(P, State) ->
+    case process_info(P, [current_stacktrace, memory]) of
+        undefined ->
+            undefined;
+        [{current_stacktrace, []}, {memory, Mem}] ->
+            case process_info(P, current_function) of
+                {current_function, {M, F, A}} ->
+                    {Bin, State1} = encode_stack([{M, F, A, []}], State, <<>>),
+                    {Bin, Mem, State1};
+                _ ->
+                    {<<>>, Mem, State}
+            end;
+        [{current_stacktrace, Stack}, {memory, Mem}] ->
+            {Bin, State1} = encode_stack(Stack, State, <<>>),
+            {Bin, Mem, State1}
+    end.
+
+%% Leaf first: <<MfaId:32, Line:32>> per frame; new MFAs are queued for the
+%% reply so each is sent once.
+encode_stack([], State, Acc) ->
+    {Acc, State};
+encode_stack([{M, F, ArityOrArgs, Location} | Rest], State, Acc) ->
+    A = case ArityOrArgs of N when is_integer(N) -> N; Args -> length(Args) end,
+    Line = case lists:keyfind(line, 1, Location) of {line, L} when is_integer(L) -> L; _ -> 0 end,
+    {Id, State1} = mfa_id({M, F, A}, State),
+    encode_stack(Rest, State1, <<Acc/binary, Id:32, Line:32>>);
+encode_stack([_ | Rest], State, Acc) ->
+    encode_stack(Rest, State, Acc).
+
+mfa_id(Mfa = {M, F, A}, State = #state{mfas = Mfas, new_mfas = New}) ->
+    case Mfas of
+        #{Mfa := Id} -> {Id, State};
+        _ ->
+            Id = map_size(Mfas),
+            {Id, State#state{mfas = Mfas#{Mfa => Id}, new_mfas = [{Id, M, F, A} | New]}}
+    end.
+
+%% A registered name, else the initial call (proc_lib's when there is one).
+process_label(P) ->
+    case process_info(P, registered_name) of
+        {registered_name, Name} when is_atom(Name) ->
+            {registered, atom_to_binary(Name, utf8)};
+        _ ->
+            case catch proc_lib:translate_initial_call(P) of
+                {M, F, A} when is_atom(M), is_atom(F), is_integer(A) ->
+                    {initial, iolist_to_binary(io_lib:format("~ts:~ts/~b", [M, F, A]))};
+                _ ->
+                    {initial, <<"unknown">>}
+            end
+    end.

@@ -1,0 +1,396 @@
+#define _GNU_SOURCE
+#include "agent.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_modules.h"
+#include "kprof_version.h"
+
+/* Prints a decoded term into `out` for error messages. */
+static void term_text(const char *buf, int index, char *out, size_t cap)
+{
+    char *s = NULL;
+    int i = index;
+    if (ei_s_print_term(&s, buf, &i) >= 0 && s) {
+        snprintf(out, cap, "%s", s);
+        free(s);
+    } else {
+        snprintf(out, cap, "(unprintable term)");
+    }
+}
+
+static int rpc(kp_agent *a, const char *mod, const char *fun, ei_x_buff *args, ei_x_buff *reply,
+               char *err, size_t err_len)
+{
+    if (kp_node_rpc(a->node, mod, fun, args, reply) != 0) {
+        snprintf(err, err_len, "lost the connection to %s during %s:%s", a->node->target, mod,
+                 fun);
+        return -1;
+    }
+    return 0;
+}
+
+/* 1 if the node already runs this version of the agent. */
+static int has_current_agent(kp_agent *a, char *err, size_t err_len)
+{
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_empty_list(&args);
+    int rc = rpc(a, "kprof_agent", "version", &args, &reply, err, err_len);
+    if (rc == 0) {
+        char version[64];
+        int i = 0;
+        long len;
+        rc = ei_decode_string(reply.buff, &i, version) == 0 &&
+             (len = (long)strlen(version)) > 0 && strcmp(version, KPROF_VERSION) == 0;
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}
+
+static int load_modules(kp_agent *a, char *err, size_t err_len)
+{
+    for (size_t m = 0; m < kp_agent_module_count; m++) {
+        const kp_agent_module *mod = &kp_agent_modules[m];
+        ei_x_buff args, reply;
+        /* old code of a previous kprof: purge it so the new code loads */
+        ei_x_new(&args);
+        ei_x_new(&reply);
+        ei_x_encode_list_header(&args, 1);
+        ei_x_encode_atom(&args, mod->name);
+        ei_x_encode_empty_list(&args);
+        int rc = rpc(a, "code", "purge", &args, &reply, err, err_len);
+        ei_x_free(&args);
+        ei_x_free(&reply);
+        if (rc)
+            return -1;
+
+        char file[300];
+        snprintf(file, sizeof file, "%s.beam", mod->name);
+        ei_x_new(&args);
+        ei_x_new(&reply);
+        ei_x_encode_list_header(&args, 3);
+        ei_x_encode_atom(&args, mod->name);
+        ei_x_encode_string(&args, file);
+        ei_x_encode_binary(&args, mod->beam, (long)mod->size);
+        ei_x_encode_empty_list(&args);
+        rc = rpc(a, "code", "load_binary", &args, &reply, err, err_len);
+        if (rc == 0) {
+            int i = 0, arity;
+            char tag[MAXATOMLEN];
+            if (ei_decode_tuple_header(reply.buff, &i, &arity) != 0 || arity != 2 ||
+                ei_decode_atom(reply.buff, &i, tag) != 0 || strcmp(tag, "module") != 0) {
+                char what[256];
+                term_text(reply.buff, 0, what, sizeof what);
+                snprintf(err, err_len, "node %s refused to load kprof's agent module %s: %s",
+                         a->node->target, mod->name, what);
+                rc = -1;
+            }
+        }
+        ei_x_free(&args);
+        ei_x_free(&reply);
+        if (rc)
+            return -1;
+    }
+    a->loaded = 1;
+    return 0;
+}
+
+static int node_facts(kp_agent *a, char *err, size_t err_len)
+{
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_empty_list(&args);
+    int rc = rpc(a, "os", "getpid", &args, &reply, err, err_len);
+    if (rc == 0) {
+        char text[32];
+        int i = 0;
+        if (ei_decode_string(reply.buff, &i, text) == 0)
+            a->os_pid = strtol(text, NULL, 10);
+    }
+    ei_x_free(&reply);
+    ei_x_new(&reply);
+    ei_x_free(&args);
+    ei_x_new(&args);
+    ei_x_encode_list_header(&args, 1);
+    ei_x_encode_atom(&args, "wordsize");
+    ei_x_encode_empty_list(&args);
+    if (rc == 0)
+        rc = rpc(a, "erlang", "system_info", &args, &reply, err, err_len);
+    if (rc == 0) {
+        long w = 8;
+        int i = 0;
+        ei_decode_long(reply.buff, &i, &w);
+        a->wordsize = (unsigned)w;
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}
+
+static void encode_options(ei_x_buff *x, const kp_agent_options *o)
+{
+    ei_x_encode_map_header(x, 6);
+    ei_x_encode_atom(x, "top");
+    ei_x_encode_ulong(x, o->top);
+    ei_x_encode_atom(x, "select_by");
+    ei_x_encode_atom(x, o->select_by);
+    ei_x_encode_atom(x, "reselect_ms");
+    ei_x_encode_ulong(x, o->reselect_ms);
+    ei_x_encode_atom(x, "depth");
+    ei_x_encode_ulong(x, o->depth);
+    ei_x_encode_atom(x, "idle_timeout_ms");
+    ei_x_encode_ulong(x, o->idle_timeout_ms);
+    ei_x_encode_atom(x, "pids");
+    if (o->n_pids) {
+        ei_x_encode_list_header(x, (long)o->n_pids);
+        for (size_t i = 0; i < o->n_pids; i++)
+            ei_x_encode_string(x, o->pids[i]);
+    }
+    ei_x_encode_empty_list(x);
+}
+
+int kp_agent_attach(kp_agent *a, kp_node *node, const kp_agent_options *o, char *err,
+                    size_t err_len)
+{
+    memset(a, 0, sizeof *a);
+    a->node = node;
+    a->wordsize = 8;
+    int current = has_current_agent(a, err, err_len);
+    if (current < 0 || (!current && load_modules(a, err, err_len) != 0))
+        return -1;
+    if (node_facts(a, err, err_len) != 0)
+        return -1;
+
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_list_header(&args, 2);
+    ei_x_encode_pid(&args, &node->self);
+    encode_options(&args, o);
+    ei_x_encode_empty_list(&args);
+    int rc = rpc(a, "kprof_agent", "start", &args, &reply, err, err_len);
+    if (rc == 0) {
+        int i = 0, arity;
+        char tag[MAXATOMLEN];
+        if (ei_decode_tuple_header(reply.buff, &i, &arity) == 0 && arity == 2 &&
+            ei_decode_atom(reply.buff, &i, tag) == 0 && strcmp(tag, "ok") == 0 &&
+            ei_decode_pid(reply.buff, &i, &a->pid) == 0) {
+            rc = 0;
+        } else {
+            char what[512];
+            term_text(reply.buff, 0, what, sizeof what);
+            if (strstr(what, "busy"))
+                snprintf(err, err_len, "another kprof is already attached to %s (%s); stop it "
+                         "first", node->target, what);
+            else if (strstr(what, "no_process") || strstr(what, "bad_pid"))
+                snprintf(err, err_len, "--pid: %s on %s", what, node->target);
+            else
+                snprintf(err, err_len, "the agent did not start on %s: %s", node->target, what);
+            rc = -1;
+        }
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}
+
+int kp_agent_request(kp_agent *a)
+{
+    ei_x_buff x;
+    ei_x_new_with_version(&x);
+    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_atom(&x, "sample");
+    ei_x_encode_pid(&x, &a->node->self);
+    ei_x_encode_long(&x, ++a->seq);
+    int rc = ei_send(a->node->fd, &a->pid, x.buff, x.index) < 0 ? -1 : 0;
+    ei_x_free(&x);
+    return rc;
+}
+
+void kp_agent_detach(kp_agent *a)
+{
+    if (a->node->fd < 0)
+        return;
+    ei_x_buff x;
+    ei_x_new_with_version(&x);
+    ei_x_encode_atom(&x, "stop");
+    ei_send(a->node->fd, &a->pid, x.buff, x.index);
+    ei_x_free(&x);
+}
+
+static int decode_int(const char *buf, int *i, int64_t *v)
+{
+    long long x;
+    if (ei_decode_longlong(buf, i, &x) != 0)
+        return -1;
+    *v = x;
+    return 0;
+}
+
+static int decode_pid_numbers(const char *buf, int *i, uint32_t *num, uint32_t *serial)
+{
+    erlang_pid p;
+    if (ei_decode_pid(buf, i, &p) != 0)
+        return -1;
+    *num = p.num;
+    *serial = p.serial;
+    return 0;
+}
+
+static int decode_mfas(const char *buf, int *i, const kp_batch_handler *h)
+{
+    int n, arity;
+    if (ei_decode_list_header(buf, i, &n) != 0)
+        return -1;
+    for (int k = 0; k < n; k++) {
+        long id, ar;
+        char mod[MAXATOMLEN_UTF8], fun[MAXATOMLEN_UTF8];
+        if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 4 ||
+            ei_decode_long(buf, i, &id) != 0 ||
+            ei_decode_atom_as(buf, i, mod, sizeof mod, ERLANG_UTF8, NULL, NULL) < 0 ||
+            ei_decode_atom_as(buf, i, fun, sizeof fun, ERLANG_UTF8, NULL, NULL) < 0 ||
+            ei_decode_long(buf, i, &ar) != 0 || id < 0 || ar < 0)
+            return -1;
+        if (h->on_mfa(h->ctx, (uint32_t)id, mod, fun, (unsigned)ar) != 0)
+            return -2;
+    }
+    return n ? ei_decode_list_header(buf, i, &n) : 0; /* the tail [] */
+}
+
+static int decode_labels(const char *buf, int *i, const kp_batch_handler *h)
+{
+    int n, arity, type, size;
+    if (ei_decode_list_header(buf, i, &n) != 0)
+        return -1;
+    for (int k = 0; k < n; k++) {
+        uint32_t num, serial;
+        char kind[MAXATOMLEN];
+        char text[1024];
+        long len;
+        if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 2 ||
+            decode_pid_numbers(buf, i, &num, &serial) != 0 ||
+            ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 2 ||
+            ei_decode_atom(buf, i, kind) != 0 || ei_get_type(buf, i, &type, &size) != 0 ||
+            type != ERL_BINARY_EXT || size >= (int)sizeof text ||
+            ei_decode_binary(buf, i, text, &len) != 0)
+            return -1;
+        if (h->on_label(h->ctx, num, serial, strcmp(kind, "registered") == 0, text,
+                        (size_t)len) != 0)
+            return -2;
+    }
+    return n ? ei_decode_list_header(buf, i, &n) : 0;
+}
+
+static int decode_samples(const char *buf, int *i, const kp_batch_handler *h)
+{
+    static unsigned char *stack;
+    static size_t stack_cap;
+    static uint32_t *frames;
+    int n, arity, type, size;
+    if (ei_decode_list_header(buf, i, &n) != 0)
+        return -1;
+    for (int k = 0; k < n; k++) {
+        kp_raw_sample s;
+        memset(&s, 0, sizeof s);
+        if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 12 ||
+            decode_pid_numbers(buf, i, &s.num, &s.serial) != 0 ||
+            ei_decode_atom(buf, i, s.status) != 0)
+            return -1;
+        for (int m = 0; m < KP_METRIC_COUNT; m++)
+            if (decode_int(buf, i, &s.metrics[m]) != 0)
+                return -1;
+        if (ei_get_type(buf, i, &type, &size) != 0)
+            return -1;
+        if (type == ERL_BINARY_EXT) {
+            if ((size_t)size + 8 > stack_cap) {
+                size_t cap = (size_t)size + 4096;
+                unsigned char *st = realloc(stack, cap);
+                uint32_t *fr = realloc(frames, cap);
+                if (st)
+                    stack = st;
+                if (fr)
+                    frames = fr;
+                if (!st || !fr)
+                    return -2;
+                stack_cap = cap;
+            }
+            long len;
+            if (ei_decode_binary(buf, i, stack, &len) != 0 || len % 8)
+                return -1;
+            for (long b = 0; b < len / 4; b++)
+                frames[b] = (uint32_t)stack[4 * b] << 24 | (uint32_t)stack[4 * b + 1] << 16 |
+                            (uint32_t)stack[4 * b + 2] << 8 | stack[4 * b + 3];
+            s.frames = frames;
+            s.depth = (size_t)len / 8;
+        } else {
+            char same[MAXATOMLEN];
+            if (ei_decode_atom(buf, i, same) != 0 || strcmp(same, "same") != 0)
+                return -1;
+            s.same = 1;
+        }
+        if (h->on_sample(h->ctx, &s) != 0)
+            return -2;
+    }
+    return n ? ei_decode_list_header(buf, i, &n) : 0;
+}
+
+static int decode_batch(const char *buf, int *i, const kp_batch_handler *h, int64_t *time_us)
+{
+    int arity, rc;
+    char reset[MAXATOMLEN];
+    if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 5 ||
+        decode_int(buf, i, time_us) != 0)
+        return -1;
+    /* the reset flag is last on the wire but must act first: look ahead */
+    int j = *i;
+    if (ei_skip_term(buf, &j) || ei_skip_term(buf, &j) || ei_skip_term(buf, &j) ||
+        ei_decode_atom(buf, &j, reset) != 0)
+        return -1;
+    if (strcmp(reset, "true") == 0 && h->on_reset(h->ctx) != 0)
+        return -2;
+    if ((rc = decode_mfas(buf, i, h)) != 0 || (rc = decode_labels(buf, i, h)) != 0 ||
+        (rc = decode_samples(buf, i, h)) != 0)
+        return rc;
+    return 0;
+}
+
+int kp_agent_receive(kp_agent *a, unsigned ms, const kp_batch_handler *h, int64_t *time_us)
+{
+    ei_x_buff x;
+    ei_x_new(&x);
+    int result = 0;
+    for (;;) {
+        erlang_msg msg;
+        int rc = ei_xreceive_msg_tmo(a->node->fd, &msg, &x, ms);
+        if (rc == ERL_TICK)
+            continue;
+        if (rc == ERL_ERROR) {
+            result = erl_errno == ETIMEDOUT ? 0 : -1;
+            break;
+        }
+        if (msg.msgtype != ERL_SEND && msg.msgtype != ERL_REG_SEND)
+            continue;
+        int i = 0, version, arity;
+        long seq;
+        char tag[MAXATOMLEN];
+        if (ei_decode_version(x.buff, &i, &version) != 0 ||
+            ei_decode_tuple_header(x.buff, &i, &arity) != 0 || arity != 3 ||
+            ei_decode_atom(x.buff, &i, tag) != 0 || strcmp(tag, "kprof_samples") != 0 ||
+            ei_decode_long(x.buff, &i, &seq) != 0)
+            continue; /* not ours */
+        if (seq != a->seq)
+            continue; /* a late answer to an abandoned request */
+        rc = decode_batch(x.buff, &i, h, time_us);
+        result = rc == 0 ? 1 : rc == -2 ? -2 : -2;
+        break;
+    }
+    ei_x_free(&x);
+    return result;
+}

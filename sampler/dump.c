@@ -1,0 +1,88 @@
+/* `kprof dump`: attach, let the agent rank processes over a short window,
+ * take one batch, print each process's metrics and stack, detach. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent.h"
+#include "cli.h"
+#include "node.h"
+#include "profile.h"
+#include "record.h"
+
+typedef struct {
+    kp_profile *profile;
+    int printed;
+} dumper;
+
+static int print_sample(void *ctx, const kp_profile_sample *s)
+{
+    dumper *d = ctx;
+    size_t n;
+    const kp_frames *frames = kp_profile_frames(d->profile);
+    const uint32_t *ids = kp_stacks_get(kp_profile_stacks(d->profile), s->stack, &n);
+    size_t len;
+    const char *label = n > 2 ? kp_frames_module(frames, ids[2], &len) : "";
+    int has_label = n > 2 && (strncmp(label, "registered", len) == 0 ||
+                              strncmp(label, "initial", len) == 0);
+    printf("<0.%u.%u>", s->num, s->serial);
+    if (has_label) {
+        const char *text = kp_frames_symbol(frames, ids[2], &len);
+        printf(" %.*s", (int)len, text);
+    }
+    printf("  %s  reductions %lld  memory %lld  queue %lld\n", s->status,
+           (long long)s->value[KP_METRIC_REDUCTIONS], (long long)s->value[KP_METRIC_MEMORY],
+           (long long)s->value[KP_METRIC_QUEUE]);
+    for (size_t i = n; i-- > (size_t)(has_label ? 3 : 2);) {
+        const char *sym = kp_frames_symbol(frames, ids[i], &len);
+        printf("    %.*s\n", (int)len, sym);
+    }
+    putchar('\n');
+    d->printed++;
+    return 0;
+}
+
+int kp_dump_run(const kp_record_options *o)
+{
+    char err[1024], target[512], cookie[512];
+    if (kp_node_name(o->node, target, sizeof target, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        return KP_EXIT_USAGE;
+    }
+    if (kp_cookie_load(o->cookie_file, cookie, sizeof cookie, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        return KP_EXIT_USAGE;
+    }
+    kp_node node;
+    if (kp_node_connect(&node, target, cookie, o->connect_timeout_ms, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        return KP_EXIT_NODE;
+    }
+    kp_agent agent;
+    kp_agent_options ao = {o->top, o->select_by, 60000, o->pids, o->n_pids, o->depth, 10000};
+    if (kp_agent_attach(&agent, &node, &ao, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        kp_node_close(&node);
+        return KP_EXIT_NODE;
+    }
+    dumper d = {NULL, 0};
+    d.profile = kp_profile_create(agent.wordsize, print_sample, &d);
+    /* the ranking needs a window: the agent took its first snapshot at start */
+    struct timespec window = {0, 250 * 1000 * 1000};
+    nanosleep(&window, NULL);
+    int64_t t;
+    int res = d.profile && kp_agent_request(&agent) == 0
+                  ? kp_agent_receive(&agent, 10000, kp_profile_handler(d.profile), &t)
+                  : -1;
+    kp_agent_detach(&agent);
+    kp_node_close(&node);
+    kp_profile_free(d.profile);
+    if (res != 1) {
+        kp_error("no answer from the agent on %s", target);
+        return KP_EXIT_NODE;
+    }
+    if (d.printed == 0)
+        fprintf(stderr, "kprof: no process of %s ran during the 250 ms window\n", target);
+    return KP_EXIT_OK;
+}

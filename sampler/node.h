@@ -1,0 +1,41 @@
+/* Connection to an Erlang node as a hidden C node (erl_interface).
+ *
+ * Failures are turned into one sentence that names the cause and what to do
+ * (unknown host, epmd not running, no such node, wrong cookie, timeout). */
+#ifndef KP_NODE_H
+#define KP_NODE_H
+
+#include <ei.h>
+#include <stddef.h>
+
+typedef struct {
+    ei_cnode ec;
+    int fd;                 /* the distribution connection */
+    char target[512];       /* "app@host" */
+    erlang_pid self;        /* our pid, for replies */
+} kp_node;
+
+/* Reads the cookie: from `cookie_file` when not NULL, else $KPROF_COOKIE, else
+ * ~/.erlang.cookie. Returns 0, or -1 with a message in `err`. The cookie is
+ * never printed. */
+int kp_cookie_load(const char *cookie_file, char *cookie, size_t cap, char *err, size_t err_len);
+
+/* Completes a node name: "app" becomes "app@<short hostname>". Returns 0, or
+ * -1 with a message in `err` for an empty or malformed name. */
+int kp_node_name(const char *given, char *out, size_t cap, char *err, size_t err_len);
+
+/* Connects to `target` ("app@host") within `timeout_ms`. Returns 0, or -1
+ * with a message in `err`. */
+int kp_node_connect(kp_node *node, const char *target, const char *cookie, unsigned timeout_ms,
+                    char *err, size_t err_len);
+
+/* Closes the connection (safe to call twice). */
+void kp_node_close(kp_node *node);
+
+/* Calls M:F(Args) on the node and decodes nothing: `reply` receives the
+ * result term (no version byte). `args` is an encoded list (no version byte).
+ * Returns 0, or -1 when the connection failed. */
+int kp_node_rpc(kp_node *node, const char *mod, const char *fun, const ei_x_buff *args,
+                ei_x_buff *reply);
+
+#endif

@@ -1,0 +1,44 @@
+/* What kprof knows of a node's processes while it samples: the agent's MFA
+ * ids mapped to interned frames, and per process its pseudo-frames, its last
+ * stack and its last metric values (for deltas). Turns each decoded agent
+ * sample into a full interned stack, root first:
+ *   status (status) ; <0.N.S> (process) ; name (registered|initial) ; code...
+ * and metric values with deltas since that process's previous sample (0 on
+ * the first one, never a bogus jump). */
+#ifndef KP_PROFILE_H
+#define KP_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent.h"
+#include "kp/intern.h"
+
+typedef struct {
+    uint32_t num, serial;
+    const char *status;
+    uint32_t stack; /* full stack id in the profile's kp_stacks */
+    int64_t value[KP_METRIC_COUNT]; /* sizes in bytes */
+    int64_t delta[KP_METRIC_COUNT];
+} kp_profile_sample;
+
+typedef int (*kp_profile_sink)(void *ctx, const kp_profile_sample *sample);
+
+typedef struct kp_profile kp_profile;
+
+/* `wordsize` converts the agent's word counts to bytes. NULL when out of memory. */
+kp_profile *kp_profile_create(unsigned wordsize, kp_profile_sink sink, void *ctx);
+void kp_profile_free(kp_profile *profile);
+
+/* The handler to pass to kp_agent_receive(). */
+const kp_batch_handler *kp_profile_handler(kp_profile *profile);
+
+const kp_frames *kp_profile_frames(const kp_profile *profile);
+const kp_stacks *kp_profile_stacks(const kp_profile *profile);
+/* Processes currently tracked. */
+size_t kp_profile_processes(const kp_profile *profile);
+
+/* The names of the metrics, in kp_agent order ("reductions", ...). */
+extern const char *const kp_metric_names[KP_METRIC_COUNT];
+
+#endif

@@ -1,0 +1,36 @@
+/* `kprof record`: the sampling loop and its outputs. */
+#ifndef KP_RECORD_H
+#define KP_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kp/sink.h"
+
+typedef struct {
+    const char *node;          /* as given */
+    const char *cookie_file;   /* NULL: $KPROF_COOKIE or ~/.erlang.cookie */
+    unsigned connect_timeout_ms;
+    unsigned top;
+    const char *select_by;
+    uint64_t reselect_us;
+    const char **pids;
+    size_t n_pids;
+    double rate;               /* batches per second = samples/s per process */
+    uint64_t duration_us;      /* 0 = until Ctrl-C */
+    const char *output_dir;    /* NULL = kprof-<node>-<UTC time> */
+    uint64_t rotate_bytes;
+    uint64_t rotate_us;
+    unsigned keep;
+    kp_compression compression;
+    unsigned depth;
+    int quiet;
+} kp_record_options;
+
+/* Runs a recording; returns the process exit code. */
+int kp_record_run(const kp_record_options *options);
+
+/* One-shot stacks of the top processes, printed on stdout. */
+int kp_dump_run(const kp_record_options *options);
+
+#endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -119,6 +120,49 @@ static int port_open(const struct addrinfo *ai, int port, unsigned timeout_ms)
     return 0;
 }
 
+/* Asks epmd on `ai`'s host whether `alive` is registered (PORT_PLEASE2_REQ).
+ * Returns 1 yes, 0 no, -1 could not ask. */
+static int epmd_knows(const struct addrinfo *ai, const char *alive, unsigned timeout_ms)
+{
+    for (; ai; ai = ai->ai_next) {
+        struct sockaddr_storage sa;
+        memcpy(&sa, ai->ai_addr, ai->ai_addrlen);
+        if (sa.ss_family == AF_INET)
+            ((struct sockaddr_in *)&sa)->sin_port = htons(4369);
+        else if (sa.ss_family == AF_INET6)
+            ((struct sockaddr_in6 *)&sa)->sin6_port = htons(4369);
+        else
+            continue;
+        int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        if (connect(fd, (struct sockaddr *)&sa, ai->ai_addrlen) != 0) {
+            close(fd);
+            continue;
+        }
+        unsigned char req[300];
+        size_t n = strlen(alive);
+        if (n > 255) {
+            close(fd);
+            return -1;
+        }
+        req[0] = (unsigned char)((n + 1) >> 8);
+        req[1] = (unsigned char)(n + 1);
+        req[2] = 122; /* PORT_PLEASE2_REQ */
+        memcpy(req + 3, alive, n);
+        unsigned char resp[2];
+        int known = -1;
+        if (write(fd, req, n + 3) == (ssize_t)(n + 3) && read(fd, resp, 2) == 2 && resp[0] == 119)
+            known = resp[1] == 0;
+        close(fd);
+        return known;
+    }
+    return -1;
+}
+
 int kp_node_connect(kp_node *node, const char *target, const char *cookie, unsigned timeout_ms,
                     char *err, size_t err_len)
 {
@@ -136,11 +180,19 @@ int kp_node_connect(kp_node *node, const char *target, const char *cookie, unsig
         return -1;
     }
     int epmd = port_open(ai, 4369, timeout_ms);
+    char alive_name[256];
+    snprintf(alive_name, sizeof alive_name, "%.*s", (int)(strchr(target, '@') - target), target);
+    int known = epmd ? epmd_knows(ai, alive_name, timeout_ms) : -1;
     freeaddrinfo(ai);
     if (!epmd) {
         snprintf(err, err_len,
                  "epmd is not running on %s (nothing listens on port 4369): is node %s started?",
                  host, target);
+        return -1;
+    }
+    if (known == 0) {
+        snprintf(err, err_len, "no node named '%s' is registered with epmd on %s; check the "
+                 "name ('epmd -names' lists them)", alive_name, host);
         return -1;
     }
 
@@ -167,9 +219,6 @@ int kp_node_connect(kp_node *node, const char *target, const char *cookie, unsig
         if (e == ETIMEDOUT)
             snprintf(err, err_len, "timed out connecting to %s after %u ms; raise "
                      "--connect-timeout or check the network", target, timeout_ms);
-        else if (e == EHOSTUNREACH)
-            snprintf(err, err_len, "no node %s is registered with epmd on %s; check the name "
-                     "(epmd -names lists them)", target, host);
         else
             snprintf(err, err_len, "node %s refused the connection: wrong cookie? (pass "
                      "--cookie-file FILE or set KPROF_COOKIE)", target);

@@ -48,6 +48,34 @@ typedef struct {
 
 static volatile sig_atomic_t stop_requested;
 
+/* The latest batch latencies, for the median and 99th percentile. */
+#define LATENCY_RING 4096
+typedef struct {
+    uint32_t us[LATENCY_RING];
+    size_t n;
+} latencies;
+
+static void latency_add(latencies *l, uint64_t us)
+{
+    l->us[l->n++ % LATENCY_RING] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+static int compare_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The q-quantile (0..1) of the recorded latencies, in milliseconds. */
+static double latency_quantile(latencies *l, double q)
+{
+    size_t n = l->n < LATENCY_RING ? l->n : LATENCY_RING;
+    if (!n)
+        return 0;
+    qsort(l->us, n, sizeof *l->us, compare_u32);
+    return l->us[(size_t)(q * (double)(n - 1))] / 1e3;
+}
+
 static void on_signal(int sig)
 {
     (void)sig;
@@ -210,8 +238,10 @@ static void write_readme(const char *dir, const kp_record_options *o, const char
     kp_sink_commit(sink);
 }
 
+/* Creates the output directory; `*created` tells whether it is new, so that
+ * a run that fails before writing anything can remove it again. */
 static int make_output_dir(const kp_record_options *o, const char *target, char *dir, size_t cap,
-                           char *err, size_t err_len)
+                           int *created, char *err, size_t err_len)
 {
     if (o->output_dir) {
         snprintf(dir, cap, "%s", o->output_dir);
@@ -223,7 +253,8 @@ static int make_output_dir(const kp_record_options *o, const char *target, char 
         strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
         snprintf(dir, cap, "kprof-%s-%s", target, stamp);
     }
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+    *created = mkdir(dir, 0755) == 0;
+    if (!*created && errno != EEXIST) {
         snprintf(err, err_len, "cannot create the output directory %s: %s", dir, strerror(errno));
         return -1;
     }
@@ -261,13 +292,16 @@ int kp_record_run(const kp_record_options *o)
         kp_error("%s", err);
         return KP_EXIT_USAGE;
     }
-    if (make_output_dir(o, target, dir, sizeof dir, err, sizeof err) != 0) {
+    int created;
+    if (make_output_dir(o, target, dir, sizeof dir, &created, err, sizeof err) != 0) {
         kp_error("%s", err);
         return KP_EXIT_FAILURE;
     }
     kp_node node;
     if (kp_node_connect(&node, target, cookie, o->connect_timeout_ms, err, sizeof err) != 0) {
         kp_error("%s", err);
+        if (created)
+            rmdir(dir);
         return KP_EXIT_NODE;
     }
     memset(cookie, 0, sizeof cookie);
@@ -279,6 +313,8 @@ int kp_record_run(const kp_record_options *o)
     if (kp_agent_attach(&agent, &node, &ao, err, sizeof err) != 0) {
         kp_error("%s", err);
         kp_node_close(&node);
+        if (created)
+            rmdir(dir);
         return KP_EXIT_NODE;
     }
 
@@ -326,6 +362,7 @@ int kp_record_run(const kp_record_options *o)
     uint64_t start = now_us(), base = start, last_status = start, batches = 0, late = 0;
     uint64_t slow_since = 0;
     int warned = 0;
+    static latencies lat;
     unsigned seed = (unsigned)start;
     const char *lost = NULL;
     while (!stop_requested) {
@@ -370,6 +407,7 @@ int kp_record_run(const kp_record_options *o)
             break;
         batches++;
         uint64_t done = now_us();
+        latency_add(&lat, done - sent);
         if (r.write_error != KP_OK)
             break;
         base += interval;
@@ -436,6 +474,9 @@ int kp_record_run(const kp_record_options *o)
                 "requested, %llu late)\n",
                 (unsigned long long)r.samples, kp_profile_processes(r.profile), secs,
                 secs > 0 ? (double)batches / secs : 0.0, o->rate, (unsigned long long)late);
+        if (batches)
+            fprintf(stderr, "kprof: batch latency: median %.2f ms, 99th percentile %.2f ms\n",
+                    latency_quantile(&lat, 0.5), latency_quantile(&lat, 0.99));
         if (r.samples < 2)
             fprintf(stderr, "kprof: too few samples for a profile; is the node idle? try "
                             "--select-by or a longer --duration\n");

@@ -21,7 +21,9 @@ static const char record_usage[] =
     "even after kill -9.\n"
     "\n"
     "Connection:\n"
-    "  -n, --node NODE          node to profile: name@host, or name (this host)\n"
+    "  -n, --node NODE          node to profile: name@host, or name (this host);\n"
+    "                           repeat it to record several nodes at once\n"
+    "      --all-nodes          also record every node connected to the first\n"
     "      --cookie-file FILE   cookie [$KPROF_COOKIE, else ~/.erlang.cookie]\n"
     "      --connect-timeout T  [5s]\n"
     "Selection:\n"
@@ -68,10 +70,11 @@ static int bad_value(const char *option, const char *value, const char *expected
 
 static int run(int argc, char **argv, int dump)
 {
-    enum { OPT_COOKIE = 1000, OPT_CONNECT, OPT_SELECT, OPT_RESELECT, OPT_DEPTH, OPT_RSIZE,
+    enum { OPT_ALL_NODES = 999, OPT_COOKIE = 1000, OPT_CONNECT, OPT_SELECT, OPT_RESELECT, OPT_DEPTH, OPT_RSIZE,
            OPT_RTIME, OPT_KEEP, OPT_COMPRESS };
     static const struct option options[] = {
         {"node", required_argument, NULL, 'n'},
+        {"all-nodes", no_argument, NULL, OPT_ALL_NODES},
         {"cookie-file", required_argument, NULL, OPT_COOKIE},
         {"connect-timeout", required_argument, NULL, OPT_CONNECT},
         {"top", required_argument, NULL, 't'},
@@ -103,13 +106,19 @@ static int run(int argc, char **argv, int dump)
     o.compression = KP_COMPRESS_GZIP;
     o.depth = 64;
     const char *pids[256];
+    const char *nodes[64];
     uint64_t v;
     int opt;
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":n:t:p:r:d:o:qh", options, NULL)) != -1) {
         switch (opt) {
-        case 'n': o.node = optarg; break;
+        case 'n':
+            if (o.n_nodes == sizeof nodes / sizeof *nodes)
+                return bad_value("--node", optarg, "at most 64 --node options");
+            nodes[o.n_nodes++] = optarg;
+            break;
+        case OPT_ALL_NODES: o.all_nodes = 1; break;
         case OPT_COOKIE: o.cookie_file = optarg; break;
         case OPT_CONNECT:
             if (kp_parse_duration(optarg, &v) != 0 || v > 600000000u)
@@ -201,10 +210,19 @@ static int run(int argc, char **argv, int dump)
                  dump ? "dump" : "record");
         return KP_EXIT_USAGE;
     }
-    if (!o.node) {
+    if (!o.n_nodes) {
         kp_error("which node? add --node NAME@HOST");
         return KP_EXIT_USAGE;
     }
+    if (dump && (o.n_nodes > 1 || o.all_nodes)) {
+        kp_error("kprof dump takes one --node");
+        return KP_EXIT_USAGE;
+    }
+    if (o.n_pids && (o.n_nodes > 1 || o.all_nodes)) {
+        kp_error("--pid names a process of one node: use it with a single --node");
+        return KP_EXIT_USAGE;
+    }
+    o.nodes = nodes;
     o.pids = pids;
     return dump ? kp_dump_run(&o) : kp_record_run(&o);
 }

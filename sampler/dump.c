@@ -12,6 +12,8 @@
 #include "record.h"
 
 typedef struct {
+    kp_frames *frames;
+    kp_stacks *stacks;
     kp_profile *profile;
     int printed;
 } dumper;
@@ -20,8 +22,8 @@ static int print_sample(void *ctx, const kp_profile_sample *s)
 {
     dumper *d = ctx;
     size_t n;
-    const kp_frames *frames = kp_profile_frames(d->profile);
-    const uint32_t *ids = kp_stacks_get(kp_profile_stacks(d->profile), s->stack, &n);
+    const kp_frames *frames = d->frames;
+    const uint32_t *ids = kp_stacks_get(d->stacks, s->stack, &n);
     size_t len;
     const char *label = n > 2 ? kp_frames_module(frames, ids[2], &len) : "";
     int has_label = n > 2 && (strncmp(label, "registered", len) == 0 ||
@@ -46,7 +48,7 @@ static int print_sample(void *ctx, const kp_profile_sample *s)
 int kp_dump_run(const kp_record_options *o)
 {
     char err[1024], target[512], cookie[512];
-    if (kp_node_name(o->node, target, sizeof target, err, sizeof err) != 0) {
+    if (kp_node_name(o->nodes[0], target, sizeof target, err, sizeof err) != 0) {
         kp_error("%s", err);
         return KP_EXIT_USAGE;
     }
@@ -66,8 +68,9 @@ int kp_dump_run(const kp_record_options *o)
         kp_node_close(&node);
         return KP_EXIT_NODE;
     }
-    dumper d = {NULL, 0};
-    d.profile = kp_profile_create(agent.wordsize, print_sample, &d);
+    dumper d = {kp_frames_create(0), kp_stacks_create(), NULL, 0};
+    if (d.frames && d.stacks)
+        d.profile = kp_profile_create(d.frames, d.stacks, agent.wordsize, NULL, print_sample, &d);
     /* the ranking needs a window: the agent took its first snapshot at start */
     struct timespec window = {0, 250 * 1000 * 1000};
     nanosleep(&window, NULL);
@@ -78,6 +81,8 @@ int kp_dump_run(const kp_record_options *o)
     kp_agent_detach(&agent);
     kp_node_close(&node);
     kp_profile_free(d.profile);
+    kp_frames_free(d.frames);
+    kp_stacks_free(d.stacks);
     if (res != 1) {
         kp_error("no answer from the agent on %s", target);
         return KP_EXIT_NODE;

@@ -28,6 +28,7 @@ typedef struct {
 struct kp_profile {
     kp_frames *frames;
     kp_stacks *stacks;
+    uint32_t node_frame; /* NO_FRAME for a single-node recording */
     unsigned wordsize;
     kp_profile_sink sink;
     void *ctx;
@@ -180,9 +181,11 @@ static int on_sample(void *ctx, const kp_raw_sample *s)
         const uint32_t *code = NULL;
         if (pr->code_stack != NO_FRAME)
             code = kp_stacks_get(p->stacks, pr->code_stack, &code_len);
-        if (reserve_ids(p, code_len + 3) != 0)
+        if (reserve_ids(p, code_len + 4) != 0)
             return -1;
         /* kp_stacks_get's pointer dies at the next intern: copy first */
+        if (p->node_frame != NO_FRAME)
+            p->ids[n++] = p->node_frame;
         p->ids[n++] = status;
         p->ids[n++] = pr->pid_frame;
         if (pr->label_frame != NO_FRAME)
@@ -209,15 +212,18 @@ static int on_sample(void *ctx, const kp_raw_sample *s)
     return p->sink(p->ctx, &out);
 }
 
-kp_profile *kp_profile_create(unsigned wordsize, kp_profile_sink sink, void *ctx)
+kp_profile *kp_profile_create(kp_frames *frames, kp_stacks *stacks, unsigned wordsize,
+                              const char *node, kp_profile_sink sink, void *ctx)
 {
     kp_profile *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
-    p->frames = kp_frames_create(0);
-    p->stacks = kp_stacks_create();
-    if (!p->frames || !p->stacks) {
-        kp_profile_free(p);
+    p->frames = frames;
+    p->stacks = stacks;
+    p->node_frame = NO_FRAME;
+    if (node &&
+        kp_frames_intern_pseudo(frames, node, strlen(node), "node", &p->node_frame) != KP_OK) {
+        free(p);
         return NULL;
     }
     p->wordsize = wordsize ? wordsize : 8;
@@ -235,8 +241,6 @@ void kp_profile_free(kp_profile *p)
 {
     if (!p)
         return;
-    kp_frames_free(p->frames);
-    kp_stacks_free(p->stacks);
     free(p->mfa_frames);
     free(p->procs);
     free(p->ids);
@@ -246,16 +250,6 @@ void kp_profile_free(kp_profile *p)
 const kp_batch_handler *kp_profile_handler(kp_profile *p)
 {
     return &p->handler;
-}
-
-const kp_frames *kp_profile_frames(const kp_profile *p)
-{
-    return p->frames;
-}
-
-const kp_stacks *kp_profile_stacks(const kp_profile *p)
-{
-    return p->stacks;
 }
 
 size_t kp_profile_processes(const kp_profile *p)

@@ -2,7 +2,9 @@
  * ids mapped to interned frames, and per process its pseudo-frames, its last
  * stack and its last metric values (for deltas). Turns each decoded agent
  * sample into a full interned stack, root first:
- *   status (status) ; <0.N.S> (process) ; name (registered|initial) ; code...
+ *   [node (node) ;] status (status) ; <0.N.S> (process) ;
+ *   name (registered|initial) ; code...
+ * (the node frame only when several nodes are recorded at once).
  * and metric values with deltas since that process's previous sample (0 on
  * the first one, never a bogus jump). */
 #ifndef KP_PROFILE_H
@@ -26,15 +28,17 @@ typedef int (*kp_profile_sink)(void *ctx, const kp_profile_sample *sample);
 
 typedef struct kp_profile kp_profile;
 
-/* `wordsize` converts the agent's word counts to bytes. NULL when out of memory. */
-kp_profile *kp_profile_create(unsigned wordsize, kp_profile_sink sink, void *ctx);
+/* A profile of one node over frames and stacks that several profiles may
+ * share (borrowed). `wordsize` converts the agent's word counts to bytes;
+ * `node` (NULL for none) becomes the root pseudo-frame. NULL when out of
+ * memory. */
+kp_profile *kp_profile_create(kp_frames *frames, kp_stacks *stacks, unsigned wordsize,
+                              const char *node, kp_profile_sink sink, void *ctx);
 void kp_profile_free(kp_profile *profile);
 
 /* The handler to pass to kp_agent_receive(). */
 const kp_batch_handler *kp_profile_handler(kp_profile *profile);
 
-const kp_frames *kp_profile_frames(const kp_profile *profile);
-const kp_stacks *kp_profile_stacks(const kp_profile *profile);
 /* Processes currently tracked. */
 size_t kp_profile_processes(const kp_profile *profile);
 

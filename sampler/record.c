@@ -1,7 +1,7 @@
 /* The sampling loop: absolute deadlines with jitter, one batch request in
- * flight, a deadline on every wait, lateness reported instead of assumed
- * away. Samples go to perf-script segments as they arrive and into per-metric
- * folded aggregates written at the end. */
+ * flight per node, a deadline on every wait, lateness reported instead of
+ * assumed away. Samples go to perf-script segments as they arrive and into
+ * per-metric folded aggregates written at the end (outputs.c). */
 #define _GNU_SOURCE
 #include "record.h"
 
@@ -10,43 +10,51 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
 #include "cli.h"
-#include "kp/folded.h"
-#include "kp/perf_writer.h"
-#include "kp/segment.h"
 #include "node.h"
+#include "outputs.h"
 #include "profile.h"
 
-enum { OUT_SAMPLES, OUT_REDUCTIONS, OUT_MEMORY, OUT_QUEUE, OUT_BIN_VHEAP, OUT_BIN_GROWTH,
-       OUT_BIN_RELEASE, OUT_COUNT };
+#define MAX_NODES 64
 
-static const char *const out_names[OUT_COUNT] = {
-    "samples", "reductions", "memory", "message_queue_len", "bin_vheap", "bin_vheap_growth",
-    "bin_vheap_release"};
-static const char *const out_units[OUT_COUNT] = {
-    "samples", "reductions", "bytes", "messages", "bytes", "bytes", "bytes"};
-
+/* One attached node. */
 typedef struct {
+    char target[512];
+    kp_node node;
+    kp_agent agent;
     kp_profile *profile;
-    kp_perf_writer *perf;
-    kp_segment_writer *segments;
-    kp_buf text;
-    uint64_t *weights[OUT_COUNT]; /* by full stack id */
-    size_t weights_cap;
-    uint32_t os_pid;
-    uint64_t batch_time_us; /* our clock, for the perf file */
-    uint64_t samples;
-    kp_status write_error;
-    int write_errno;
-} recorder;
+    kp_outputs *outputs; /* shared */
+    uint64_t time_us;    /* of the batch being decoded */
+    int attached;
+} session;
 
 static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void sleep_until(uint64_t deadline_us)
+{
+    struct timespec ts = {(time_t)(deadline_us / 1000000u), (long)(deadline_us % 1000000u) * 1000};
+    while (!stop_requested &&
+           clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
 
 /* The latest batch latencies, for the median and 99th percentile. */
 #define LATENCY_RING 4096
@@ -76,131 +84,16 @@ static double latency_quantile(latencies *l, double q)
     return l->us[(size_t)(q * (double)(n - 1))] / 1e3;
 }
 
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_requested = 1;
-}
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static void sleep_until(uint64_t deadline_us)
-{
-    struct timespec ts = {(time_t)(deadline_us / 1000000u), (long)(deadline_us % 1000000u) * 1000};
-    while (!stop_requested &&
-           clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
-
-static int add_weight(recorder *r, int out, uint32_t stack, int64_t w)
-{
-    if (w <= 0)
-        return 0;
-    if (stack >= r->weights_cap) {
-        size_t cap = r->weights_cap ? r->weights_cap : 1024;
-        while (cap <= stack)
-            cap *= 2;
-        for (int o = 0; o < OUT_COUNT; o++) {
-            uint64_t *a = realloc(r->weights[o], cap * sizeof *a);
-            if (!a)
-                return -1;
-            memset(a + r->weights_cap, 0, (cap - r->weights_cap) * sizeof *a);
-            r->weights[o] = a;
-        }
-        r->weights_cap = cap;
-    }
-    r->weights[out][stack] += (uint64_t)w;
-    return 0;
-}
-
 static int on_profile_sample(void *ctx, const kp_profile_sample *s)
 {
-    recorder *r = ctx;
-    kp_metric metrics[KP_METRIC_COUNT];
-    for (int m = 0; m < KP_METRIC_COUNT; m++) {
-        metrics[m].name = kp_metric_names[m];
-        metrics[m].value = s->value[m];
-        metrics[m].delta = s->delta[m];
-    }
-    kp_perf_record rec = {r->os_pid, s->num, 0, r->batch_time_us, 1, metrics, KP_METRIC_COUNT,
-                          s->stack};
-    kp_buf_clear(&r->text);
-    if (kp_perf_writer_format(r->perf, &rec, &r->text) != KP_OK)
-        return -1;
-    if (r->write_error == KP_OK) {
-        kp_status st = kp_segment_write(r->segments, r->text.data, r->text.len, r->batch_time_us);
-        if (st != KP_OK) {
-            r->write_error = st;
-            r->write_errno = errno;
-        }
-    }
-    int64_t bin = s->value[KP_METRIC_BIN_VHEAP] + s->value[KP_METRIC_BIN_OLD_VHEAP];
-    int64_t bin_delta = s->delta[KP_METRIC_BIN_VHEAP] + s->delta[KP_METRIC_BIN_OLD_VHEAP];
-    if (add_weight(r, OUT_SAMPLES, s->stack, 1) ||
-        add_weight(r, OUT_REDUCTIONS, s->stack, s->delta[KP_METRIC_REDUCTIONS]) ||
-        add_weight(r, OUT_MEMORY, s->stack, s->value[KP_METRIC_MEMORY]) ||
-        add_weight(r, OUT_QUEUE, s->stack, s->value[KP_METRIC_QUEUE]) ||
-        add_weight(r, OUT_BIN_VHEAP, s->stack, bin) ||
-        add_weight(r, OUT_BIN_GROWTH, s->stack, bin_delta) ||
-        add_weight(r, OUT_BIN_RELEASE, s->stack, -bin_delta))
-        return -1;
-    r->samples++;
-    return 0;
+    session *se = ctx;
+    return kp_outputs_add(se->outputs, (uint32_t)se->agent.os_pid, se->time_us, s);
 }
 
-/* Writes OUT.folded; returns 1 if written, 0 if it would be empty, -1 on error. */
-static int write_folded(recorder *r, const char *dir, int out, char *err, size_t err_len)
+static void readme_text(char *text, size_t cap, const kp_record_options *o, const char *targets)
 {
-    size_t used = 0;
-    for (size_t id = 0; id < r->weights_cap; id++)
-        used += r->weights[out][id] != 0;
-    if (!used)
-        return 0;
-    kp_folded *f = kp_folded_create();
-    if (!f)
-        return -1;
-    kp_status st = KP_OK;
-    for (size_t id = 0; id < r->weights_cap && st == KP_OK; id++)
-        if (r->weights[out][id])
-            st = kp_folded_add_stack(f, kp_profile_frames(r->profile),
-                                     kp_profile_stacks(r->profile), (uint32_t)id, "beam.smp",
-                                     r->weights[out][id]);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s.folded", dir, out_names[out]);
-    kp_sink *sink = NULL;
-    if (st == KP_OK)
-        st = kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink);
-    if (st == KP_OK) {
-        st = kp_folded_write(f, sink);
-        if (st == KP_OK)
-            st = kp_sink_commit(sink);
-        else
-            kp_sink_abort(sink);
-    }
-    kp_folded_free(f);
-    if (st != KP_OK) {
-        snprintf(err, err_len, "cannot write %s: %s", path,
-                 st == KP_ERR_IO ? strerror(errno) : kp_strerror(st));
-        return -1;
-    }
-    return 1;
-}
-
-static void write_readme(const char *dir, const kp_record_options *o, const char *target)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/README.txt", dir);
-    kp_sink *sink;
-    if (kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink) != KP_OK)
-        return;
-    char text[8192];
-    int n = snprintf(
-        text, sizeof text,
+    snprintf(
+        text, cap,
         "kprof recording of %s: top %u processes by %s, %.6g samples/s per process.\n"
         "\n"
         "samples-NNNNNN.perf%s  perf-script segments, one sample per process per tick.\n"
@@ -210,7 +103,8 @@ static void write_readme(const char *dir, const kp_record_options *o, const char
         "    message_queue_len, memory, total_heap_size, heap_size, stack_size,\n"
         "    bin_vheap_size, bin_old_vheap_size in bytes, minor_gcs) that the\n"
         "    flame_prof FlameScope fork draws as heat maps. Stacks end (at the root)\n"
-        "    with the process status, the pid and its registered name or initial call.\n"
+        "    with the process status, the pid and its registered name or initial call\n"
+        "    (and the node name, when several nodes were recorded).\n"
         "%s"
         "\n"
         "Folded stacks for flamegraph.pl (FlameGraph) or speedscope:\n"
@@ -221,21 +115,20 @@ static void write_readme(const char *dir, const kp_record_options *o, const char
         "  bin_vheap.folded          off-heap binaries referenced (bytes)\n"
         "  bin_vheap_growth.folded   growth of those binaries since the previous sample\n"
         "  bin_vheap_release.folded  their release since the previous sample\n"
+        "(a file is left out when all its weights are zero)\n"
         "\n"
         "  flamegraph.pl --hash --countname=samples samples.folded > samples.svg\n"
         "  flamegraph.pl --hash --countname=reductions reductions.folded > reductions.svg\n"
         "  flamegraph.pl --hash --countname=bytes memory.folded > memory.svg\n"
         "\n"
-        "Re-fold any segment with another weight:\n"
+        "Re-fold the segments with another weight:\n"
         "  kprof convert samples-*.perf* -o heap.folded --weight total_heap_size\n",
-        target, o->n_pids ? (unsigned)o->n_pids : o->top, o->n_pids ? "--pid" : o->select_by,
+        targets, o->n_pids ? (unsigned)o->n_pids : o->top, o->n_pids ? "--pid" : o->select_by,
         o->rate, kp_compression_suffix(o->compression),
         o->compression == KP_COMPRESS_ZSTD
             ? "    zstd segments are a compact archive no viewer reads: unpack them with\n"
               "    'zstd -d' or fold them with 'kprof convert'.\n"
             : "");
-    kp_sink_write(sink, text, (size_t)n);
-    kp_sink_commit(sink);
 }
 
 /* Creates the output directory; `*created` tells whether it is new, so that
@@ -266,25 +159,100 @@ static int make_output_dir(const kp_record_options *o, const char *target, char 
     return 0;
 }
 
-static void status_line(const recorder *r, uint64_t elapsed_us, double rate, uint64_t batches,
-                        uint64_t late, int tty)
+/* The names of the nodes connected to `first` (visible ones), for
+ * --all-nodes. Returns how many were added to `names`. */
+static size_t connected_nodes(kp_node *first, char names[][512], size_t cap)
 {
-    if (!tty)
-        return;
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_empty_list(&args);
+    size_t n = 0;
+    if (kp_node_rpc(first, "erlang", "nodes", &args, &reply) == 0) {
+        int i = 0, len;
+        if (ei_decode_list_header(reply.buff, &i, &len) == 0) {
+            for (int k = 0; k < len && n < cap; k++) {
+                char atom[MAXATOMLEN_UTF8];
+                if (ei_decode_atom_as(reply.buff, &i, atom, sizeof atom, ERLANG_UTF8, NULL,
+                                      NULL) < 0)
+                    break;
+                snprintf(names[n++], 512, "%.511s", atom);
+            }
+        }
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return n;
+}
+
+static void status_line(const kp_outputs *out, uint64_t elapsed_us, double rate, uint64_t batches,
+                        uint64_t late)
+{
     double secs = (double)elapsed_us / 1e6;
-    const kp_segment_stats *st = kp_segment_stats_get(r->segments);
+    uint64_t samples = kp_outputs_samples(out);
     fprintf(stderr,
-            "\r%.1fs  %llu samples (%.0f/s)  batches %.1f/s of %.6g  late %llu  written %.1f MB   ",
-            secs, (unsigned long long)r->samples, secs > 0 ? (double)r->samples / secs : 0.0,
+            "\r%.1fs  %llu samples (%.0f/s)  ticks %.1f/s of %.6g  late %llu  written %.1f MB   ",
+            secs, (unsigned long long)samples, secs > 0 ? (double)samples / secs : 0.0,
             secs > 0 ? (double)batches / secs : 0.0, rate, (unsigned long long)late,
-            (double)st->bytes / 1e6);
+            (double)kp_outputs_segment_stats(out)->bytes / 1e6);
     fflush(stderr);
+}
+
+static void detach_all(session *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (s[i].attached)
+            kp_agent_detach(&s[i].agent);
+        kp_node_close(&s[i].node);
+        kp_profile_free(s[i].profile);
+        s[i].profile = NULL;
+        s[i].attached = 0;
+    }
+}
+
+/* Connects and attaches to every node; returns how many sessions, or 0 with
+ * the error printed. */
+static size_t attach_all(const kp_record_options *o, const char *cookie, session *s,
+                         uint64_t interval)
+{
+    char names[MAX_NODES][512], err[2048];
+    size_t n = 0;
+    for (size_t i = 0; i < o->n_nodes && n < MAX_NODES; i++) {
+        if (kp_node_name(o->nodes[i], names[n], sizeof names[n], err, sizeof err) != 0) {
+            kp_error("%s", err);
+            return 0;
+        }
+        n++;
+    }
+    kp_agent_options ao = {o->top, o->select_by, (unsigned)(o->reselect_us / 1000), o->pids,
+                           o->n_pids, o->depth,
+                           (unsigned)(interval / 50 > 10000 ? interval / 50 : 10000)};
+    for (size_t i = 0; i < n; i++) {
+        session *se = &s[i];
+        snprintf(se->target, sizeof se->target, "%s", names[i]);
+        if (kp_node_connect(&se->node, se->target, cookie, o->connect_timeout_ms, err,
+                            sizeof err) != 0) {
+            kp_error("%s", err);
+            detach_all(s, i + 1);
+            return 0;
+        }
+        if (o->all_nodes && i == 0 && n == 1) {
+            n += connected_nodes(&se->node, names + 1, MAX_NODES - 1);
+        }
+        if (kp_agent_attach(&se->agent, &se->node, &ao, err, sizeof err) != 0) {
+            kp_error("%s", err);
+            detach_all(s, i + 1);
+            return 0;
+        }
+        se->attached = 1;
+    }
+    return n;
 }
 
 int kp_record_run(const kp_record_options *o)
 {
-    char err[8192], target[512], cookie[512], dir[4096];
-    if (kp_node_name(o->node, target, sizeof target, err, sizeof err) != 0) {
+    char err[8192], first[512], cookie[512], dir[4096];
+    if (kp_node_name(o->nodes[0], first, sizeof first, err, sizeof err) != 0) {
         kp_error("%s", err);
         return KP_EXIT_USAGE;
     }
@@ -293,52 +261,50 @@ int kp_record_run(const kp_record_options *o)
         return KP_EXIT_USAGE;
     }
     int created;
-    if (make_output_dir(o, target, dir, sizeof dir, &created, err, sizeof err) != 0) {
+    if (make_output_dir(o, first, dir, sizeof dir, &created, err, sizeof err) != 0) {
         kp_error("%s", err);
         return KP_EXIT_FAILURE;
     }
-    kp_node node;
-    if (kp_node_connect(&node, target, cookie, o->connect_timeout_ms, err, sizeof err) != 0) {
-        kp_error("%s", err);
-        if (created)
-            rmdir(dir);
-        return KP_EXIT_NODE;
-    }
-    memset(cookie, 0, sizeof cookie);
-    kp_agent agent;
     uint64_t interval = (uint64_t)(1e6 / o->rate);
-    kp_agent_options ao = {o->top, o->select_by, (unsigned)(o->reselect_us / 1000), o->pids,
-                           o->n_pids, o->depth,
-                           (unsigned)(interval / 1000 * 20 > 10000 ? interval / 1000 * 20 : 10000)};
-    if (kp_agent_attach(&agent, &node, &ao, err, sizeof err) != 0) {
-        kp_error("%s", err);
-        kp_node_close(&node);
+    static session sessions[MAX_NODES];
+    memset(sessions, 0, sizeof sessions);
+    size_t n = attach_all(o, cookie, sessions, interval);
+    memset(cookie, 0, sizeof cookie);
+    if (n == 0) {
         if (created)
             rmdir(dir);
         return KP_EXIT_NODE;
     }
 
-    int rc = KP_EXIT_OK;
-    recorder r;
-    memset(&r, 0, sizeof r);
-    r.os_pid = (uint32_t)agent.os_pid;
-    r.profile = kp_profile_create(agent.wordsize, on_profile_sample, &r);
-    char header[1024];
-    time_t wall = time(NULL);
-    uint64_t mono0 = now_us();
+    char targets[4096] = "";
+    for (size_t i = 0; i < n; i++)
+        snprintf(targets + strlen(targets), sizeof targets - strlen(targets), "%s%.60s",
+                 i ? ", " : "", sessions[i].target);
+    kp_frames *frames = kp_frames_create(0);
+    kp_stacks *stacks = kp_stacks_create();
+    char header[5000];
     snprintf(header, sizeof header,
-             "# kprof %s recording of %s\n# clock: CLOCK_MONOTONIC microseconds; %llu = %ld "
+             "# kprof sampling of %.4000s\n# clock: CLOCK_MONOTONIC microseconds; %llu = %ld "
              "seconds since the epoch (UTC)\n",
-             "sampling", target, (unsigned long long)mono0, (long)wall);
+             targets, (unsigned long long)now_us(), (long)time(NULL));
     kp_segment_config sc = {dir, "samples", "perf", o->compression, 0, o->rotate_bytes,
                             o->rotate_us, o->keep, header};
-    if (!r.profile ||
-        kp_perf_writer_create("beam.smp", "cpu-clock", kp_profile_frames(r.profile),
-                              kp_profile_stacks(r.profile), &r.perf) != KP_OK ||
-        kp_segment_open(&sc, &r.segments) != KP_OK) {
+    kp_outputs *out = frames && stacks ? kp_outputs_open(&sc, frames, stacks) : NULL;
+    for (size_t i = 0; i < n && out; i++) {
+        sessions[i].outputs = out;
+        sessions[i].profile =
+            kp_profile_create(frames, stacks, sessions[i].agent.wordsize,
+                              n > 1 ? sessions[i].target : NULL, on_profile_sample, &sessions[i]);
+        if (!sessions[i].profile) {
+            kp_outputs_close(out, "", (int[KP_OUT_COUNT]){0}, NULL, err, sizeof err);
+            out = NULL;
+        }
+    }
+    if (!out) {
         kp_error("out of memory");
-        kp_agent_detach(&agent);
-        kp_node_close(&node);
+        detach_all(sessions, n);
+        kp_frames_free(frames);
+        kp_stacks_free(stacks);
         return KP_EXIT_FAILURE;
     }
 
@@ -352,20 +318,21 @@ int kp_record_run(const kp_record_options *o)
     int tty = isatty(STDERR_FILENO) && !o->quiet;
     if (!o->quiet) {
         fprintf(stderr, "kprof: sampling the top %u processes of %s by %s, %.6g times a second",
-                o->n_pids ? (unsigned)o->n_pids : o->top, target,
+                o->n_pids ? (unsigned)o->n_pids : o->top, targets,
                 o->n_pids ? "--pid" : o->select_by, o->rate);
         if (o->duration_us)
             fprintf(stderr, " for %.1f s", (double)o->duration_us / 1e6);
         fprintf(stderr, "; Ctrl-C stops and writes the files to %s/\n", dir);
     }
 
-    uint64_t start = now_us(), base = start, last_status = start, batches = 0, late = 0;
+    int rc = KP_EXIT_OK;
+    uint64_t start = now_us(), base = start, last_status = start, ticks = 0, late = 0;
     uint64_t slow_since = 0;
     int warned = 0;
-    static latencies lat;
     unsigned seed = (unsigned)start;
-    const char *lost = NULL;
-    while (!stop_requested) {
+    const char *lost = NULL, *lost_node = NULL;
+    static latencies lat;
+    while (!stop_requested && !lost && rc == KP_EXIT_OK) {
         uint64_t t = now_us();
         if (o->duration_us && t - start >= o->duration_us)
             break;
@@ -376,40 +343,45 @@ int kp_record_run(const kp_record_options *o)
         if (stop_requested)
             break;
         uint64_t sent = now_us();
-        /* one timestamp per batch, taken when it was asked for */
-        r.batch_time_us = sent;
-        if (kp_agent_request(&agent) != 0) {
-            lost = "sending a request";
-            break;
+        for (size_t i = 0; i < n && !lost; i++) {
+            /* one timestamp per batch, taken when it was asked for */
+            sessions[i].time_us = sent;
+            if (kp_agent_request(&sessions[i].agent) != 0) {
+                lost = "sending a request";
+                lost_node = sessions[i].target;
+            }
         }
-        int64_t node_time;
-        int got = 0;
-        uint64_t wait_start = now_us();
-        while (!got) {
-            int res = kp_agent_receive(&agent, 200, kp_profile_handler(r.profile), &node_time);
-            if (res == 1) {
-                got = 1;
-            } else if (res == -1) {
-                lost = "waiting for samples";
-                break;
-            } else if (res == -2) {
-                kp_error("malformed reply from the agent on %s; please report this", target);
-                rc = KP_EXIT_FAILURE;
-                break;
-            } else if (now_us() - wait_start > 10000000u) {
-                lost = "waiting for samples (no answer for 10 s)";
-                break;
-            } else if (stop_requested && now_us() - wait_start > 1000000u) {
+        for (size_t i = 0; i < n && !lost && rc == KP_EXIT_OK; i++) {
+            int64_t node_time;
+            uint64_t wait_start = now_us();
+            for (;;) {
+                int res = kp_agent_receive(&sessions[i].agent, 200,
+                                           kp_profile_handler(sessions[i].profile), &node_time);
+                if (res == 1)
+                    break;
+                if (res == -1) {
+                    lost = "waiting for samples";
+                } else if (res == -2) {
+                    kp_error("malformed reply from the agent on %s; please report this",
+                             sessions[i].target);
+                    rc = KP_EXIT_FAILURE;
+                } else if (now_us() - wait_start > 10000000u) {
+                    lost = "waiting for samples (no answer for 10 s)";
+                } else if (stop_requested && now_us() - wait_start > 1000000u) {
+                    rc = KP_EXIT_OK;
+                    break;
+                } else {
+                    continue;
+                }
+                lost_node = sessions[i].target;
                 break;
             }
         }
-        if (!got)
+        if (lost || rc != KP_EXIT_OK || kp_outputs_error(out, NULL) != KP_OK)
             break;
-        batches++;
+        ticks++;
         uint64_t done = now_us();
         latency_add(&lat, done - sent);
-        if (r.write_error != KP_OK)
-            break;
         base += interval;
         if (done > base) {
             /* late: skip the ticks that passed instead of bursting */
@@ -427,70 +399,62 @@ int kp_record_run(const kp_record_options *o)
                     tty ? "\n" : "", (double)(done - sent) / 1e3, (double)interval / 1e3);
             warned = 1;
         }
-        if (done - last_status >= 500000u) {
-            status_line(&r, done - start, o->rate, batches, late, tty);
+        if (tty && done - last_status >= 500000u) {
+            status_line(out, done - start, o->rate, ticks, late);
             last_status = done;
         }
     }
     uint64_t elapsed = now_us() - start;
     if (tty)
         fputc('\n', stderr);
-    kp_agent_detach(&agent);
-    kp_node_close(&node);
+    size_t processes = 0;
+    for (size_t i = 0; i < n; i++)
+        processes += kp_profile_processes(sessions[i].profile);
+    detach_all(sessions, n);
 
     if (lost) {
         kp_error("lost the connection to %s while %s (the node stopped or the network failed); "
                  "the files written so far are complete",
-                 target, lost);
+                 lost_node, lost);
         rc = KP_EXIT_NODE;
     }
-    if (r.write_error != KP_OK) {
+    int write_errno;
+    kp_status write_error = kp_outputs_error(out, &write_errno);
+    if (write_error != KP_OK) {
         kp_error("cannot write to %s: %s; the segments already written are complete", dir,
-                 r.write_error == KP_ERR_IO ? strerror(r.write_errno)
-                                            : kp_strerror(r.write_error));
+                 write_error == KP_ERR_IO ? strerror(write_errno) : kp_strerror(write_error));
         rc = KP_EXIT_FAILURE;
     }
+    uint64_t samples = kp_outputs_samples(out);
+    char readme[8192];
+    readme_text(readme, sizeof readme, o, targets);
+    int written[KP_OUT_COUNT];
     kp_segment_stats st;
-    kp_status close_st = kp_segment_close(r.segments, &st);
-    if (close_st != KP_OK && close_st != KP_ERR_EMPTY && rc == KP_EXIT_OK) {
-        kp_error("cannot complete the last segment in %s: %s", dir,
-                 close_st == KP_ERR_IO ? strerror(errno) : kp_strerror(close_st));
+    if (kp_outputs_close(out, readme, written, &st, err, sizeof err) != 0) {
+        kp_error("%s", err);
         rc = KP_EXIT_FAILURE;
     }
-    int written[OUT_COUNT] = {0};
-    for (int out = 0; out < OUT_COUNT && r.samples; out++) {
-        written[out] = write_folded(&r, dir, out, err, sizeof err);
-        if (written[out] < 0) {
-            kp_error("%s", err);
-            rc = KP_EXIT_FAILURE;
-            break;
-        }
-    }
-    write_readme(dir, o, target);
     if (!o->quiet) {
         double secs = (double)elapsed / 1e6;
         fprintf(stderr,
-                "kprof: %llu samples of %zu processes in %.1f s (%.1f batches/s of %.6g "
+                "kprof: %llu samples of %zu processes in %.1f s (%.1f ticks/s of %.6g "
                 "requested, %llu late)\n",
-                (unsigned long long)r.samples, kp_profile_processes(r.profile), secs,
-                secs > 0 ? (double)batches / secs : 0.0, o->rate, (unsigned long long)late);
-        if (batches)
+                (unsigned long long)samples, processes, secs,
+                secs > 0 ? (double)ticks / secs : 0.0, o->rate, (unsigned long long)late);
+        if (ticks)
             fprintf(stderr, "kprof: batch latency: median %.2f ms, 99th percentile %.2f ms\n",
                     latency_quantile(&lat, 0.5), latency_quantile(&lat, 0.99));
-        if (r.samples < 2)
+        if (samples < 2)
             fprintf(stderr, "kprof: too few samples for a profile; is the node idle? try "
                             "--select-by or a longer --duration\n");
         fprintf(stderr, "kprof: wrote %llu segment%s and the folded files to %s/ (see "
                 "README.txt there)\n",
                 (unsigned long long)st.segments, st.segments == 1 ? "" : "s", dir);
-        for (int out = 0; out < OUT_COUNT; out++)
-            if (written[out] > 0)
-                fprintf(stderr, "  %s/%s.folded  (%s)\n", dir, out_names[out], out_units[out]);
+        for (int k = 0; k < KP_OUT_COUNT; k++)
+            if (written[k] > 0)
+                fprintf(stderr, "  %s/%s.folded  (%s)\n", dir, kp_out_names[k], kp_out_units[k]);
     }
-    for (int out = 0; out < OUT_COUNT; out++)
-        free(r.weights[out]);
-    kp_buf_free(&r.text);
-    kp_perf_writer_free(r.perf);
-    kp_profile_free(r.profile);
+    kp_frames_free(frames);
+    kp_stacks_free(stacks);
     return rc;
 }

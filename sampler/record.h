@@ -8,7 +8,9 @@
 #include "kp/sink.h"
 
 typedef struct {
-    const char *node;          /* as given */
+    const char **nodes;        /* as given; at least one */
+    size_t n_nodes;
+    int all_nodes;             /* also every node connected to the first */
     const char *cookie_file;   /* NULL: $KPROF_COOKIE or ~/.erlang.cookie */
     unsigned connect_timeout_ms;
     unsigned top;

@@ -46,9 +46,17 @@ static uint64_t proc_key(uint32_t num, uint32_t serial)
     return ((uint64_t)num << 32 | serial) + 1;
 }
 
+/* Processes come and go over a long run: past this many, the table starts
+ * afresh (the next sample of each process then has delta 0, as a first one). */
+#define PROC_LIMIT 200000
+
 static proc *find_proc(kp_profile *p, uint32_t num, uint32_t serial, int create)
 {
     uint64_t key = proc_key(num, serial);
+    if (create && p->n_procs >= PROC_LIMIT) {
+        memset(p->procs, 0, p->proc_cap * sizeof *p->procs);
+        p->n_procs = 0;
+    }
     if (create && (p->n_procs + 1) * 2 > p->proc_cap) {
         size_t cap = p->proc_cap ? p->proc_cap * 2 : 256;
         proc *t = calloc(cap, sizeof *t);

@@ -42,6 +42,8 @@ kp_status kp_folded_add(kp_folded *f, const char *stack, size_t len, uint64_t we
     uint32_t count = kp_strtab_count(f->stacks);
     if (count == f->weights_cap) {
         /* grown before interning so that a failure adds nothing */
+        if (f->weights_cap > UINT32_MAX / 2)
+            return KP_ERR_LIMIT;
         uint32_t cap = f->weights_cap ? f->weights_cap * 2 : 256;
         uint64_t *w = kp_realloc_array(f->weights, cap, sizeof *w);
         if (!w)
@@ -64,6 +66,8 @@ kp_status kp_folded_add(kp_folded *f, const char *stack, size_t len, uint64_t we
 kp_status kp_folded_add_stack(kp_folded *f, const kp_frames *frames, const kp_stacks *stacks,
                               uint32_t stack_id, const char *root, uint64_t weight)
 {
+    if (stack_id >= kp_stacks_count(stacks))
+        return KP_ERR_INVAL;
     kp_buf *b = &f->scratch;
     kp_buf_clear(b);
     kp_status st = KP_OK;
@@ -81,7 +85,9 @@ kp_status kp_folded_add_stack(kp_folded *f, const kp_frames *frames, const kp_st
     }
     if (st != KP_OK)
         return st;
-    return kp_folded_add(f, b->data ? b->data : "", b->len, weight);
+    if (b->len == 0) /* no root and no frame: the line would have no frame */
+        return KP_ERR_INVAL;
+    return kp_folded_add(f, b->data, b->len, weight);
 }
 
 size_t kp_folded_lines(const kp_folded *f)

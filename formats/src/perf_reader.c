@@ -302,10 +302,29 @@ static size_t find_arrow(const unsigned char *f, size_t len, size_t from)
     return len;
 }
 
+/* Bytes that some rule below acts on: without any of them (and not
+ * "[unknown]", not a java "L...\/..." symbol) a symbol is kept as it is. */
+static const unsigned char needs_rules[256] = {
+    ['+'] = 1, ['>'] = 1, ['('] = 1, ['"'] = 1, ['\''] = 1, [';'] = 1, ['['] = 1};
+
 static kp_status add_frame_line(kp_perf_reader *r, const unsigned char *s, size_t func,
                                 size_t func_len, size_t mod, size_t mod_len)
 {
     const unsigned char *f = s + func;
+    if (func_len > 0 && !(f[0] == 'L' && r->pname.len >= 4 && memcmp(r->pname.data, "java", 4) == 0)) {
+        size_t i = 0;
+        while (i < func_len && !needs_rules[f[i]])
+            i++;
+        if (i == func_len) {
+            size_t start = r->frames.len;
+            kp_status st = kp_buf_append(&r->frames, f, func_len);
+            if (st == KP_OK)
+                st = push_group(r, start);
+            if (st != KP_OK)
+                r->frames.len = start;
+            return st;
+        }
+    }
     /* s/\+0x[\da-f]+$//: only the last '+' can start such a suffix */
     for (size_t i = func_len; i > 0; i--) {
         if (f[i - 1] != '+')
@@ -365,10 +384,21 @@ static int64_t parse_int(const char *p, size_t len, size_t *used)
     }
     size_t d = i;
     uint64_t v = 0;
-    while (i < len && is_digit((unsigned char)p[i]) && i - d < 19)
-        v = v * 10 + (uint64_t)(p[i++] - '0');
+    int over = 0; /* more digits than any int64_t, e.g. a 20-digit number */
+    while (i < len && is_digit((unsigned char)p[i])) {
+        if (i - d == 19)
+            over = 1;
+        else
+            v = v * 10 + (uint64_t)(p[i] - '0');
+        i++;
+    }
     *used = i > d ? i : 0;
-    return neg ? -(int64_t)v : (int64_t)v;
+    /* out of int64_t range: not an integer field (and no signed overflow) */
+    if (over || v > (uint64_t)INT64_MAX + (uint64_t)neg) {
+        *used = 0;
+        return 0;
+    }
+    return neg ? (v ? -(int64_t)(v - 1) - 1 : 0) : (int64_t)v;
 }
 
 /* \tmetric_NAME: VALUE, DELTA fields anywhere on the header line */
@@ -497,6 +527,19 @@ static kp_status on_blank(kp_perf_reader *r, const kp_perf_sample **sample)
     return st;
 }
 
+/* After a failure the sample being built is lost whole: its later frame
+ * lines are ignored as if its header had been filtered out. */
+static kp_status drop_on_error(kp_perf_reader *r, kp_status st)
+{
+    if (st != KP_OK) {
+        r->have_pname = 0;
+        r->n_groups = 0;
+        r->n_metrics = 0;
+        kp_buf_clear(&r->frames);
+    }
+    return st;
+}
+
 kp_status kp_perf_reader_line(kp_perf_reader *r, const char *line, size_t len,
                               const kp_perf_sample **sample)
 {
@@ -506,19 +549,18 @@ kp_status kp_perf_reader_line(kp_perf_reader *r, const char *line, size_t len,
     if (len > 0 && s[0] == '#')
         return KP_OK;
     if (len == 0)
-        return on_blank(r, sample);
-    /* frames start with whitespace, headers never do: test frames first */
+        return drop_on_error(r, on_blank(r, sample));
+    /* headers never start with whitespace; a line that is not one may be a frame */
     size_t func, func_len, mod, mod_len;
-    if (is_ws(s[0])) {
-        if (match_frame(s, len, &func, &func_len, &mod, &mod_len))
-            return r->have_pname ? add_frame_line(r, s, func, func_len, mod, mod_len) : KP_OK;
-    } else {
+    if (!is_ws(s[0])) {
         size_t comm_len = match_header(s, len);
         if (comm_len)
-            return on_header(r, s, len, comm_len);
-        if (match_frame(s, len, &func, &func_len, &mod, &mod_len))
-            return r->have_pname ? add_frame_line(r, s, func, func_len, mod, mod_len) : KP_OK;
+            return drop_on_error(r, on_header(r, s, len, comm_len));
     }
+    if (match_frame(s, len, &func, &func_len, &mod, &mod_len))
+        return r->have_pname
+                   ? drop_on_error(r, add_frame_line(r, s, func, func_len, mod, mod_len))
+                   : KP_OK;
     r->stats.malformed++;
     if (!r->stats.first_malformed)
         r->stats.first_malformed = r->stats.lines;

@@ -9,7 +9,8 @@ struct kp_perf_writer {
     char event[64];
     const kp_frames *frames;
     const kp_stacks *stacks;
-    uint64_t last_time;
+    uint64_t last_time;    /* ordering floor: the last time before the .000000 bump */
+    uint64_t last_written; /* the time the last sample carries */
     uint64_t clamped;
 };
 
@@ -20,7 +21,8 @@ static int valid_comm(const char *s)
         return 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c <= ' ' || c == 0x7f || (c >= '0' && c <= '9'))
+        /* ';' would split the root frame once folded */
+        if (c <= ' ' || c == 0x7f || c == ';' || (c >= '0' && c <= '9'))
             return 0;
     }
     return 1;
@@ -81,6 +83,15 @@ static kp_status append_time(kp_buf *b, uint64_t us)
     return kp_buf_append(b, tmp + i, sizeof tmp - i);
 }
 
+/* The CPU column as perf prints it: at least 3 digits ("[000]"). */
+static kp_status append_cpu(kp_buf *b, uint32_t cpu)
+{
+    kp_status st = KP_OK;
+    if (cpu < 100)
+        st = kp_buf_append(b, cpu < 10 ? "00" : "0", cpu < 10 ? 2 : 1);
+    return st != KP_OK ? st : kp_buf_append_u64(b, cpu);
+}
+
 kp_status kp_perf_writer_format(kp_perf_writer *w, const kp_perf_record *r, kp_buf *out)
 {
     if (r->stack >= kp_stacks_count(w->stacks))
@@ -89,10 +100,9 @@ kp_status kp_perf_writer_format(kp_perf_writer *w, const kp_perf_record *r, kp_b
         if (!r->metrics[i].name || !valid_name(r->metrics[i].name, 64, 0))
             return KP_ERR_INVAL;
     uint64_t t = r->time_us;
-    if (t < w->last_time) {
+    int raised = t < w->last_time;
+    if (raised)
         t = w->last_time;
-        w->clamped++;
-    }
     uint64_t ordered = t;
     if (t % 1000000 == 0)
         t++;
@@ -102,7 +112,7 @@ kp_status kp_perf_writer_format(kp_perf_writer *w, const kp_perf_record *r, kp_b
     if ((st = kp_buf_append_str(out, w->comm)) != KP_OK || (st = kp_buf_append_char(out, ' ')) ||
         (st = kp_buf_append_u64(out, r->pid)) || (st = kp_buf_append_char(out, '/')) ||
         (st = kp_buf_append_u64(out, r->tid)) || (st = kp_buf_append(out, " [", 2)) ||
-        (st = kp_buf_append_u64(out, r->cpu)) || (st = kp_buf_append(out, "] ", 2)) ||
+        (st = append_cpu(out, r->cpu)) || (st = kp_buf_append(out, "] ", 2)) ||
         (st = append_time(out, t)) || (st = kp_buf_append(out, ": ", 2)) ||
         (st = kp_buf_append_u64(out, r->period)) || (st = kp_buf_append_char(out, ' ')) ||
         (st = kp_buf_append_str(out, w->event)) || (st = kp_buf_append_char(out, ':')))
@@ -119,19 +129,48 @@ kp_status kp_perf_writer_format(kp_perf_writer *w, const kp_perf_record *r, kp_b
     /* the frames, leaf first */
     size_t n;
     const uint32_t *ids = kp_stacks_get(w->stacks, r->stack, &n);
+    /* one reservation for every frame line, then plain copies */
+    size_t need = 1;
+    for (size_t i = 0; i < n; i++) {
+        size_t sym_len, mod_len;
+        kp_frames_symbol(w->frames, ids[i], &sym_len);
+        kp_frames_module(w->frames, ids[i], &mod_len);
+        need += 1 + 8 + 1 + sym_len + 2 + mod_len + 2;
+    }
+    if ((st = kp_buf_reserve(out, need)))
+        goto fail;
+    char *d = out->data + out->len;
     for (size_t i = n; i-- > 0;) {
         size_t sym_len, mod_len;
         const char *sym = kp_frames_symbol(w->frames, ids[i], &sym_len);
         const char *mod = kp_frames_module(w->frames, ids[i], &mod_len);
-        if ((st = kp_buf_append_char(out, '\t')) || (st = kp_buf_append_hex(out, ids[i])) ||
-            (st = kp_buf_append_char(out, ' ')) || (st = kp_buf_append(out, sym, sym_len)) ||
-            (st = kp_buf_append(out, " (", 2)) || (st = kp_buf_append(out, mod, mod_len)) ||
-            (st = kp_buf_append(out, ")\n", 2)))
-            goto fail;
+        static const char hex[] = "0123456789abcdef";
+        char tmp[8];
+        size_t k = sizeof tmp;
+        uint32_t v = ids[i];
+        do {
+            tmp[--k] = hex[v & 15];
+            v >>= 4;
+        } while (v);
+        *d++ = '\t';
+        memcpy(d, tmp + k, sizeof tmp - k);
+        d += sizeof tmp - k;
+        *d++ = ' ';
+        memcpy(d, sym, sym_len);
+        d += sym_len;
+        *d++ = ' ';
+        *d++ = '(';
+        memcpy(d, mod, mod_len);
+        d += mod_len;
+        *d++ = ')';
+        *d++ = '\n';
     }
+    out->len = (size_t)(d - out->data);
     if ((st = kp_buf_append_char(out, '\n')))
         goto fail;
     w->last_time = ordered;
+    w->last_written = t;
+    w->clamped += raised;
     return KP_OK;
 fail:
     out->len = start;
@@ -140,7 +179,7 @@ fail:
 
 uint64_t kp_perf_writer_last_time(const kp_perf_writer *w)
 {
-    return w->last_time;
+    return w->last_written;
 }
 
 uint64_t kp_perf_writer_clamped(const kp_perf_writer *w)
@@ -151,4 +190,5 @@ uint64_t kp_perf_writer_clamped(const kp_perf_writer *w)
 void kp_perf_writer_reset_time(kp_perf_writer *w)
 {
     w->last_time = 0;
+    w->last_written = 0;
 }

@@ -265,13 +265,17 @@ kp_status kp_source_next_line(kp_source *s, const char **line, size_t *len)
             s->text_pos = 0;
         }
         if (s->text_len == s->text_cap) {
-            if (s->text_cap >= KP_SOURCE_MAX_LINE)
+            /* the buffer holds a line of KP_SOURCE_MAX_LINE bytes and its '\n' */
+            if (s->text_cap > KP_SOURCE_MAX_LINE)
                 return KP_ERR_LIMIT;
-            char *t = kp_realloc(s->text, s->text_cap * 2);
+            size_t cap = s->text_cap * 2;
+            if (cap > KP_SOURCE_MAX_LINE + 1)
+                cap = KP_SOURCE_MAX_LINE + 1;
+            char *t = kp_realloc(s->text, cap);
             if (!t)
                 return KP_ERR_NOMEM;
             s->text = t;
-            s->text_cap *= 2;
+            s->text_cap = cap;
         }
         kp_status st = decode_more(s);
         if (st != KP_OK)

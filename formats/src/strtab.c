@@ -177,6 +177,8 @@ kp_status kp_strtab_intern_hashed(kp_strtab *t, const void *key, size_t len,
 kp_status kp_strtab_intern(kp_strtab *t, const void *key, size_t len, uint32_t *id,
                            int *is_new)
 {
+    if (len > UINT32_MAX)
+        return KP_ERR_LIMIT; /* refuse before hashing 4 GiB */
     return kp_strtab_intern_hashed(t, key, len, XXH3_64bits(key, len), id, is_new);
 }
 

@@ -1,5 +1,6 @@
 #include "kp/symbol.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* 1 where a byte must be percent-encoded in a symbol, 2 for '>' (only after
@@ -27,6 +28,8 @@ static kp_status encode(kp_buf *out, const char *text, size_t len, int module)
     if (len == 0)
         return kp_buf_append(out, "%00", 3);
     /* worst case every byte triples */
+    if (len > SIZE_MAX / 3)
+        return KP_ERR_NOMEM;
     kp_status st = kp_buf_reserve(out, len * 3);
     if (st != KP_OK)
         return st;

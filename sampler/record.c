@@ -325,6 +325,11 @@ int kp_record_run(const kp_record_options *o)
         fprintf(stderr, "; Ctrl-C stops and writes the files to %s/\n", dir);
     }
 
+    /* the agent ranks processes by their activity since it started: give
+     * that first window time to see every busy process switched out */
+    struct timespec window = {0, 250 * 1000 * 1000};
+    nanosleep(&window, NULL);
+
     int rc = KP_EXIT_OK;
     uint64_t start = now_us(), base = start, last_status = start, ticks = 0, late = 0;
     uint64_t slow_since = 0;

@@ -253,13 +253,20 @@ select(State = #state{opts = #{pids := Pids}}) when Pids =/= [] ->
     Alive = [P || P <- Pids, is_process_alive(P)],
     State#state{selection = Alive, selected_at = now_ms(),
                 procs = maps:with(Alive, State#state.procs)};
-select(State = #state{opts = #{select_by := By, top := Top}, window = Old, procs = Procs}) ->
+select(State = #state{opts = #{select_by := By, top := Top, reselect_ms := Every},
+                     window = Old, procs = Procs, selected_at = Before}) ->
     New = snapshot(State),
-    Ranked = [{rank(By, P, V, Old, Procs), P} || {P, V} <- maps:to_list(New)],
+    %% the first window began while kprof's own rpc calls were being served:
+    %% rex's activity in it is ours
+    Ours = case Before of undefined -> [whereis(rex)]; _ -> [] end,
+    Ranked = [{rank(By, P, V, Old, Procs), P} || {P, V} <- maps:to_list(New),
+                                                 not lists:member(P, Ours)],
     Busy = [X || X = {K, _} <- Ranked, K > 0],
     Selection = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort(Busy)), Top)],
     Kept = maps:map(fun(_, Proc) -> Proc#proc{queried = 0} end, maps:with(Selection, Procs)),
-    State#state{selection = Selection, selected_at = now_ms(), window = New, procs = Kept}.
+    %% the first window is short: choose again after one second
+    At = case Before of undefined -> now_ms() - Every + 1000; _ -> now_ms() end,
+    State#state{selection = Selection, selected_at = At, window = New, procs = Kept}.
 
 rank(By, P, V, Old, Procs) ->
     case by_change(By) of
@@ -382,8 +389,14 @@ process_label(P) ->
         {registered_name, Name} when is_atom(Name) ->
             {registered, atom_to_binary(Name, utf8)};
         _ ->
-            case catch proc_lib:translate_initial_call(P) of
-                {M, F, A} when is_atom(M), is_atom(F), is_integer(A) ->
+            %% proc_lib's '$initial_call' when it is there, else the real one
+            %% (translate_initial_call/1 says proc_lib:init_p/5 for a plain spawn)
+            Initial = case catch proc_lib:translate_initial_call(P) of
+                          {proc_lib, init_p, 5} -> process_info(P, initial_call);
+                          Mfa -> {initial_call, Mfa}
+                      end,
+            case Initial of
+                {initial_call, {M, F, A}} when is_atom(M), is_atom(F), is_integer(A) ->
                     {initial, iolist_to_binary(io_lib:format("~ts:~ts/~b", [M, F, A]))};
                 _ ->
                     {initial, <<"unknown">>}

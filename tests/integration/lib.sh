@@ -1,0 +1,270 @@
+# Shared by kprof's integration tests (sourced, not run). Each test runs as
+#   TEST KPROF AGENT_EBIN
+# and gets its own temporary directory, a freshly generated cookie, its own
+# Erlang node with a unique name (kpt_<test>_<pid>) registered with epmd,
+# and a trap that stops the node and any kprof it started, even on failure.
+#
+# The node's workload is tests/integration/kpt_node.erl, compiled here. The
+# node does not get AGENT_EBIN on its code path: kprof must inject its agent
+# into a node that never saw it, as in production.
+
+set -euo pipefail
+
+[ $# -ge 2 ] || { echo "usage: $0 KPROF AGENT_EBIN" >&2; exit 2; }
+kprof=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+ebin=$(cd "$2" && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+test_name=$(basename "$0")
+shared_tools=$(cd "$here/../.." && pwd)/../shared/tools
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/kpt_${test_name}.XXXXXX")
+node=kpt_$(printf '%s' "$test_name" | tr -c 'A-Za-z0-9_' '_')_$$
+node_pid=
+kprof_pid=
+cookie=$work/.erlang.cookie
+
+# Every wait in these tests is generous: the machine may have 2 busy cores.
+READY_TIMEOUT=${KPT_READY_TIMEOUT:-90}
+
+log() { printf '%s: %s\n' "$test_name" "$*" >&2; }
+fail() {
+  printf '%s: FAIL: %s\n' "$test_name" "$*" >&2
+  exit 1
+}
+pass() { printf '%s: ok: %s\n' "$test_name" "$*" >&2; }
+
+cleanup() {
+  local rc=$?
+  set +e
+  if [ -n "$kprof_pid" ] && kill -0 "$kprof_pid" 2>/dev/null; then
+    kill -9 "$kprof_pid" 2>/dev/null
+    wait "$kprof_pid" 2>/dev/null
+  fi
+  stop_node
+  if [ "$rc" -ne 0 ]; then
+    for f in "$work"/node*.log; do
+      [ -s "$f" ] && { log "--- $(basename "$f"):"; tail -n 30 "$f" >&2; }
+    done
+  fi
+  rm -rf "$work"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+# a command failing under set -e says where, instead of ending the test silently
+trap 'printf "%s: FAIL: status %s at line %s: %s\n" "$test_name" "$?" "$LINENO" "$BASH_COMMAND" >&2' ERR
+
+# A cookie nobody else knows, in a file only we can read; HOME=$work makes
+# the node and erl_call read it, so it never appears on a command line.
+head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$cookie"
+chmod 400 "$cookie"
+mkdir -p "$work/ebin"
+erlc -o "$work/ebin" "$here/kpt_node.erl"
+epmd -daemon 2>/dev/null || true
+# a node that crashes writes its dump here, not into the caller's directory
+export ERL_CRASH_DUMP=$work/erl_crash.dump
+
+now_ms() { date +%s%3N; }
+
+# run_kprof ARGS...: kprof in the foreground, killed if it hangs (status 124
+# or 137 then), so a hang fails the test instead of blocking it.
+run_kprof() { timeout -k 5 "${KPT_KPROF_TIMEOUT:-120}" "$kprof" "$@"; }
+
+# start_node [ERLANG_MAP_ENTRIES] [EXTRA_ERL_ARGS...]: starts the test node
+# running kpt_node:main/1, e.g. start_node 'hot => 4, idle => 1000'; waits
+# until its workload runs. Sets node_pid (the BEAM's OS pid). The node halts
+# by itself after 10 minutes, in case this script is killed with SIGKILL
+# (ctest's timeout) and its trap cannot stop it.
+start_node() {
+  local opts=${1:-}
+  shift || true
+  local ready=$work/ready
+  rm -f "$ready"
+  HOME=$work erl -noshell -sname "$node" -pa "$work/ebin" "$@" \
+    -eval "kpt_node:main(#{${opts:+$opts, }ready => \"$ready\"})" \
+    </dev/null >"$work/node.log" 2>&1 &
+  node_pid=$!
+  wait_ready "$ready"
+}
+
+# start_node_eval EXPR READY_FILE [EXTRA_ERL_ARGS...]: starts the test node
+# with any -eval expression that eventually writes READY_FILE.
+start_node_eval() {
+  local expr=$1 ready=$2
+  shift 2
+  rm -f "$ready"
+  HOME=$work erl -noshell -sname "$node" "$@" -eval "$expr" </dev/null >"$work/node.log" 2>&1 &
+  node_pid=$!
+  wait_ready "$ready"
+}
+
+wait_ready() {
+  local ready=$1 deadline=$((SECONDS + READY_TIMEOUT))
+  while [ ! -e "$ready" ]; do
+    kill -0 "$node_pid" 2>/dev/null || fail "node $node exited during startup"
+    [ $SECONDS -lt $deadline ] || fail "node $node not ready after ${READY_TIMEOUT}s"
+    sleep 0.2
+  done
+}
+
+# node_call 'MOD FUN [ARGS]': calls a function in the node through erl_call
+# and prints the result term without spaces.
+node_call() {
+  local r
+  if r=$(HOME=$work timeout 30 erl_call -sname "$node" -a "$1" 2>&1); then
+    printf '%s' "$r" | tr -d ' \n'
+  else
+    printf 'erl_call-failed(%s)' "$(printf '%s' "$r" | tr '\n' ' ')"
+  fi
+}
+
+# node_state: "{Depth,AgentRegistered,KprofProcesses}" (see kpt_node:state/0)
+node_state() { node_call 'kpt_node state'; }
+
+# wait_clean SECONDS: waits until the node is as kpt_node left it (depth 13,
+# no agent, no kprof process); sets `state`; fails after SECONDS.
+wait_clean() {
+  local deadline=$((SECONDS + $1))
+  while :; do
+    state=$(node_state)
+    [ "$state" = '{13,false,0}' ] && return 0
+    [ $SECONDS -lt $deadline ] || fail "node not clean after $1 s: state $state" \
+      "(backtrace_depth, kprof_agent registered, kprof processes; expected {13,false,0})"
+    sleep 0.2
+  done
+}
+
+stop_node() {
+  [ -n "$node_pid" ] || return 0
+  if kill -0 "$node_pid" 2>/dev/null; then
+    kill -TERM "$node_pid" 2>/dev/null
+    local i
+    for i in $(seq 1 75); do
+      kill -0 "$node_pid" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill -9 "$node_pid" 2>/dev/null
+  fi
+  wait "$node_pid" 2>/dev/null || true
+  node_pid=
+}
+
+# wait_exit PID SECONDS: waits for a background job and sets exit_rc to its
+# exit status; fails after SECONDS.
+exit_rc=
+wait_exit() {
+  local pid=$1 deadline=$((SECONDS + $2))
+  while kill -0 "$pid" 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || fail "process $pid still running after $2s"
+    sleep 0.1
+  done
+  exit_rc=0
+  wait "$pid" || exit_rc=$?
+}
+
+# --- format checks -------------------------------------------------------
+# Our own minimal rules (FORMATS.md), always run; the shared linters too
+# when ../shared/tools exists beside the checkout.
+
+# check_perf FILE [NAME]: plain perf-script text.
+check_perf() {
+  local f=$1 name=${2:-$1}
+  awk -v name="$name" '
+    function bad(msg) { printf "%s:%d: %s\n", name, NR, msg > "/dev/stderr"; err = 1; exit 1 }
+    /\r/ { bad("CR character") }
+    state == 0 && /^#/ { next }
+    state == 0 && !/^[^ \t#0-9]+ [0-9]+\/[0-9]+ \[[0-9]+\] [0-9]+\.[0-9][0-9][0-9][0-9][0-9][0-9]: [0-9]+ [A-Za-z0-9_.-]+:/ {
+      bad("the first non-comment line is not a sample header") }
+    /^$/ {
+      if (state != 2) bad("blank line outside a sample")
+      state = 1; next }
+    /^\t/ {
+      if (state != 2) bad("frame outside a sample")
+      if ($0 !~ /^\t[0-9a-f]+ [^ \t]+ \([^ ()]+\)$/) bad("malformed frame: " $0)
+      next }
+    /^#/ { if (state == 2) bad("comment inside a sample"); next }
+    {
+      if (state == 2) bad("no blank line after the previous sample")
+      if ($0 !~ /^[^ \t#0-9]+ [0-9]+\/[0-9]+ \[[0-9]+\] [0-9]+\.[0-9][0-9][0-9][0-9][0-9][0-9]: [0-9]+ [A-Za-z0-9_.-]+:/)
+        bad("malformed sample header: " $0)
+      split($4, t, ":"); ts = t[1]
+      if (ts ~ /\.000000$/) bad("timestamp ends in .000000: " ts)
+      split(ts, p, "."); us = p[1] * 1000000 + p[2]
+      if (samples > 0 && us < last) bad("timestamp goes back: " ts)
+      last = us; samples++; state = 2
+    }
+    END {
+      if (err) exit 1
+      if (state == 2) { printf "%s: the last sample has no blank line after it\n", name > "/dev/stderr"; exit 1 }
+      if (samples < 2) { printf "%s: %d samples, at least 2 needed\n", name, samples > "/dev/stderr"; exit 1 }
+    }' "$f" || return 1
+  if [ -d "$shared_tools" ]; then
+    python3 "$shared_tools/perf_lint.py" -q --name "$name" "$f" >"$work/lint.log" 2>&1 || {
+      cat "$work/lint.log" >&2
+      echo "$name: perf_lint.py failed" >&2
+      return 1
+    }
+  fi
+}
+
+# check_folded FILE: "stack count" lines, sorted bytewise, each stack once.
+check_folded() {
+  local f=$1
+  [ -s "$f" ] || { echo "$f: empty" >&2; return 1; }
+  awk -v name="$f" '
+    /\r/ || !/^[^ \t;][^\t]* [1-9][0-9]*$/ { printf "%s:%d: malformed: %s\n", name, NR, $0 > "/dev/stderr"; exit 1 }
+    /;;|; | ;/ { printf "%s:%d: empty or spaced frame: %s\n", name, NR, $0 > "/dev/stderr"; exit 1 }' "$f" ||
+    return 1
+  sed 's/ [0-9]*$//' "$f" | LC_ALL=C sort -c -u 2>&1 >/dev/null | sed "s|^|$f: not sorted or a stack twice: |" >&2
+  [ "${PIPESTATUS[1]}" -eq 0 ] || return 1
+  if [ -d "$shared_tools" ]; then
+    python3 "$shared_tools/folded_lint.py" -q "$f" >"$work/lint.log" 2>&1 || {
+      cat "$work/lint.log" >&2
+      echo "$f: folded_lint.py failed" >&2
+      return 1
+    }
+  fi
+}
+
+# decompress FILE OUT: a segment of any compression, as plain text.
+decompress() {
+  case $1 in
+    *.gz) gzip -dc "$1" >"$2" ;;
+    *.zst) zstd -q -dc "$1" >"$2" ;;
+    *) cp "$1" "$2" ;;
+  esac
+}
+
+# check_output_dir DIR: every file kprof left there is complete and valid;
+# no temporary (dot) file remains. Sets `segments` to the number of segments.
+segments=
+check_output_dir() {
+  local dir=$1 f n=0
+  local stray
+  stray=$(find "$dir" -mindepth 1 \( -name '.*' -o -type d \) -print)
+  [ -z "$stray" ] || fail "temporary files or directories left in $dir: $stray"
+  for f in "$dir"/*; do
+    case $(basename "$f") in
+      samples-[0-9][0-9][0-9][0-9][0-9][0-9].perf | samples-[0-9][0-9][0-9][0-9][0-9][0-9].perf.gz | \
+        samples-[0-9][0-9][0-9][0-9][0-9][0-9].perf.zst)
+        decompress "$f" "$work/segment.txt" || fail "$f does not decompress"
+        check_perf "$work/segment.txt" "$f" || fail "$f is not valid perf-script"
+        n=$((n + 1))
+        ;;
+      *.folded) check_folded "$f" || fail "$f is not a valid folded file" ;;
+      README.txt) [ -s "$f" ] || fail "$f is empty" ;;
+      *) fail "unexpected file $f" ;;
+    esac
+  done
+  segments=$n
+}
+
+# folded_total FILE [PATTERN]: the sum of the counts of lines matching PATTERN
+# (an awk regular expression; all lines without one); 0 if FILE is missing.
+folded_total() {
+  if [ -e "$1" ]; then
+    awk -v pat="${2:-}" 'pat == "" || $0 ~ pat { s += $NF } END { print s + 0 }' "$1"
+  else
+    echo 0
+  fi
+}

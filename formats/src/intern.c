@@ -69,7 +69,10 @@ static kp_status add_frame(kp_frames *f, size_t key_len, uint64_t h, size_t sym_
 {
     uint32_t count = kp_strtab_count(f->keys);
     if (count == f->ids_cap) {
-        uint32_t cap = f->ids_cap ? f->ids_cap * 2 : 64;
+        /* doubling past 2^31 would wrap to 0 */
+        uint32_t cap = !f->ids_cap                   ? 64
+                       : f->ids_cap > UINT32_MAX / 2 ? UINT32_MAX
+                                                     : f->ids_cap * 2;
         display_ids *ids = kp_realloc_array(f->ids, cap, sizeof *ids);
         if (!ids)
             return KP_ERR_NOMEM;

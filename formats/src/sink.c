@@ -241,9 +241,18 @@ kp_status kp_sink_write(kp_sink *s, const void *data, size_t len)
     if (s->error != KP_OK)
         return s->error;
     s->bytes_in += len;
-    if (s->compression != KP_COMPRESS_NONE)
-        return run_compressor(s, data, len, 0);
     const char *p = data;
+    if (s->compression != KP_COMPRESS_NONE) {
+        /* zlib counts input in a uInt: hand it 4 GiB or more in pieces */
+        for (;;) {
+            size_t n = len > (1u << 30) ? (1u << 30) : len;
+            kp_status st = run_compressor(s, p, n, 0);
+            if (st != KP_OK || n == len)
+                return st;
+            p += n;
+            len -= n;
+        }
+    }
     while (len) {
         size_t room = OUT_CAP - s->out_len;
         size_t n = len < room ? len : room;

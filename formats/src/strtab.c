@@ -90,7 +90,10 @@ static kp_status grow_slots(kp_strtab *t)
 static kp_status reserve(kp_strtab *t, size_t len)
 {
     if (t->count == t->entry_cap) {
-        uint32_t cap = t->entry_cap ? t->entry_cap * 2 : 64;
+        /* doubling past 2^31 would wrap to 0 below the 2^32-1 limit */
+        uint32_t cap = !t->entry_cap                   ? 64
+                       : t->entry_cap > UINT32_MAX / 2 ? UINT32_MAX
+                                                       : t->entry_cap * 2;
         entry *e = kp_realloc_array(t->entries, cap, sizeof *e);
         if (!e)
             return KP_ERR_NOMEM;

@@ -1,7 +1,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "kp/segment.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -63,6 +65,29 @@ static char *dup_string(const char *s)
     return copy;
 }
 
+/* Numbers continue after the highest PREFIX-NNNNNN already in `dir`, so a
+ * second recording into the same directory never overwrites the first. */
+static uint64_t first_free_number(const char *dir, const char *prefix)
+{
+    uint64_t next = 1;
+    DIR *d = opendir(dir);
+    if (!d)
+        return next;
+    size_t plen = strlen(prefix);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *name = e->d_name;
+        if (strncmp(name, prefix, plen) != 0 || name[plen] != '-')
+            continue;
+        char *end;
+        unsigned long long n = strtoull(name + plen + 1, &end, 10);
+        if (end != name + plen + 1 && *end == '.' && n >= next)
+            next = n + 1;
+    }
+    closedir(d);
+    return next;
+}
+
 static void free_writer(kp_segment_writer *w)
 {
     kp_sink_abort(w->current);
@@ -98,7 +123,7 @@ kp_status kp_segment_open(const kp_segment_config *c, kp_segment_writer **out)
         free_writer(w);
         return KP_ERR_NOMEM;
     }
-    w->next_number = 1;
+    w->next_number = first_free_number(c->dir, c->prefix);
     *out = w;
     return KP_OK;
 }

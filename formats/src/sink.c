@@ -146,13 +146,16 @@ static char *dup_string(const char *text)
  * (FlameScope) skip it. */
 static char *temp_name(const char *path)
 {
+    /* pid and a per-process counter: two sinks on one path never share it */
+    static unsigned long counter;
     const char *slash = strrchr(path, '/');
     size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
     const char *base = path + dir_len;
-    size_t cap = strlen(path) + 32;
+    size_t cap = strlen(path) + 48;
     char *tmp = kp_malloc(cap);
     if (tmp)
-        snprintf(tmp, cap, "%.*s.%s.%ld.tmp", (int)dir_len, path, base, (long)getpid());
+        snprintf(tmp, cap, "%.*s.%s.%ld-%lu.tmp", (int)dir_len, path, base, (long)getpid(),
+                 counter++);
     return tmp;
 }
 

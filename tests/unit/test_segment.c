@@ -532,6 +532,31 @@ static void test_open_out_of_memory(void **state)
     free_listing(&l);
 }
 
+/* A second recording into the same directory continues the numbering and
+ * leaves the first recording's segments as they were. */
+static void test_second_run_does_not_overwrite(void **state)
+{
+    const char *dir = *state;
+    kp_segment_config cfg = config(dir, KP_COMPRESS_NONE);
+    kp_segment_writer *w;
+    assert_int_equal(kp_segment_open(&cfg, &w), KP_OK);
+    char *first = write_samples(w, 0, 3);
+    assert_int_equal(kp_segment_close(w, NULL), KP_OK);
+    assert_int_equal(kp_segment_open(&cfg, &w), KP_OK);
+    char *second = write_samples(w, 10, 14);
+    assert_int_equal(kp_segment_close(w, NULL), KP_OK);
+    listing l;
+    list_files(dir, &l);
+    assert_int_equal(l.n, 2);
+    assert_string_equal(l.name[0], "samples-000001.perf");
+    assert_string_equal(l.name[1], "samples-000002.perf");
+    assert_non_null(strstr(l.text[0], first));
+    assert_non_null(strstr(l.text[1], second));
+    free(first);
+    free(second);
+    free_listing(&l);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup_dir, teardown_dir)
@@ -545,6 +570,7 @@ int main(void)
         T(test_invalid_config),
         T(test_disk_full),
         T(test_open_out_of_memory),
+        T(test_second_run_does_not_overwrite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,9 @@
  *   (FlameScope needs 2): a segment never closes with fewer. When the input
  *   ends with a single sample in a fresh segment, that sample is appended to
  *   the previous segment, which is kept open until its successor has 2;
- * - is named PREFIX-NNNNNN.EXT[.gz|.zst] with NNNNNN counting from 000001.
+ * - is named PREFIX-NNNNNN.EXT[.gz|.zst] with NNNNNN counting from 000001, or
+ *   from after the highest number already in the directory, so that a second
+ *   recording into the same directory never overwrites the first.
  * Only the newest `keep` segments written by this writer are kept.
  */
 #ifndef KP_SEGMENT_H

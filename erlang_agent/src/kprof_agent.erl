@@ -171,6 +171,7 @@ guard_init(Starter, Agent, OwnerNode, Depth) ->
                 selected_at = undefined :: integer() | undefined,
                 window = #{} :: #{pid() => integer()}, % snapshot for ranking by change
                 procs = #{} :: #{pid() => #proc{}},
+                labelled = #{} :: #{pid() => true},   % labels already sent
                 mfas = #{} :: #{mfa() => non_neg_integer()},
                 new_mfas = [] :: [{non_neg_integer(), module(), atom(), arity()}],
                 reset = false :: boolean()}).
@@ -291,7 +292,7 @@ sample(State0 = #state{opts = #{reselect_ms := Every}, selected_at = At}) ->
              end,
     State = reset_mfas_if_full(State1),
     Time = erlang:monotonic_time(microsecond),
-    {Samples, Names, Procs, State2} = sample_all(State#state.selection, State, [], [], #{}),
+    {Samples, Names, Procs, State2} = sample_all(State#state.selection, State),
     Selection = [P || P <- State2#state.selection, maps:is_key(P, Procs)],
     Reply = {Time, lists:reverse(State2#state.new_mfas), Names, Samples, State2#state.reset},
     {Reply, State2#state{selection = Selection, procs = Procs, new_mfas = [], reset = false}}.
@@ -305,39 +306,95 @@ reset_mfas_if_full(State) ->
 
 -define(CHEAP, [reductions, status, message_queue_len, garbage_collection_info,
                 garbage_collection]).
+%% Stack queries of this many processes or more run in parallel helpers.
+-define(PARALLEL_FROM, 3).
+%% A process that has not answered a stack query by then is skipped this tick.
+-define(STACK_DEADLINE_MS, 2000).
 
-sample_all([], State, Samples, Names, Procs) ->
+%% Three passes: the cheap items of every process (read without waking it),
+%% then the stacks of those that ran, queried in parallel because each query
+%% waits for its process to be scheduled, then the samples.
+sample_all(Pids, State) ->
+    Cheap = [{P, Info} || P <- Pids, (Info = process_info(P, ?CHEAP)) =/= undefined],
+    Ran = [P || {P, [{reductions, Reds} | _]} <- Cheap, ran(P, Reds, State#state.procs)],
+    Stacks = query_stacks(Ran),
+    build(Cheap, Stacks, State, [], [], #{}).
+
+ran(P, Reds, Procs) ->
+    case Procs of
+        %% our own stack query added one reduction
+        #{P := #proc{reds = Last}} -> Last < 0 orelse Reds > Last + 1;
+        _ -> true
+    end.
+
+build([], _Stacks, State, Samples, Names, Procs) ->
     {lists:reverse(Samples), Names, Procs, State};
-sample_all([P | Rest], State, Samples, Names, Procs) ->
-    case process_info(P, ?CHEAP) of
+build([{P, Info} | Rest], Stacks, State, Samples, Names, Procs) ->
+    [{reductions, Reds}, {status, Status}, {message_queue_len, Queue},
+     {garbage_collection_info, Gc}, {garbage_collection, GcOpts}] = Info,
+    {Names1, State1} = label(P, Names, State),
+    Proc0 = maps:get(P, State#state.procs, #proc{}),
+    case Stacks of
+        #{P := {Stack, Memory}} ->
+            {StackBin, State2} = encode_stack(Stack, State1, <<>>),
+            Proc = #proc{reds = Reds + 1, stack = StackBin, memory = Memory,
+                         queried = Proc0#proc.queried + 1},
+            S = sample_tuple(P, Status, Reds, Queue, Memory, Gc, GcOpts, StackBin),
+            build(Rest, Stacks, State2, [S | Samples], Names1, Procs#{P => Proc});
+        #{P := gone} ->
+            %% died, or did not answer in time: skipped this tick
+            build(Rest, Stacks, State1, Samples, Names, Procs);
+        #{} when Proc0#proc.reds >= 0 ->
+            S = sample_tuple(P, Status, Reds, Queue, Proc0#proc.memory, Gc, GcOpts, same),
+            build(Rest, Stacks, State1, [S | Samples], Names1, Procs#{P => Proc0#proc{reds = Reds}});
+        #{} ->
+            build(Rest, Stacks, State1, Samples, Names, Procs)
+    end.
+
+%% The label of each process is sent once, and remembered across selections
+%% (bounded: past 10 times --top the memory starts afresh and labels are resent).
+label(P, Names, State = #state{labelled = Labelled, opts = #{top := Top}}) ->
+    case Labelled of
+        #{P := _} -> {Names, State};
+        _ ->
+            L = case map_size(Labelled) >= 10 * Top of true -> #{}; false -> Labelled end,
+            {[{P, process_label(P)} | Names], State#state{labelled = L#{P => true}}}
+    end.
+
+query_stacks(Pids) when length(Pids) < ?PARALLEL_FROM ->
+    maps:from_list([{P, stack_query(P)} || P <- Pids]);
+query_stacks(Pids) ->
+    Self = self(),
+    Ref = make_ref(),
+    Helpers = [spawn_opt(fun() -> Self ! {Ref, P, stack_query(P)} end, [{priority, high}])
+               || P <- Pids],
+    Deadline = erlang:monotonic_time(millisecond) + ?STACK_DEADLINE_MS,
+    Got = collect(Ref, length(Pids), Deadline, #{}),
+    [exit(H, kill) || map_size(Got) < length(Pids), H <- Helpers],
+    maps:merge(maps:from_list([{P, gone} || P <- Pids]), Got).
+
+collect(_Ref, 0, _Deadline, Acc) ->
+    Acc;
+collect(Ref, N, Deadline, Acc) ->
+    Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
+    receive
+        {Ref, P, Result} -> collect(Ref, N - 1, Deadline, Acc#{P => Result})
+    after Left ->
+        Acc
+    end.
+
+%% {Stack, Memory} or gone.
+stack_query(P) ->
+    case process_info(P, [current_stacktrace, memory]) of
         undefined ->
-            %% died since the selection: skipped silently
-            sample_all(Rest, State, Samples, Names, Procs);
-        [{reductions, Reds}, {status, Status}, {message_queue_len, Queue},
-         {garbage_collection_info, Gc}, {garbage_collection, GcOpts}] ->
-            Known = maps:find(P, State#state.procs),
-            Names1 = case Known of
-                         error -> [{P, process_label(P)} | Names];
-                         {ok, _} -> Names
-                     end,
-            Proc0 = case Known of {ok, Pr} -> Pr; error -> #proc{} end,
-            Ran = Proc0#proc.reds < 0 orelse Reds > Proc0#proc.reds + 1,
-            case Ran of
-                true ->
-                    case stack_and_memory(P, State) of
-                        undefined ->
-                            sample_all(Rest, State, Samples, Names, Procs);
-                        {StackBin, Memory, State1} ->
-                            Proc = #proc{reds = Reds + 1, stack = StackBin, memory = Memory,
-                                         queried = Proc0#proc.queried + 1},
-                            S = sample_tuple(P, Status, Reds, Queue, Memory, Gc, GcOpts, StackBin),
-                            sample_all(Rest, State1, [S | Samples], Names1, Procs#{P => Proc})
-                    end;
-                false ->
-                    S = sample_tuple(P, Status, Reds, Queue, Proc0#proc.memory, Gc, GcOpts, same),
-                    sample_all(Rest, State, [S | Samples], Names1,
-                               Procs#{P => Proc0#proc{reds = Reds}})
-            end
+            gone;
+        [{current_stacktrace, []}, {memory, Mem}] ->
+            case process_info(P, current_function) of
+                {current_function, {M, F, A}} -> {[{M, F, A, []}], Mem};
+                _ -> {[], Mem}
+            end;
+        [{current_stacktrace, Stack}, {memory, Mem}] ->
+            {Stack, Mem}
     end.
 
 sample_tuple(P, Status, Reds, Queue, Memory, Gc, GcOpts, Stack) ->
@@ -345,23 +402,6 @@ sample_tuple(P, Status, Reds, Queue, Memory, Gc, GcOpts, Stack) ->
      proplists:get_value(heap_size, Gc, 0), proplists:get_value(stack_size, Gc, 0),
      proplists:get_value(bin_vheap_size, Gc, 0), proplists:get_value(bin_old_vheap_size, Gc, 0),
      proplists:get_value(minor_gcs, GcOpts, 0), Stack}.
-
-stack_and_memory(P, State) ->
-    case process_info(P, [current_stacktrace, memory]) of
-        undefined ->
-            undefined;
-        [{current_stacktrace, []}, {memory, Mem}] ->
-            case process_info(P, current_function) of
-                {current_function, {M, F, A}} ->
-                    {Bin, State1} = encode_stack([{M, F, A, []}], State, <<>>),
-                    {Bin, Mem, State1};
-                _ ->
-                    {<<>>, Mem, State}
-            end;
-        [{current_stacktrace, Stack}, {memory, Mem}] ->
-            {Bin, State1} = encode_stack(Stack, State, <<>>),
-            {Bin, Mem, State1}
-    end.
 
 %% Leaf first: <<MfaId:32, Line:32>> per frame; new MFAs are queued for the
 %% reply so each is sent once.

@@ -1,0 +1,142 @@
+%%% Workload node for tests/bench/record_overhead (a benchmark, not a test).
+%%%
+%%% start([Busy, Idle, IdleWakeMs, LogFile, Watch]) spawns, under a long-lived
+%%% owner process (an `erl -eval' process ends when its expression returns):
+%%%   - Busy workers running a fixed CPU-bound unit of work (a naive fib behind
+%%%     a few frames) forever, counting finished units in one shared counter;
+%%%   - Idle processes parked in `receive', each waking every IdleWakeMs to
+%%%     2 * IdleWakeMs for a tiny piece of work (so a top-N by reductions
+%%%     delta, which skips processes that did not run, can select them);
+%%%   - a logger writing "SystemTimeUs Units" to LogFile every 50 ms, read
+%%%     after the run to get throughput over any time window;
+%%%   - when Watch is true, a watcher that traces kprof_agent's scheduling
+%%%     (`running', no message copies) and logs, per agent lifetime, the
+%%%     batch latency (request picked up -> back in its receive) and the
+%%%     agent's own run time per batch. Tracing adds a little cost of its own.
+-module(kprof_bench_load).
+
+-export([start/1]).
+-export([fib/1]).
+
+-define(LOG_MS, 50).
+
+start([Busy, Idle, IdleWakeMs, LogFile, Watch]) ->
+    Starter = self(),
+    spawn(fun() -> owner(Starter, Busy, Idle, IdleWakeMs, LogFile, Watch) end),
+    receive {started, Pid} -> io:format("started ~s~n", [Pid]) after 30000 -> halt(3) end.
+
+owner(Starter, Busy, Idle, IdleWakeMs, LogFile, Watch) ->
+    C = counters:new(1, [write_concurrency]),
+    _ = [spawn(fun() -> idle(IdleWakeMs) end) || _ <- lists:seq(1, Idle)],
+    _ = [spawn(fun() -> worker(C) end) || _ <- lists:seq(1, Busy)],
+    %% a raw file belongs to the process that opened it: the logger does
+    Logger = spawn(fun() ->
+                           {ok, Fd} = file:open(LogFile, [write, raw, binary]),
+                           logger(C, Fd)
+                   end),
+    case Watch of
+        true -> spawn(fun() -> watcher(Logger) end);
+        false -> ok
+    end,
+    Starter ! {started, os:getpid()},
+    receive stop -> ok end.
+
+%%% The workload
+
+worker(C) ->
+    handle_request(C),
+    counters:add(C, 1, 1),
+    worker(C).
+
+handle_request(_C) ->
+    validate(17).
+
+validate(N) ->
+    R = compute(N),
+    R > 0 orelse exit(impossible),
+    ok.
+
+compute(N) ->
+    ?MODULE:fib(N).
+
+fib(N) when N < 2 -> N;
+fib(N) -> fib(N - 1) + fib(N - 2).
+
+idle(WakeMs) ->
+    receive
+        stop -> ok
+    after WakeMs + rand:uniform(WakeMs) ->
+        _ = lists:sum(lists:seq(1, 20)),
+        idle(WakeMs)
+    end.
+
+%%% Throughput log
+
+logger(C, Fd) ->
+    receive
+        {line, Text} -> ok = file:write(Fd, Text)
+    after ?LOG_MS ->
+        Line = [integer_to_list(os:system_time(microsecond)), $\s,
+                integer_to_list(counters:get(C, 1)), $\n],
+        ok = file:write(Fd, Line)
+    end,
+    logger(C, Fd).
+
+%%% Optional: batch latency and run time of kprof's agent, from scheduling
+%%% events of the agent process.
+
+watcher(Log) ->
+    case whereis(kprof_agent) of
+        undefined ->
+            receive after 10 -> watcher(Log) end;
+        Agent ->
+            Ref = monitor(process, Agent),
+            catch erlang:trace(Agent, true, [running, monotonic_timestamp]),
+            watch(Log, Ref, Agent, idle, 0, [], []),
+            watcher(Log)
+    end.
+
+%% State: idle (waiting in its receive loop) or {busy, BatchStart, RunStart, RunSoFar}
+%% (RunStart undefined while it waits inside a batch, e.g. for a busy process).
+watch(Log, Ref, Agent, St, Batches, Lat, Run) ->
+    receive
+        {trace_ts, Agent, in, _, Ts} ->
+            St1 = case St of
+                      idle -> {busy, Ts, Ts, 0};
+                      {busy, B0, _, Acc} -> {busy, B0, Ts, Acc}
+                  end,
+            watch(Log, Ref, Agent, St1, Batches, Lat, Run);
+        {trace_ts, Agent, out, Mfa, Ts} ->
+            case St of
+                {busy, B0, In, Acc} when In =/= undefined ->
+                    Acc1 = Acc + (Ts - In),
+                    case Mfa of
+                        {kprof_agent, loop, 1} ->
+                            watch(Log, Ref, Agent, idle, Batches + 1, [Ts - B0 | Lat],
+                                  [Acc1 | Run]);
+                        _ ->
+                            watch(Log, Ref, Agent, {busy, B0, undefined, Acc1}, Batches, Lat, Run)
+                    end;
+                _ ->
+                    watch(Log, Ref, Agent, St, Batches, Lat, Run)
+            end;
+        {trace_ts, Agent, _, _, _} ->
+            watch(Log, Ref, Agent, St, Batches, Lat, Run);
+        {'DOWN', Ref, process, Agent, _} ->
+            report(Log, Batches, Lat, Run)
+    end.
+
+report(_Log, 0, _, _) ->
+    ok;
+report(Log, Batches, Lat0, Run0) ->
+    Us = fun(Native) -> erlang:convert_time_unit(Native, native, microsecond) end,
+    Lat = lists:sort([Us(X) || X <- Lat0]),
+    Run = lists:sort([Us(X) || X <- Run0]),
+    P = fun(L, Q) -> lists:nth(max(1, min(length(L), round(Q * length(L)))), L) end,
+    Log ! {line, io_lib:format(
+                          "# agent ~s batches ~b latency_us median ~b p90 ~b p99 ~b max ~b "
+                          "run_us median ~b mean ~b max ~b~n",
+                          [integer_to_list(os:system_time(microsecond)), Batches,
+                           P(Lat, 0.5), P(Lat, 0.9), P(Lat, 0.99), lists:last(Lat),
+                           P(Run, 0.5), lists:sum(Run) div length(Run), lists:last(Run)])},
+    ok.

@@ -49,3 +49,12 @@ void kp_free(void *ptr)
     if (ptr)
         current.free_fn(ptr);
 }
+
+char *kp_strdup(const char *text)
+{
+    size_t len = strlen(text) + 1;
+    char *copy = kp_malloc(len);
+    if (copy)
+        memcpy(copy, text, len);
+    return copy;
+}

@@ -56,15 +56,6 @@ static int valid_header(const char *h)
     return 1;
 }
 
-static char *dup_string(const char *s)
-{
-    size_t len = strlen(s) + 1;
-    char *copy = kp_malloc(len);
-    if (copy)
-        memcpy(copy, s, len);
-    return copy;
-}
-
 /* Numbers continue after the highest PREFIX-NNNNNN already in `dir`, so a
  * second recording into the same directory never overwrites the first. */
 static uint64_t first_free_number(const char *dir, const char *prefix)
@@ -113,10 +104,10 @@ kp_status kp_segment_open(const kp_segment_config *c, kp_segment_writer **out)
     if (!w)
         return KP_ERR_NOMEM;
     w->config = *c;
-    w->dir = dup_string(c->dir);
-    w->prefix = dup_string(c->prefix);
-    w->extension = dup_string(c->extension);
-    w->header = dup_string(header);
+    w->dir = kp_strdup(c->dir);
+    w->prefix = kp_strdup(c->prefix);
+    w->extension = kp_strdup(c->extension);
+    w->header = kp_strdup(header);
     w->kept_cap = 16;
     w->kept = kp_calloc(w->kept_cap, sizeof *w->kept);
     if (!w->dir || !w->prefix || !w->extension || !w->header || !w->kept) {
@@ -163,7 +154,7 @@ static kp_status remember(kp_segment_writer *w, const char *path)
         w->kept = k;
         w->kept_cap = cap;
     }
-    char *copy = dup_string(path);
+    char *copy = kp_strdup(path);
     if (!copy)
         return KP_ERR_NOMEM;
     w->kept[w->n_kept++] = copy;

@@ -10,6 +10,7 @@
 #include <zstd.h>
 
 #include "kp/alloc.h"
+#include "zlib_alloc.h"
 
 #define OUT_CAP (128 * 1024)
 
@@ -65,25 +66,12 @@ static kp_status flush_out(kp_sink *s)
     return KP_OK;
 }
 
-/* zlib allocates through kp_alloc too, so allocation-failure tests reach it */
-static voidpf zalloc(voidpf opaque, uInt items, uInt size)
-{
-    (void)opaque;
-    return kp_calloc(items, size);
-}
-
-static void zfree(voidpf opaque, voidpf ptr)
-{
-    (void)opaque;
-    kp_free(ptr);
-}
-
 static kp_status init_compressor(kp_sink *s, int level)
 {
     if (s->compression == KP_COMPRESS_GZIP) {
         memset(&s->gz, 0, sizeof s->gz);
-        s->gz.zalloc = zalloc;
-        s->gz.zfree = zfree;
+        s->gz.zalloc = kp_zlib_alloc;
+        s->gz.zfree = kp_zlib_free;
         /* 15 + 16: a gzip header, which FlameScope and speedscope recognise */
         if (deflateInit2(&s->gz, level ? level : 6, Z_DEFLATED, 15 + 16, 8,
                          Z_DEFAULT_STRATEGY) != Z_OK)
@@ -133,15 +121,6 @@ static kp_status new_sink(kp_compression compression, kp_sink **out)
     return KP_OK;
 }
 
-static char *dup_string(const char *text)
-{
-    size_t len = strlen(text) + 1;
-    char *copy = kp_malloc(len);
-    if (copy)
-        memcpy(copy, text, len);
-    return copy;
-}
-
 /* ".NAME.PID.tmp" beside `path`: dot-prefixed so viewers that list a directory
  * (FlameScope) skip it. */
 static char *temp_name(const char *path)
@@ -167,7 +146,7 @@ kp_status kp_sink_open_file(const char *path, kp_compression compression, int le
     if (st != KP_OK)
         return st;
     s->owns_fd = 1;
-    s->final_path = dup_string(path);
+    s->final_path = kp_strdup(path);
     s->tmp_path = temp_name(path);
     if (!s->final_path || !s->tmp_path) {
         free_sink(s);

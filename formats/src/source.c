@@ -9,6 +9,7 @@
 #include <zstd.h>
 
 #include "kp/alloc.h"
+#include "zlib_alloc.h"
 
 #define RAW_CAP (256 * 1024)
 #define TEXT_CAP (1024 * 1024)
@@ -133,18 +134,6 @@ static kp_status fill_raw(kp_source *s)
     }
 }
 
-static voidpf zalloc(voidpf opaque, uInt items, uInt size)
-{
-    (void)opaque;
-    return kp_calloc(items, size);
-}
-
-static void zfree(voidpf opaque, voidpf ptr)
-{
-    (void)opaque;
-    kp_free(ptr);
-}
-
 static kp_status detect(kp_source *s)
 {
     while (s->raw_len < 4 && !s->raw_eof) {
@@ -155,8 +144,8 @@ static kp_status detect(kp_source *s)
     const unsigned char *r = s->raw;
     if (s->raw_len >= 2 && r[0] == 0x1f && r[1] == 0x8b) {
         s->compression = KP_COMPRESS_GZIP;
-        s->gz.zalloc = zalloc;
-        s->gz.zfree = zfree;
+        s->gz.zalloc = kp_zlib_alloc;
+        s->gz.zfree = kp_zlib_free;
         if (inflateInit2(&s->gz, 15 + 16) != Z_OK)
             return KP_ERR_NOMEM;
         s->gz_ready = 1;

@@ -26,5 +26,7 @@ void *kp_calloc(size_t count, size_t size);
 void *kp_realloc(void *ptr, size_t size);
 void *kp_realloc_array(void *ptr, size_t count, size_t size);
 void kp_free(void *ptr);
+/* A copy of the NUL-terminated `text`, or NULL when out of memory. */
+char *kp_strdup(const char *text);
 
 #endif

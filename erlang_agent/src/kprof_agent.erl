@@ -397,11 +397,27 @@ stack_query(P) ->
             {Stack, Mem}
     end.
 
-sample_tuple(P, Status, Reds, Queue, Memory, Gc, GcOpts, Stack) ->
+%% OTP 25 returns garbage_collection_info in this order: match it in one go
+%% (this runs for every sample), with proplists as the fallback.
+sample_tuple(P, Status, Reds, Queue, Memory,
+             [{old_heap_block_size, OldBlock}, {heap_block_size, Block}, {mbuf_size, Mbuf},
+              {recent_size, _}, {stack_size, Stack}, {old_heap_size, _}, {heap_size, Heap},
+              {bin_vheap_size, Bin}, {bin_vheap_block_size, _}, {bin_old_vheap_size, OldBin}
+              | _],
+             GcOpts, StackBin) ->
+    {P, Status, Reds, Queue, Memory, OldBlock + Block + Mbuf, Heap, Stack, Bin, OldBin,
+     minor_gcs(GcOpts), StackBin};
+sample_tuple(P, Status, Reds, Queue, Memory, Gc, GcOpts, StackBin) ->
     {P, Status, Reds, Queue, Memory, total_heap(Gc),
      proplists:get_value(heap_size, Gc, 0), proplists:get_value(stack_size, Gc, 0),
      proplists:get_value(bin_vheap_size, Gc, 0), proplists:get_value(bin_old_vheap_size, Gc, 0),
-     proplists:get_value(minor_gcs, GcOpts, 0), Stack}.
+     minor_gcs(GcOpts), StackBin}.
+
+minor_gcs(GcOpts) ->
+    case lists:keyfind(minor_gcs, 1, GcOpts) of
+        {minor_gcs, N} -> N;
+        false -> 0
+    end.
 
 %% Leaf first: <<MfaId:32, Line:32>> per frame; new MFAs are queued for the
 %% reply so each is sent once.

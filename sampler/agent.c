@@ -42,11 +42,13 @@ static int has_current_agent(kp_agent *a, char *err, size_t err_len)
     ei_x_encode_empty_list(&args);
     int rc = rpc(a, "kprof_agent", "version", &args, &reply, err, err_len);
     if (rc == 0) {
+        /* a string: the version of the agent there; anything else
+         * ({badrpc, ...} when the module is missing): none */
         char version[64];
-        int i = 0;
-        long len;
-        rc = ei_decode_string(reply.buff, &i, version) == 0 &&
-             (len = (long)strlen(version)) > 0 && strcmp(version, KPROF_VERSION) == 0;
+        int i = 0, type, size;
+        rc = ei_get_type(reply.buff, &i, &type, &size) == 0 && type == ERL_STRING_EXT &&
+             size < (int)sizeof version && ei_decode_string(reply.buff, &i, version) == 0 &&
+             strcmp(version, KPROF_VERSION) == 0;
     }
     ei_x_free(&args);
     ei_x_free(&reply);
@@ -387,8 +389,8 @@ int kp_agent_receive(kp_agent *a, unsigned ms, const kp_batch_handler *h, int64_
             continue; /* not ours */
         if (seq != a->seq)
             continue; /* a late answer to an abandoned request */
-        rc = decode_batch(x.buff, &i, h, time_us);
-        result = rc == 0 ? 1 : rc == -2 ? -2 : -2;
+        /* a malformed batch and a failed callback both end the recording */
+        result = decode_batch(x.buff, &i, h, time_us) == 0 ? 1 : -2;
         break;
     }
     ei_x_free(&x);

@@ -6,10 +6,18 @@ set(count 0)
 foreach(beam ${BEAMS})
   get_filename_component(mod ${beam} NAME_WE)
   file(READ ${beam} hex HEX)
+  # the module's MD5 as the VM computes it (module_info(md5)), so kprof can
+  # tell whether a node runs exactly this agent, not just one of the same version
+  execute_process(COMMAND ${ERL} -noshell -eval
+    "{ok, {_, M}} = beam_lib:md5(\"${beam}\"), io:format(\"~s\", [[io_lib:format(\"0x~2.16.0b,\", [B]) || <<B>> <= M]]), halt()."
+    OUTPUT_VARIABLE md5 RESULT_VARIABLE md5_rc)
+  if(NOT md5_rc EQUAL 0)
+    message(FATAL_ERROR "cannot compute the MD5 of ${beam}")
+  endif()
   string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
   string(REGEX REPLACE "((0x..,){16})" "\\1\n" bytes "${bytes}")
   string(APPEND body "static const unsigned char beam_${count}[] = {\n${bytes}};\n")
-  string(APPEND table "    {\"${mod}\", beam_${count}, sizeof beam_${count}},\n")
+  string(APPEND table "    {\"${mod}\", beam_${count}, sizeof beam_${count}, {${md5}}},\n")
   math(EXPR count "${count} + 1")
 endforeach()
 string(APPEND body "\nconst kp_agent_module kp_agent_modules[] = {\n${table}};\n")

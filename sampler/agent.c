@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "agent_modules.h"
-#include "kprof_version.h"
 
 /* Prints a decoded term into `out` for error messages. */
 static void term_text(const char *buf, int index, char *out, size_t cap)
@@ -33,26 +32,36 @@ static int rpc(kp_agent *a, const char *mod, const char *fun, ei_x_buff *args, e
     return 0;
 }
 
-/* 1 if the node already runs this version of the agent. */
+/* 1 if the node already runs exactly this agent: every embedded module is
+ * loaded with the same MD5 (a version string would not tell two builds of
+ * one version apart), 0 if not, -1 if the connection failed. */
 static int has_current_agent(kp_agent *a, char *err, size_t err_len)
 {
-    ei_x_buff args, reply;
-    ei_x_new(&args);
-    ei_x_new(&reply);
-    ei_x_encode_empty_list(&args);
-    int rc = rpc(a, "kprof_agent", "version", &args, &reply, err, err_len);
-    if (rc == 0) {
-        /* a string: the version of the agent there; anything else
-         * ({badrpc, ...} when the module is missing): none */
-        char version[64];
-        int i = 0, type, size;
-        rc = ei_get_type(reply.buff, &i, &type, &size) == 0 && type == ERL_STRING_EXT &&
-             size < (int)sizeof version && ei_decode_string(reply.buff, &i, version) == 0 &&
-             strcmp(version, KPROF_VERSION) == 0;
+    for (size_t m = 0; m < kp_agent_module_count; m++) {
+        ei_x_buff args, reply;
+        ei_x_new(&args);
+        ei_x_new(&reply);
+        ei_x_encode_list_header(&args, 1);
+        ei_x_encode_atom(&args, "md5");
+        ei_x_encode_empty_list(&args);
+        int rc = rpc(a, kp_agent_modules[m].name, "module_info", &args, &reply, err, err_len);
+        if (rc == 0) {
+            /* a 16-byte binary; anything else ({badrpc, ...}: not loaded) differs */
+            unsigned char md5[16];
+            int i = 0, type, size;
+            long len;
+            rc = ei_get_type(reply.buff, &i, &type, &size) == 0 && type == ERL_BINARY_EXT &&
+                         size == 16 && ei_decode_binary(reply.buff, &i, md5, &len) == 0 &&
+                         memcmp(md5, kp_agent_modules[m].md5, 16) == 0
+                     ? 1
+                     : 0;
+        }
+        ei_x_free(&args);
+        ei_x_free(&reply);
+        if (rc != 1)
+            return rc;
     }
-    ei_x_free(&args);
-    ei_x_free(&reply);
-    return rc;
+    return 1;
 }
 
 static int load_modules(kp_agent *a, char *err, size_t err_len)
@@ -343,11 +352,12 @@ static int decode_samples(const char *buf, int *i, const kp_batch_handler *h)
     return n ? ei_decode_list_header(buf, i, &n) : 0;
 }
 
-static int decode_batch(const char *buf, int *i, const kp_batch_handler *h, int64_t *time_us)
+static int decode_batch(kp_agent *a, const char *buf, int *i, const kp_batch_handler *h,
+                        int64_t *time_us)
 {
     int arity, rc;
     char reset[MAXATOMLEN];
-    if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 5 ||
+    if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 6 ||
         decode_int(buf, i, time_us) != 0)
         return -1;
     /* the reset flag is last on the wire but must act first: look ahead */
@@ -360,6 +370,16 @@ static int decode_batch(const char *buf, int *i, const kp_batch_handler *h, int6
     if ((rc = decode_mfas(buf, i, h)) != 0 || (rc = decode_labels(buf, i, h)) != 0 ||
         (rc = decode_samples(buf, i, h)) != 0)
         return rc;
+    int64_t queried, reused, busy;
+    if (ei_skip_term(buf, i) != 0 || /* the reset flag, already acted on */
+        ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 3 ||
+        decode_int(buf, i, &queried) != 0 || decode_int(buf, i, &reused) != 0 ||
+        decode_int(buf, i, &busy) != 0)
+        return -1;
+    a->batches++;
+    a->stacks_queried += (uint64_t)queried;
+    a->stacks_reused += (uint64_t)reused;
+    a->busy_us += (uint64_t)busy;
     return 0;
 }
 
@@ -390,7 +410,7 @@ int kp_agent_receive(kp_agent *a, unsigned ms, const kp_batch_handler *h, int64_
         if (seq != a->seq)
             continue; /* a late answer to an abandoned request */
         /* a malformed batch and a failed callback both end the recording */
-        result = decode_batch(x.buff, &i, h, time_us) == 0 ? 1 : -2;
+        result = decode_batch(a, x.buff, &i, h, time_us) == 0 ? 1 : -2;
         break;
     }
     ei_x_free(&x);

@@ -2,7 +2,8 @@
  * starting it, asking for batches of samples and decoding them.
  *
  * Wire format of a batch (sent by kprof_agent:sample/1):
- *   {kprof_samples, Seq, {TimeUs, NewMfas, Labels, Samples, Reset}}
+ *   {kprof_samples, Seq, {TimeUs, NewMfas, Labels, Samples, Reset,
+ *                         {StacksQueried, StacksReused, AgentBusyUs}}}
  *   NewMfas = [{Id, Module, Function, Arity}]      each MFA once per session
  *   Labels  = [{Pid, {registered | initial, Text}}] once per process
  *   Samples = [{Pid, Status, Reductions, QueueLen, Memory, TotalHeap, Heap,
@@ -34,6 +35,8 @@ typedef struct {
     long os_pid;    /* the BEAM's OS pid */
     unsigned wordsize;
     int loaded;     /* 1 if this session loaded the agent's code */
+    /* totals over the batches received: what sampling cost in the node */
+    uint64_t batches, stacks_queried, stacks_reused, busy_us;
 } kp_agent;
 
 enum { KP_METRIC_REDUCTIONS, KP_METRIC_QUEUE, KP_METRIC_MEMORY, KP_METRIC_TOTAL_HEAP,

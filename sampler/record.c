@@ -413,8 +413,14 @@ int kp_record_run(const kp_record_options *o)
     if (tty)
         fputc('\n', stderr);
     size_t processes = 0;
-    for (size_t i = 0; i < n; i++)
+    uint64_t agent_batches = 0, queried = 0, reused = 0, busy_us = 0;
+    for (size_t i = 0; i < n; i++) {
         processes += kp_profile_processes(sessions[i].profile);
+        agent_batches += sessions[i].agent.batches;
+        queried += sessions[i].agent.stacks_queried;
+        reused += sessions[i].agent.stacks_reused;
+        busy_us += sessions[i].agent.busy_us;
+    }
     detach_all(sessions, n);
 
     if (lost) {
@@ -449,6 +455,11 @@ int kp_record_run(const kp_record_options *o)
         if (ticks)
             fprintf(stderr, "kprof: batch latency: median %.2f ms, 99th percentile %.2f ms\n",
                     latency_quantile(&lat, 0.5), latency_quantile(&lat, 0.99));
+        if (agent_batches)
+            fprintf(stderr, "kprof: in the node: %.0f%% of stacks reused, %llu queried; the agent "
+                    "spent %.2f ms per batch\n",
+                    queried + reused ? 100.0 * (double)reused / (double)(queried + reused) : 0.0,
+                    (unsigned long long)queried, (double)busy_us / 1e3 / (double)agent_batches);
         if (samples < 2)
             fprintf(stderr, "kprof: too few samples for a profile; is the node idle? try "
                             "--select-by or a longer --duration\n");

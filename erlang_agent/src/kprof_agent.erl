@@ -292,9 +292,12 @@ sample(State0 = #state{opts = #{reselect_ms := Every}, selected_at = At}) ->
              end,
     State = reset_mfas_if_full(State1),
     Time = erlang:monotonic_time(microsecond),
-    {Samples, Names, Procs, State2} = sample_all(State#state.selection, State),
+    {Samples, Names, Procs, State2, Queried, Reused} = sample_all(State#state.selection, State),
     Selection = [P || P <- State2#state.selection, maps:is_key(P, Procs)],
-    Reply = {Time, lists:reverse(State2#state.new_mfas), Names, Samples, State2#state.reset},
+    %% what the batch cost here, so that kprof can report it
+    Busy = erlang:monotonic_time(microsecond) - Time,
+    Reply = {Time, lists:reverse(State2#state.new_mfas), Names, Samples, State2#state.reset,
+             {Queried, Reused, Busy}},
     {Reply, State2#state{selection = Selection, procs = Procs, new_mfas = [], reset = false}}.
 
 reset_mfas_if_full(State = #state{mfas = Mfas}) when map_size(Mfas) >= ?MAX_MFAS ->
@@ -318,7 +321,8 @@ sample_all(Pids, State) ->
     Cheap = [{P, Info} || P <- Pids, (Info = process_info(P, ?CHEAP)) =/= undefined],
     Ran = [P || {P, [{reductions, Reds} | _]} <- Cheap, ran(P, Reds, State#state.procs)],
     Stacks = query_stacks(Ran),
-    build(Cheap, Stacks, State, [], [], #{}).
+    {Samples, Names, Procs, State1} = build(Cheap, Stacks, State, [], [], #{}),
+    {Samples, Names, Procs, State1, length(Ran), length(Cheap) - length(Ran)}.
 
 ran(P, Reds, Procs) ->
     case Procs of

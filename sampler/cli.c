@@ -28,3 +28,8 @@ int kp_ends_with(const char *s, const char *suffix)
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
+
+const char *kp_status_reason(kp_status status, int saved_errno)
+{
+    return status == KP_ERR_IO ? strerror(saved_errno) : kp_strerror(status);
+}

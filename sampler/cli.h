@@ -7,6 +7,8 @@
 
 #include <stdarg.h>
 
+#include "kp/status.h"
+
 /* Exit codes, documented in README.md and in `kprof --help`. */
 enum {
     KP_EXIT_OK = 0,
@@ -20,6 +22,10 @@ enum {
 void kp_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "kprof: warning: " + the message + "\n" to stderr. */
 void kp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The words for a failed formats/ call: strerror(saved_errno) for an I/O
+ * error (pass errno right after the call), kp_strerror(status) otherwise. */
+const char *kp_status_reason(kp_status status, int saved_errno);
 
 /* Returns 1 if `s` ends with `suffix`. */
 int kp_ends_with(const char *s, const char *suffix);

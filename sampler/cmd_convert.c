@@ -259,7 +259,7 @@ static int write_output(const char *path, const kp_folded *folded)
     }
     if (st != KP_OK) {
         kp_error("cannot write %s: %s", to_stdout ? "standard output" : path,
-                 st == KP_ERR_IO ? strerror(errno) : kp_strerror(st));
+                 kp_status_reason(st, errno));
         return KP_EXIT_FAILURE;
     }
     return KP_EXIT_OK;
@@ -357,7 +357,7 @@ int kp_cmd_convert(int argc, char **argv)
         kp_status st = kp_source_open(path, &src);
         if (st != KP_OK) {
             kp_error("cannot open %s: %s", path,
-                     st == KP_ERR_IO ? strerror(errno) : kp_strerror(st));
+                     kp_status_reason(st, errno));
             rc = KP_EXIT_FAILURE;
             break;
         }

@@ -24,7 +24,7 @@ static int extract_agent(const char *dir)
         }
         if (st != KP_OK) {
             kp_error("cannot write %s: %s", path,
-                     st == KP_ERR_IO ? strerror(errno) : kp_strerror(st));
+                     kp_status_reason(st, errno));
             return KP_EXIT_FAILURE;
         }
         printf("%s\n", path);

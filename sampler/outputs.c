@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "kp/folded.h"
 #include "kp/perf_writer.h"
 
@@ -149,7 +150,7 @@ static int write_folded(kp_outputs *o, int out, char *err, size_t err_len)
     kp_folded_free(f);
     if (st != KP_OK) {
         snprintf(err, err_len, "cannot write %s: %s", path,
-                 st == KP_ERR_IO ? strerror(errno) : kp_strerror(st));
+                 kp_status_reason(st, errno));
         return -1;
     }
     return 1;
@@ -168,7 +169,7 @@ static int write_text(const char *dir, const char *name, const char *text, char 
     }
     if (st != KP_OK) {
         snprintf(err, err_len, "cannot write %s: %s", path,
-                 st == KP_ERR_IO ? strerror(errno) : kp_strerror(st));
+                 kp_status_reason(st, errno));
         return -1;
     }
     return 0;
@@ -181,7 +182,7 @@ int kp_outputs_close(kp_outputs *o, const char *readme, int written[KP_OUT_COUNT
     kp_status st = kp_segment_close(o->segments, stats);
     if (st != KP_OK && st != KP_ERR_EMPTY && o->error == KP_OK) {
         snprintf(err, err_len, "cannot complete the last segment in %s: %s", o->dir,
-                 st == KP_ERR_IO ? strerror(errno) : kp_strerror(st));
+                 kp_status_reason(st, errno));
         rc = -1;
     }
     for (int out = 0; out < KP_OUT_COUNT; out++) {

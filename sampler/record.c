@@ -433,7 +433,7 @@ int kp_record_run(const kp_record_options *o)
     kp_status write_error = kp_outputs_error(out, &write_errno);
     if (write_error != KP_OK) {
         kp_error("cannot write to %s: %s; the segments already written are complete", dir,
-                 write_error == KP_ERR_IO ? strerror(write_errno) : kp_strerror(write_error));
+                 kp_status_reason(write_error, write_errno));
         rc = KP_EXIT_FAILURE;
     }
     uint64_t samples = kp_outputs_samples(out);

@@ -210,20 +210,13 @@ static void detach_all(session *s, size_t n)
     }
 }
 
-/* Connects and attaches to every node; returns how many sessions, or 0 with
- * the error printed. */
+/* Connects and attaches to the `n` nodes in `names` (completed names; with
+ * --all-nodes, room for MAX_NODES); returns how many sessions, or 0 with the
+ * error printed. */
 static size_t attach_all(const kp_record_options *o, const char *cookie, session *s,
-                         uint64_t interval)
+                         char names[][512], size_t n, uint64_t interval)
 {
-    char names[MAX_NODES][512], err[2048];
-    size_t n = 0;
-    for (size_t i = 0; i < o->n_nodes && n < MAX_NODES; i++) {
-        if (kp_node_name(o->nodes[i], names[n], sizeof names[n], err, sizeof err) != 0) {
-            kp_error("%s", err);
-            return 0;
-        }
-        n++;
-    }
+    char err[2048];
     kp_agent_options ao = {o->top, o->select_by, (unsigned)(o->reselect_us / 1000), o->pids,
                            o->n_pids, o->depth,
                            (unsigned)(interval / 50 > 10000 ? interval / 50 : 10000)};
@@ -251,11 +244,17 @@ static size_t attach_all(const kp_record_options *o, const char *cookie, session
 
 int kp_record_run(const kp_record_options *o)
 {
-    char err[8192], first[512], cookie[512], dir[4096];
-    if (kp_node_name(o->nodes[0], first, sizeof first, err, sizeof err) != 0) {
-        kp_error("%s", err);
-        return KP_EXIT_USAGE;
+    char err[8192], cookie[512], dir[4096];
+    /* every name is checked before anything is created or connected */
+    static char names[MAX_NODES][512];
+    size_t n_names = 0;
+    for (size_t i = 0; i < o->n_nodes && n_names < MAX_NODES; i++, n_names++) {
+        if (kp_node_name(o->nodes[i], names[i], sizeof names[i], err, sizeof err) != 0) {
+            kp_error("%s", err);
+            return KP_EXIT_USAGE;
+        }
     }
+    const char *first = names[0];
     if (kp_cookie_load(o->cookie_file, cookie, sizeof cookie, err, sizeof err) != 0) {
         kp_error("%s", err);
         return KP_EXIT_USAGE;
@@ -268,7 +267,7 @@ int kp_record_run(const kp_record_options *o)
     uint64_t interval = (uint64_t)(1e6 / o->rate);
     static session sessions[MAX_NODES];
     memset(sessions, 0, sizeof sessions);
-    size_t n = attach_all(o, cookie, sessions, interval);
+    size_t n = attach_all(o, cookie, sessions, names, n_names, interval);
     memset(cookie, 0, sizeof cookie);
     if (n == 0) {
         if (created)

@@ -16,12 +16,7 @@ static int extract_agent(const char *dir)
         const kp_agent_module *m = &kp_agent_modules[i];
         char path[4096];
         snprintf(path, sizeof path, "%s/%s.beam", dir, m->name);
-        kp_sink *sink;
-        kp_status st = kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink);
-        if (st == KP_OK) {
-            kp_sink_write(sink, m->beam, m->size);
-            st = kp_sink_commit(sink);
-        }
+        kp_status st = kp_sink_write_file(path, m->beam, m->size);
         if (st != KP_OK) {
             kp_error("cannot write %s: %s", path,
                      kp_status_reason(st, errno));

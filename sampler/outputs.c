@@ -161,12 +161,7 @@ static int write_text(const char *dir, const char *name, const char *text, char 
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    kp_sink *sink;
-    kp_status st = kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink);
-    if (st == KP_OK) {
-        kp_sink_write(sink, text, strlen(text));
-        st = kp_sink_commit(sink);
-    }
+    kp_status st = kp_sink_write_file(path, text, strlen(text));
     if (st != KP_OK) {
         snprintf(err, err_len, "cannot write %s: %s", path,
                  kp_status_reason(st, errno));

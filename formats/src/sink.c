@@ -281,6 +281,16 @@ kp_status kp_sink_commit(kp_sink *s)
     return st;
 }
 
+kp_status kp_sink_write_file(const char *path, const void *data, size_t len)
+{
+    kp_sink *s;
+    kp_status st = kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &s);
+    if (st != KP_OK)
+        return st;
+    kp_sink_write(s, data, len); /* an error is sticky: commit reports it */
+    return kp_sink_commit(s);
+}
+
 void kp_sink_abort(kp_sink *s)
 {
     if (!s)

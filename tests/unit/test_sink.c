@@ -316,6 +316,31 @@ static void test_disk_full(void **state)
     free(text);
 }
 
+/* kp_sink_write_file: the whole buffer or no file at all */
+static void test_write_file(void **state)
+{
+    const char *dir = *state;
+    char *path = path_in(dir, "README.txt");
+    size_t len = 300000;
+    char *text = make_text(len, 3);
+    assert_int_equal(kp_sink_write_file(path, text, len), KP_OK);
+    size_t got;
+    unsigned char *back = read_raw(path, &got);
+    assert_int_equal(got, len);
+    assert_memory_equal(back, text, len);
+    free(back);
+    assert_int_equal(kp_test_count_files(dir, ""), 1);
+    assert_int_equal(unlink(path), 0);
+    kp_fault_write_after(1000, ENOSPC);
+    errno = 0;
+    assert_int_equal(kp_sink_write_file(path, text, len), KP_ERR_IO);
+    assert_int_equal(errno, ENOSPC);
+    kp_fault_write_reset();
+    assert_int_equal(kp_test_count_files(dir, ""), 0);
+    free(text);
+    free(path);
+}
+
 static void test_missing_directory(void **state)
 {
     const char *dir = *state;
@@ -406,6 +431,7 @@ int main(void)
         T(test_file_appears_only_at_commit),
         T(test_abort_leaves_nothing),
         T(test_disk_full),
+        T(test_write_file),
         T(test_missing_directory),
         T(test_open_fd),
         T(test_compression_names),

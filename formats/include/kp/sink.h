@@ -53,6 +53,11 @@ uint64_t kp_sink_bytes_out(const kp_sink *sink);
  * removed and errno describes an I/O failure. */
 kp_status kp_sink_commit(kp_sink *sink);
 
+/* Writes `len` bytes as the whole uncompressed file `path`, with the same
+ * all-or-nothing guarantee: open, write, commit. Returns KP_OK or the first
+ * error (KP_ERR_IO with errno set, KP_ERR_NOMEM). */
+kp_status kp_sink_write_file(const char *path, const void *data, size_t len);
+
 /* Drops everything written, removes the temporary file, frees the sink. NULL is
  * allowed. */
 void kp_sink_abort(kp_sink *sink);

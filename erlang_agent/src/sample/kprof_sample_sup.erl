@@ -7,8 +7,12 @@
 %%%   kprof_sample_accounting                                      (one process)
 %%%   kprof_sample_handler_sup      kprof_sample_handler_1 .. _N  (handlers)
 %%%   kprof_sample_frontend_sup     kprof_sample_frontend_1 .. _N (frontends)
+%%%   kprof_kv_sup                  the key-value example (kprof_kv), idle
+%%%                                 until kprof_kv_load sends it requests
 %%% '''
 %%% The layers start in that order, so each finds the one it calls running.
+%%% The key-value example takes its pool sizes from the `kprof' application
+%%% environment or its defaults (see kprof_kv_sup).
 %%% Restart intensity is bounded (5 restarts in 10 s), as everywhere in OTP.
 -module(kprof_sample_sup).
 -behaviour(supervisor).
@@ -39,7 +43,9 @@ init({top, Config}) ->
           [Layer(kprof_sample_db_sup, db),
            #{id => kprof_sample_accounting, start => {kprof_sample_accounting, start_link, []}},
            Layer(kprof_sample_handler_sup, handlers),
-           Layer(kprof_sample_frontend_sup, frontends)]}};
+           Layer(kprof_sample_frontend_sup, frontends),
+           #{id => kprof_kv_sup, type => supervisor, shutdown => infinity,
+             start => {kprof_kv_sup, start_link, [#{}]}}]}};
 init({db, #{db_shards := N, users := Users, items := Items}}) ->
     {ok, {flags(), [worker(kprof_sample_db, I, [I, N, {Users, Items}])
                     || I <- lists:seq(1, N)]}};

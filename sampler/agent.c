@@ -167,8 +167,7 @@ static void encode_options(ei_x_buff *x, const kp_agent_options *o)
     ei_x_encode_empty_list(x);
 }
 
-int kp_agent_attach(kp_agent *a, kp_node *node, const kp_agent_options *o, char *err,
-                    size_t err_len)
+int kp_agent_load(kp_agent *a, kp_node *node, char *err, size_t err_len)
 {
     memset(a, 0, sizeof *a);
     a->node = node;
@@ -176,7 +175,13 @@ int kp_agent_attach(kp_agent *a, kp_node *node, const kp_agent_options *o, char 
     int current = has_current_agent(a, err, err_len);
     if (current < 0 || (!current && load_modules(a, err, err_len) != 0))
         return -1;
-    if (node_facts(a, err, err_len) != 0)
+    return node_facts(a, err, err_len);
+}
+
+int kp_agent_attach(kp_agent *a, kp_node *node, const kp_agent_options *o, char *err,
+                    size_t err_len)
+{
+    if (kp_agent_load(a, node, err, err_len) != 0)
         return -1;
 
     ei_x_buff args, reply;

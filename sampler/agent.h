@@ -62,6 +62,12 @@ typedef struct {
     int (*on_sample)(void *ctx, const kp_raw_sample *sample);
 } kp_batch_handler;
 
+/* Makes sure the node has this kprof's agent modules (loading the embedded
+ * ones with code:load_binary/3 when missing or of another version) and reads
+ * the node's OS pid and word size; starts nothing. Returns 0, or -1 with one
+ * sentence in `err`. */
+int kp_agent_load(kp_agent *agent, kp_node *node, char *err, size_t err_len);
+
 /* Makes sure the node runs this kprof's agent (loading the embedded modules
  * with code:load_binary/3 when it is missing or of another version) and starts
  * it. Returns 0, or -1 with one sentence in `err`. */

@@ -15,6 +15,7 @@ static const char usage[] =
     "Commands:\n"
     "  record --node NODE           sample a live node's busiest processes\n"
     "  dump --node NODE             print the stacks of its busiest processes, once\n"
+    "  tiers --node NODE --tiers F  time each layer of its requests, per kind of request\n"
     "  convert INPUT... -o OUTPUT   convert and merge profiles (perf-script, folded)\n"
     "\n"
     "Options:\n"
@@ -27,7 +28,7 @@ static const char usage[] =
     "  0  success\n"
     "  1  failure: I/O error, out of memory, disk full\n"
     "  2  usage error: unknown command or option, bad option value\n"
-    "  3  unusable input: no sample parses, corrupt compressed data\n"
+    "  3  unusable input: no sample parses, corrupt compressed data, bad tier file\n"
     "  4  node unreachable (unknown host, no epmd, no such node, wrong cookie) or lost\n";
 
 int main(int argc, char **argv)
@@ -51,6 +52,8 @@ int main(int argc, char **argv)
         return kp_cmd_record(argc - 1, argv + 1);
     if (strcmp(cmd, "dump") == 0)
         return kp_cmd_dump(argc - 1, argv + 1);
+    if (strcmp(cmd, "tiers") == 0)
+        return kp_cmd_tiers(argc - 1, argv + 1);
     if (strcmp(cmd, "internal") == 0)
         return kp_cmd_internal(argc - 1, argv + 1);
     kp_error("unknown command '%s'; run 'kprof --help' for the list", cmd);

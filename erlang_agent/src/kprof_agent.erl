@@ -57,10 +57,12 @@
 version() ->
     ?KPROF_VERSION.
 
-%% @doc The modules the agent consists of, in load order.
+%% @doc The modules kprof loads into a node: this sampling agent, tier
+%% tracing (kprof_tiers) and the request-marking API it arms (kprof,
+%% kprof_tier_mark).
 -spec modules() -> [module()].
 modules() ->
-    [kprof_agent].
+    [kprof_agent, kprof_tiers, kprof, kprof_tier_mark].
 
 %% @doc Starts an agent serving `Owner' (a process of the C node). Fails with
 %% `{error, {busy, Node}}' when another kprof is attached, `{error, {no_process,

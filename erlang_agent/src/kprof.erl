@@ -1,0 +1,90 @@
+%%% @doc The kprof API for code running in the profiled node: marking the
+%%% requests that tier tracing times.
+%%%
+%%% A request is marked at its entry point, by wrapping it
+%%% (`do_apply/3') or by a begin/end pair (`set_token/0,1' and
+%%% `clear_token/0') for code that cannot be wrapped. Marking costs one
+%%% `persistent_term' read when no tier tracing runs, so the calls can stay in
+%%% production code. While `kprof tiers' runs, the mark sets a seq_trace
+%%% token in the process (label: the process's pid); every tier function
+%%% called under that token, in this process or in processes reached by its
+%%% messages or spawned by it, is timed and attributed to the request.
+%%%
+%%% The identity of a request (e.g. `create', `read') groups its timings; it
+%%% comes from the `identity_f' option (`fun({M, F, Args}) -> Identity') for
+%%% `do_apply/3', or is given to `set_token/1'. Requests without one are
+%%% grouped as `undefined'.
+-module(kprof).
+
+-export([do_apply/3, set_token/0, set_token/1, clear_token/0, stats/0]).
+
+-define(SETTINGS, {kprof_tiers, settings}).
+
+%% @doc Applies `M:F(A)' as one traced request (when tier tracing runs and
+%% this request is sampled), and returns its result. The caller's previous
+%% seq_trace token is restored afterwards.
+-spec do_apply(module(), atom(), [term()]) -> term().
+do_apply(M, F, A) when is_atom(M), is_atom(F), is_list(A) ->
+    case persistent_term:get(?SETTINGS, undefined) of
+        undefined ->
+            apply(M, F, A);
+        #{active := Active, identity_f := IdentityF, sample_rate := Rate} ->
+            case atomics:get(Active, 1) =:= 1 andalso sampled(Rate) of
+                false ->
+                    apply(M, F, A);
+                true ->
+                    Identity = identity(IdentityF, {M, F, A}),
+                    Previous = seq_trace:get_token(),
+                    try
+                        kprof_tier_mark:request(Identity, fun() -> apply(M, F, A) end)
+                    after
+                        seq_trace:set_token(Previous)
+                    end
+            end
+    end.
+
+%% @doc Starts a traced request in the calling process, with no identity.
+-spec set_token() -> ok.
+set_token() ->
+    set_token(undefined).
+
+%% @doc Starts a traced request of `Identity' (an atom or a string) in the
+%% calling process; it lasts until `clear_token/0'.
+-spec set_token(term()) -> ok.
+set_token(Identity) ->
+    case persistent_term:get(?SETTINGS, undefined) of
+        #{active := Active, sample_rate := Rate} ->
+            case atomics:get(Active, 1) =:= 1 andalso sampled(Rate) of
+                true -> kprof_tier_mark:begin_request(Identity);
+                false -> ok
+            end;
+        _ ->
+            ok
+    end.
+
+%% @doc Ends the request started by `set_token/0,1' in this process and
+%% clears the seq_trace token.
+-spec clear_token() -> ok.
+clear_token() ->
+    case seq_trace:get_token() of
+        [] -> ok;
+        _ ->
+            kprof_tier_mark:end_request(),
+            seq_trace:set_token([]),
+            ok
+    end.
+
+%% @doc The latest statistics of the tier tracing running on this node: a
+%% map with `table' (the text table) and `json' (the line of counts since
+%% start), or `undefined' when none runs or no report has come yet.
+-spec stats() -> map() | undefined.
+stats() ->
+    kprof_tiers:report().
+
+sampled(Rate) when Rate >= 1.0 -> true;
+sampled(Rate) -> rand:uniform() =< Rate.
+
+identity(undefined, _) ->
+    undefined;
+identity(IdentityF, MFA) ->
+    try IdentityF(MFA) catch _:_ -> undefined end.

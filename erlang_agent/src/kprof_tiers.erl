@@ -1,0 +1,468 @@
+%%% @doc The in-node half of tier tracing: trace patterns, the trace port and
+%%% their cleanup. It emits events and parses nothing; matching calls with
+%%% returns, attributing them to requests and aggregating happen in the C
+%%% program (`kprof tiers'), which reads the trace port over TCP.
+%%%
+%%% == What is traced ==
+%%% <ul>
+%%% <li>Every tier function gets a local trace pattern that fires only while
+%%%   the calling process has a seq_trace token
+%%%   (`[{'_', [{is_seq_trace}], [{message, {get_seq_token}}, {exception_trace}]}]'),
+%%%   so code outside a traced request pays only the match.</li>
+%%% <li>A request starts where the token is set: at the `entry' function,
+%%%   whose match spec sets the token with the calling pid as label and emits
+%%%   the identity argument (no code change in the target), or at
+%%%   `kprof_tier_mark' (called by `kprof:do_apply/3' and
+%%%   `kprof:set_token/1'), whose patterns do the same.</li>
+%%% <li>Every process gets the trace flags `call', `arity' (events carry
+%%%   `{M, F, Arity}', not the arguments) and `monotonic_timestamp', with the
+%%%   ip trace port of runtime_tools as tracer. The port drops events when its
+%%%   queue is full and says so; the C side then pauses tracing.</li>
+%%% </ul>
+%%%
+%%% == Processes ==
+%%% The <em>agent</em> (registered `kprof_tiers') owns the trace port, arms
+%%% and disarms the patterns (pause/resume on overload), re-arms patterns a
+%%% code reload removed (checked every ?REARM_MS), answers clock requests and
+%%% keeps the C side's last report for `kprof:stats()'. The <em>guard</em>
+%%% monitors the agent and the C node and undoes everything when either goes:
+%%% patterns, trace flags, the settings term, and (when an entry pattern was
+%%% used, since match-spec tokens stay in processes) every seq_trace token.
+-module(kprof_tiers).
+
+-export([start/2, stop/0, parse_text/1, normalize/1, report/0]).
+%% spawned
+-export([agent_init/3, guard_init/4]).
+
+-define(REARM_MS, 500).
+-define(SETTINGS, {kprof_tiers, settings}).
+-define(MAX_TIERS, 64).
+
+-type tier_option() :: {atom() | string(), mfa()}.
+-type option() :: tier_option()
+                | {tier_config, [tier_option()]}
+                | {entry, mfa()}
+                | {identity_arg, pos_integer()}
+                | {identity_f, fun((mfa_args()) -> term()) | {module(), atom()}}
+                | {sample_rate, number()}
+                | {print_calls, boolean()}
+                | {slow_threshold, non_neg_integer()}
+                | {report_interval, pos_integer()}
+                | {stats_dumper, {file, file:filename()} | false}
+                | {max_lag, pos_integer()}
+                | {cooldown, pos_integer()}
+                | {queue_size, pos_integer()}
+                | {max_identities, pos_integer()}.
+-type mfa_args() :: {module(), atom(), [term()]}.
+-export_type([option/0]).
+
+%%% ---------------------------------------------------------------------
+%%% Configuration
+
+%% @doc Parses the text of a tier file: Erlang terms, each ending with a dot,
+%% as `file:consult/1' reads them. Errors name the line.
+-spec parse_text(binary() | string()) -> {ok, [term()]} | {error, string()}.
+parse_text(Text) when is_binary(Text) ->
+    parse_text(unicode:characters_to_list(Text));
+parse_text(Text) when is_list(Text) ->
+    parse_forms(Text, 1, []).
+
+parse_forms(Text, Line, Acc) ->
+    Scanned = case erl_scan:tokens([], Text, Line) of
+                  %% the last dot at the very end: only eof completes it
+                  {more, Cont} -> erl_scan:tokens(Cont, eof, Line);
+                  Done -> Done
+              end,
+    case Scanned of
+        {done, {ok, Tokens, End}, Rest} ->
+            case {lists:last(Tokens), erl_parse:parse_term(Tokens)} of
+                {{dot, _}, {ok, Term}} -> parse_forms(Rest, End, [Term | Acc]);
+                {{dot, _}, {error, {L, Mod, Why}}} -> {error, at_line(L, Mod:format_error(Why))};
+                _ -> {error, at_line(End, "the last term does not end with a dot")}
+            end;
+        {done, {eof, _}, _} ->
+            {ok, lists:reverse(Acc)};
+        {done, {error, {L, erl_scan, {unterminated, _, _}}, _}, _} ->
+            {error, at_line(L, "an unterminated string, atom or character")};
+        {done, {error, {_, erl_scan, scan}, _}, _} ->
+            {error, at_line(Line, "the last term does not end with a dot")};
+        {done, {error, {L, Mod, Why}, _}, _} ->
+            {error, at_line(L, Mod:format_error(Why))}
+    end.
+
+at_line(L, Text) ->
+    lists:flatten(io_lib:format("line ~p: ~ts", [line_of(L), Text])).
+
+line_of({L, _Col}) -> L;
+line_of(L) -> L.
+
+%% @doc Checks options and returns them as a map with every default filled
+%% in, or the first problem as one sentence. Tier functions must exist
+%% (their module is loaded if needed) with the given arity.
+-spec normalize([option()]) -> {ok, map()} | {error, string()}.
+normalize(Options) when is_list(Options) ->
+    Defaults = #{tiers => [], entry => none, identity_arg => 0, identity_f => undefined,
+                 sample_rate => 1.0, print_calls => false, slow_threshold => 0,
+                 report_interval => 5000, stats_file => <<>>, max_lag => 1000,
+                 cooldown => 5000, queue_size => 50000, max_identities => 200},
+    try
+        Map = lists:foldl(fun option/2, Defaults, Options),
+        check_whole(Map#{tiers := lists:reverse(maps:get(tiers, Map))})
+    catch
+        throw:{bad, Why} -> {error, Why}
+    end;
+normalize(_) ->
+    {error, "the options are not a list"}.
+
+option({tier_config, List}, M) when is_list(List) ->
+    lists:foldl(fun(T, Acc) -> tier(T, Acc) end, M, List);
+option({entry, MFA}, M) -> M#{entry := function(MFA, "entry")};
+option({identity_arg, N}, M) when is_integer(N), N >= 1, N =< 255 -> M#{identity_arg := N};
+option({identity_f, F}, M) when is_function(F, 1) -> M#{identity_f := F};
+option({identity_f, {Mod, Fun}}, M) when is_atom(Mod), is_atom(Fun) ->
+    %% a tier file cannot hold a fun: name an exported function instead
+    {Mod, Fun, 1} = function({Mod, Fun, 1}, "identity_f"),
+    erlang:function_exported(Mod, Fun, 1)
+        orelse bad("identity_f: ~tp:~tp/1 is not exported", [Mod, Fun]),
+    M#{identity_f := fun Mod:Fun/1};
+option({sample_rate, R}, M) when is_number(R), R > 0, R =< 1 -> M#{sample_rate := float(R)};
+option({print_calls, B}, M) when is_boolean(B) -> M#{print_calls := B};
+option({slow_threshold, U}, M) when is_integer(U), U >= 0 -> M#{slow_threshold := U};
+option({report_interval, Ms}, M) when is_integer(Ms), Ms >= 100 -> M#{report_interval := Ms};
+option({stats_dumper, false}, M) -> M#{stats_file := <<>>};
+option({stats_dumper, {file, P}}, M) when is_list(P); is_binary(P) ->
+    M#{stats_file := unicode:characters_to_binary(P)};
+option({max_lag, Ms}, M) when is_integer(Ms), Ms >= 1 -> M#{max_lag := Ms};
+option({cooldown, Ms}, M) when is_integer(Ms), Ms >= 100 -> M#{cooldown := Ms};
+option({queue_size, N}, M) when is_integer(N), N >= 10, N =< 10000000 -> M#{queue_size := N};
+option({max_identities, N}, M) when is_integer(N), N >= 2, N =< 100000 -> M#{max_identities := N};
+option({Key, _} = Opt, _) when Key =:= entry; Key =:= identity_arg; Key =:= identity_f;
+                               Key =:= sample_rate; Key =:= print_calls;
+                               Key =:= slow_threshold; Key =:= report_interval;
+                               Key =:= stats_dumper; Key =:= max_lag; Key =:= cooldown;
+                               Key =:= queue_size; Key =:= max_identities;
+                               Key =:= tier_config ->
+    bad("bad value in ~0tp", [Opt]);
+option({_Name, {_, _, _}} = T, M) -> tier(T, M);
+option(Other, _) -> bad("unknown option ~0tp (a tier is {Name, {Module, Function, Arity}})",
+                        [Other]).
+
+tier({Name, MFA}, M = #{tiers := Tiers}) ->
+    Bin = tier_name(Name),
+    case lists:keymember(Bin, 1, Tiers) of
+        true -> bad("tier ~ts is given twice", [Bin]);
+        false -> ok
+    end,
+    M#{tiers := [{Bin, function(MFA, Bin)} | Tiers]};
+tier(Other, _) ->
+    bad("bad tier ~0tp (a tier is {Name, {Module, Function, Arity}})", [Other]).
+
+tier_name(Name) when is_atom(Name) -> tier_name(atom_to_list(Name));
+tier_name(Name) when is_binary(Name) -> tier_name(unicode:characters_to_list(Name));
+tier_name(Name) when is_list(Name) ->
+    case io_lib:printable_unicode_list(Name) andalso Name =/= [] andalso length(Name) =< 64
+        andalso hd(Name) =/= $_ of
+        true -> unicode:characters_to_binary(Name);
+        false -> bad("bad tier name ~0tp (printable, 1-64 characters, not starting with _)",
+                     [Name])
+    end;
+tier_name(Name) ->
+    bad("bad tier name ~0tp", [Name]).
+
+function({Mod, Fun, Arity} = MFA, What) when is_atom(Mod), is_atom(Fun), is_integer(Arity),
+                                              Arity >= 0, Arity =< 255 ->
+    case code:ensure_loaded(Mod) of
+        {module, Mod} -> ok;
+        {error, _} -> bad("~ts: unknown module ~tp (not loaded and not in the code path)",
+                          [What, Mod])
+    end,
+    Funs = Mod:module_info(functions),
+    case lists:member({Fun, Arity}, Funs) of
+        true ->
+            MFA;
+        false ->
+            case [A || {F, A} <- Funs, F =:= Fun] of
+                [] -> bad("~ts: unknown function ~tp:~tp (no function of that name)",
+                          [What, Mod, Fun]);
+                As -> bad("~ts: wrong arity ~tp:~tp/~p (~tp:~tp has arity ~ts)",
+                          [What, Mod, Fun, Arity, Mod, Fun, join([integer_to_list(A) || A <- As])])
+            end
+    end;
+function(Other, What) ->
+    bad("~ts: ~0tp is not {Module, Function, Arity}", [What, Other]).
+
+join(Strings) -> lists:join(", ", Strings).
+
+check_whole(M = #{tiers := Tiers, entry := Entry, identity_arg := Arg}) ->
+    length(Tiers) =< ?MAX_TIERS orelse bad("more than ~p tiers", [?MAX_TIERS]),
+    Tiers =/= [] orelse Entry =/= none orelse bad("no tiers given", []),
+    MFAs = [MFA || {_, MFA} <- Tiers] ++ [Entry || Entry =/= none],
+    length(lists:usort(MFAs)) =:= length(MFAs)
+        orelse bad("one function is given twice (as two tiers, or as a tier and the entry)", []),
+    [bad("a tier cannot be kprof_tier_mark", []) || {kprof_tier_mark, _, _} <- MFAs],
+    case Entry of
+        none when Arg > 0 -> bad("identity_arg needs an entry function", []);
+        {_, _, Arity} when Arg > Arity ->
+            bad("identity_arg ~p: the entry function has ~p arguments", [Arg, Arity]);
+        _ -> ok
+    end,
+    {ok, M}.
+
+bad(Format, Args) ->
+    throw({bad, lists:flatten(io_lib:format(Format, Args))}).
+
+%%% ---------------------------------------------------------------------
+%%% Start and stop
+
+%% @doc Starts tier tracing for `Owner' (a process of the kprof C node):
+%% checks `Options' (see normalize/1), opens the trace port and arms the
+%% patterns. Returns the normalized settings the C side needs, including the
+%% TCP `port' to read events from and the node's monotonic `time' (ns).
+%% Errors: `{error, {config, Sentence}}' for bad options or tier file text,
+%% `{error, Sentence}' when the node cannot trace now.
+-spec start(pid(), [option()] | {text, binary()}) ->
+          {ok, [{atom(), term()}]} | {error, {config, string()} | string() | term()}.
+start(Owner, {text, Text}) ->
+    case parse_text(Text) of
+        {ok, Terms} -> start(Owner, Terms);
+        {error, Why} -> {error, {config, Why}}
+    end;
+start(Owner, Options) when is_pid(Owner), is_list(Options) ->
+    case normalize(Options) of
+        {error, Why} -> {error, {config, Why}};
+        {ok, Config} -> start_agent(Owner, Config)
+    end.
+
+%% @doc Stops tier tracing, if it runs; the guard removes every pattern and
+%% flag before this returns (or within 2 s).
+-spec stop() -> ok.
+stop() ->
+    case whereis(kprof_tiers) of
+        undefined -> ok;
+        Agent ->
+            Ref = monitor(process, Agent),
+            Agent ! stop,
+            receive {'DOWN', Ref, process, _, _} -> ok
+            after 2000 -> exit(Agent, kill), ok
+            end,
+            wait_guard(20)
+    end.
+
+%% The guard cleans up right after the agent goes: wait for it so that the
+%% caller sees a clean node.
+wait_guard(0) -> ok;
+wait_guard(N) ->
+    case whereis(kprof_tiers_guard) of
+        undefined -> ok;
+        _ -> timer:sleep(100), wait_guard(N - 1)
+    end.
+
+%% @doc The last report the C side sent (a map with `table' text and the
+%% `json' line of the counts since start), or `undefined'.
+-spec report() -> map() | undefined.
+report() ->
+    case whereis(kprof_tiers) of
+        undefined -> undefined;
+        Agent ->
+            Ref = monitor(process, Agent),
+            Agent ! {report, self(), Ref},
+            receive
+                {Ref, Report} -> demonitor(Ref, [flush]), Report;
+                {'DOWN', Ref, process, _, _} -> undefined
+            after 5000 -> demonitor(Ref, [flush]), undefined
+            end
+    end.
+
+start_agent(Owner, Config) ->
+    case erlang:trace_info(new, tracer) of
+        {tracer, []} ->
+            Self = self(),
+            Agent = spawn(?MODULE, agent_init, [Self, Owner, Config]),
+            Ref = monitor(process, Agent),
+            receive
+                {Agent, started, Reply} -> demonitor(Ref, [flush]), {ok, Reply};
+                {Agent, error, Why} -> demonitor(Ref, [flush]), {error, Why};
+                {'DOWN', Ref, process, Agent, Why} -> {error, {agent_died, Why}}
+            after 10000 ->
+                exit(Agent, kill),
+                {error, timeout}
+            end;
+        {tracer, Other} ->
+            {error, lists:flatten(io_lib:format(
+                "another tracer (~0tp, e.g. dbg) traces new processes; stop it first", [Other]))}
+    end.
+
+%%% ---------------------------------------------------------------------
+%%% Patterns
+
+tier_spec() ->
+    [{'_', [{is_seq_trace}], [{message, {get_seq_token}}, {exception_trace}]}].
+
+%% A request starts: label the token with the calling pid (unique among the
+%% requests running at one time; a tuple built in a match spec does not
+%% survive the token's travel) and emit the identity with the token.
+entry_spec(Arity, IdentityArg) ->
+    Args = [if I =:= IdentityArg -> '$1'; true -> '_' end || I <- lists:seq(1, Arity)],
+    Identity = if IdentityArg > 0 -> '$1'; true -> undefined end,
+    [{Args, [], [{set_seq_token, label, {self}}, {message, [Identity, {get_seq_token}]},
+                 {exception_trace}]}].
+
+patterns(#{tiers := Tiers, entry := Entry, identity_arg := Arg}) ->
+    Marks = [{{kprof_tier_mark, request, 2},
+              [{['$1', '_'], [], [{set_seq_token, label, {self}},
+                                  {message, ['$1', {get_seq_token}]}, {exception_trace}]}]},
+             {{kprof_tier_mark, begin_request, 1},
+              [{['$1'], [], [{set_seq_token, label, {self}},
+                             {message, ['$1', {get_seq_token}]}]}]},
+             {{kprof_tier_mark, end_request, 0},
+              [{[], [{is_seq_trace}], [{message, {get_seq_token}}]}]}],
+    EntryPattern = case Entry of
+                       none -> [];
+                       {_, _, Arity} -> [{Entry, entry_spec(Arity, Arg)}]
+                   end,
+    Marks ++ EntryPattern ++ [{MFA, tier_spec()} || {_, MFA} <- Tiers].
+
+arm(Patterns) ->
+    [erlang:trace_pattern(MFA, Spec, [local]) || {MFA, Spec} <- Patterns],
+    ok.
+
+disarm(Patterns) ->
+    [erlang:trace_pattern(MFA, false, [local]) || {MFA, _} <- Patterns],
+    ok.
+
+%% Patterns a code reload removed (the new code has no breakpoints): set
+%% them again. Returns how many were re-armed.
+rearm(Patterns) ->
+    lists:sum([rearm_one(MFA, Spec) || {MFA, Spec} <- Patterns]).
+
+rearm_one({M, _, _} = MFA, Spec) ->
+    case erlang:trace_info(MFA, match_spec) of
+        {match_spec, L} when is_list(L), L =/= [] -> 0;
+        _ ->
+            case erlang:module_loaded(M) of
+                true -> erlang:trace_pattern(MFA, Spec, [local]);
+                false -> 0
+            end
+    end.
+
+%%% ---------------------------------------------------------------------
+%%% The guard
+
+%% @private
+-spec guard_init(pid(), pid(), node(), map()) -> no_return().
+guard_init(Starter, Agent, OwnerNode, Config) ->
+    process_flag(trap_exit, true),
+    process_flag(priority, high),
+    register(kprof_tiers_guard, self()),
+    Ref = monitor(process, Agent),
+    true = monitor_node(OwnerNode, true),
+    Starter ! {self(), guarding},
+    receive
+        {'DOWN', Ref, process, Agent, _} -> ok;
+        {nodedown, OwnerNode} -> exit(Agent, kill)
+    end,
+    cleanup(Config),
+    exit(normal).
+
+cleanup(Config = #{entry := Entry}) ->
+    disarm(patterns(Config)),
+    erlang:trace(all, false, [call, arity, monotonic_timestamp]),
+    _ = persistent_term:erase(?SETTINGS),
+    %% Tokens set by a match spec stay in the process after the entry returns;
+    %% only reset_trace/0 reaches them all.
+    Entry =/= none andalso seq_trace:reset_trace(),
+    ok.
+
+%%% ---------------------------------------------------------------------
+%%% The agent
+
+-record(state, {patterns :: [{mfa(), term()}],
+                active :: atomics:atomics_ref(),
+                paused = false :: boolean(),
+                rearms = 0 :: non_neg_integer(),
+                report = undefined :: map() | undefined}).
+
+%% @private
+-spec agent_init(pid(), pid(), map()) -> ok.
+agent_init(Starter, Owner, Config) ->
+    process_flag(priority, high),
+    try register(kprof_tiers, self()) of
+        true -> agent_start(Starter, Owner, Config)
+    catch
+        error:badarg -> Starter ! {self(), error, "tier tracing already runs on this node"}, ok
+    end.
+
+agent_start(Starter, Owner, Config = #{queue_size := QSize}) ->
+    case open_trace_port(QSize) of
+        {ok, Port, TcpPort} ->
+            Active = atomics:new(1, []),
+            persistent_term:put(?SETTINGS, #{active => Active,
+                                             identity_f => maps:get(identity_f, Config),
+                                             sample_rate => maps:get(sample_rate, Config)}),
+            Guard = spawn(?MODULE, guard_init, [self(), self(), node(Owner), Config]),
+            receive {Guard, guarding} -> ok after 5000 -> exit(guard_timeout) end,
+            Patterns = patterns(Config),
+            %% A pattern set on a module that is not loaded matches nothing.
+            {module, _} = code:ensure_loaded(kprof_tier_mark),
+            erlang:trace(all, true, [call, arity, monotonic_timestamp, {tracer, Port}]),
+            arm(Patterns),
+            atomics:put(Active, 1, 1),
+            Starter ! {self(), started, reply(Config, TcpPort)},
+            erlang:send_after(?REARM_MS, self(), rearm),
+            loop(#state{patterns = Patterns, active = Active});
+        {error, Why} ->
+            Starter ! {self(), error, Why},
+            ok
+    end.
+
+open_trace_port(QSize) ->
+    try
+        Port = (dbg:trace_port(ip, {0, QSize}))(),
+        case erlang:port_control(Port, $p, "") of
+            [_, Hi, Lo] -> {ok, Port, Hi * 256 + Lo};
+            <<_, TcpPort:16>> -> {ok, Port, TcpPort}
+        end
+    catch
+        _:Why ->
+            {error, lists:flatten(io_lib:format(
+                "cannot open the ip trace port of runtime_tools (~0tp); is runtime_tools "
+                "installed on the node?", [Why]))}
+    end.
+
+reply(Config, TcpPort) ->
+    [{port, TcpPort}, {time, erlang:monotonic_time(nanosecond)},
+     {tiers, [{Name, M, F, A} || {Name, {M, F, A}} <- maps:get(tiers, Config)]},
+     {entry, maps:get(entry, Config)}
+     | [{K, maps:get(K, Config)} || K <- [identity_arg, print_calls, slow_threshold,
+                                          report_interval, stats_file, max_lag, cooldown,
+                                          queue_size, max_identities]]].
+
+loop(S = #state{patterns = Patterns, active = Active}) ->
+    receive
+        {clock, From, Seq} ->
+            From ! {kprof_tiers_clock, Seq, erlang:monotonic_time(nanosecond), S#state.rearms},
+            loop(S);
+        pause when not S#state.paused ->
+            atomics:put(Active, 1, 0),
+            disarm(Patterns),
+            loop(S#state{paused = true});
+        resume when S#state.paused ->
+            arm(Patterns),
+            atomics:put(Active, 1, 1),
+            loop(S#state{paused = false});
+        rearm ->
+            erlang:send_after(?REARM_MS, self(), rearm),
+            case S#state.paused of
+                true -> loop(S);
+                false -> loop(S#state{rearms = S#state.rearms + rearm(Patterns)})
+            end;
+        {kprof_tier_report, Table, Json} when is_binary(Table), is_binary(Json) ->
+            loop(S#state{report = #{table => Table, json => Json}});
+        {report, From, Ref} ->
+            From ! {Ref, S#state.report},
+            loop(S);
+        stop ->
+            ok;
+        _ ->
+            loop(S)
+    end.

@@ -1,0 +1,34 @@
+/* `kprof tiers`: tier tracing of a live node, aggregated outside it.
+ *
+ * kprof loads its agent, has kprof_tiers arm the trace patterns of the tier
+ * file, reads the node's ip trace port over TCP, matches calls with returns
+ * (tier_match.h), and every report interval prints a table and appends a
+ * JSON line; at the end it prints and writes the totals. Overload (events
+ * older than max_lag, or events the port dropped) pauses tracing for a
+ * cool-down; pauses are reported, never silent. */
+#ifndef KP_TIERS_H
+#define KP_TIERS_H
+
+#include <stdint.h>
+
+#include <kp/tier_stats.h>
+
+typedef struct {
+    const char *node;           /* as given: name or name@host */
+    const char *cookie_file;    /* NULL: $KPROF_COOKIE, ~/.erlang.cookie */
+    unsigned connect_timeout_ms;
+    const char *tiers_file;     /* Erlang terms: the tier_config and options */
+    uint64_t duration_us;       /* 0: until Ctrl-C or tracing stops */
+    const char *output_dir;     /* NULL: no files */
+    /* overrides of the tier file; 0 keeps the file's value */
+    uint64_t report_interval_us, max_lag_us, cooldown_us, slow_us;
+    unsigned queue_size;
+    int print_calls;            /* 1 forces on, 0 keeps the file's */
+    kp_tier_stat stat;          /* what the live table shows */
+    int quiet;                  /* no live tables */
+} kp_tiers_options;
+
+/* Runs a session; returns the process exit code (cli.h). */
+int kp_tiers_run(const kp_tiers_options *options);
+
+#endif

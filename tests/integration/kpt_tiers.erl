@@ -1,0 +1,114 @@
+%%% @doc The node side of kprof's tier-tracing integration test
+%%% (tests/integration/tiers): the key-value sample app under a long-lived
+%%% owner, request scenarios with known shapes, and the checks a test asks
+%%% through erl_call.
+%%%
+%%% Scenarios (each request made with kprof:do_apply/3, identity = the
+%%% function's name through identity/1):
+%%% <ul>
+%%% <li>`triple': calls tier `step' three times, 3 ms each;</li>
+%%% <li>`recurse': tier `rec' calling itself 3 levels deep, 5 ms at the bottom;</li>
+%%% <li>`spawner': spawns a process that runs tier `remote' (4 ms) and
+%%%   waits for its answer;</li>
+%%% <li>`marked': kprof:set_token/1 ... kprof:clear_token/0 around one `step'.</li>
+%%% </ul>
+-module(kpt_tiers).
+
+-export([main/1, load/4, start_load/3, scenarios/1, identity/1, step/0, rec/1, remote_step/0,
+         triple/0, recurse/0, spawner/0, reload/1, clean/0]).
+
+%% @doc Starts the key-value app, then writes `Ready'.
+-spec main(string()) -> ok.
+main(Ready) ->
+    {ok, _} = kprof_kv:start(#{max_lifetime_ms => 600000}),
+    ok = file:write_file(Ready, "ready").
+
+%% @doc Runs the key-value load generator; returns "sent,read,update,create,
+%% delete,errors" as text for the shell (erl_call output loses spaces).
+%% erl_call cannot pass maps, hence the separate arguments.
+-spec load(non_neg_integer(), pos_integer(), pos_integer(), none | do_apply) -> string().
+load(Rate, Concurrency, DurationMs, Wrap) ->
+    #{sent := Sent, errors := Errors, by_identity := By} =
+        kprof_kv_load:run(#{rate => Rate, concurrency => Concurrency,
+                            duration_ms => DurationMs, wrap => Wrap}),
+    lists:flatten(io_lib:format("~p,~p,~p,~p,~p,~p",
+                                [Sent, maps:get(read, By), maps:get(update, By),
+                                 maps:get(create, By), maps:get(delete, By), Errors])).
+
+%% @doc Starts the load generator in the background.
+-spec start_load(non_neg_integer(), pos_integer(), pos_integer()) -> ok.
+start_load(Rate, Concurrency, DurationMs) ->
+    _ = kprof_kv_load:start(#{rate => Rate, concurrency => Concurrency,
+                              duration_ms => DurationMs}),
+    ok.
+
+%% @doc Runs `N' requests of each scenario, one after the other.
+-spec scenarios(pos_integer()) -> ok.
+scenarios(N) ->
+    [begin
+         kprof:do_apply(?MODULE, triple, []),
+         kprof:do_apply(?MODULE, recurse, []),
+         kprof:do_apply(?MODULE, spawner, []),
+         kprof:set_token(marked),
+         step(),
+         kprof:clear_token()
+     end || _ <- lists:seq(1, N)],
+    ok.
+
+%% @doc identity_f: the scenario's name.
+-spec identity({module(), atom(), list()}) -> atom().
+identity({_, F, _}) -> F.
+
+-spec triple() -> ok.
+triple() -> step(), step(), step(), ok.
+
+-spec recurse() -> ok.
+recurse() -> rec(3), ok.
+
+-spec spawner() -> ok.
+spawner() ->
+    Self = self(),
+    spawn(fun() -> remote_step(), Self ! done end),
+    receive done -> ok after 5000 -> timeout end.
+
+-spec step() -> ok.
+step() -> timer:sleep(3).
+
+-spec rec(non_neg_integer()) -> ok.
+rec(0) -> timer:sleep(5);
+rec(N) -> ok = rec(N - 1), ok.
+
+-spec remote_step() -> ok.
+remote_step() -> timer:sleep(4).
+
+%% @doc Loads a fresh copy of module `M' (a code reload, as in a release
+%% upgrade), which drops the trace patterns of its old code.
+-spec reload(module()) -> ok | {error, term()}.
+reload(M) ->
+    code:soft_purge(M),
+    case code:load_file(M) of
+        {module, M} -> ok;
+        Error -> Error
+    end.
+
+%% @doc "clean", or what tier tracing left behind: patterns on traced
+%% functions, call-traced processes, trace flags for new processes, kprof
+%% processes or settings.
+-spec clean() -> string().
+clean() ->
+    MFAs = [{kprof_kv_parser, parse, 1}, {kprof_kv_handler, handle, 1}, {kprof_kv_db, query, 1},
+            {kprof_kv_accounting, record, 2}, {kprof_kv_formatter, format, 1},
+            {kprof_kv, request, 1}, {?MODULE, step, 0}, {?MODULE, rec, 1},
+            {kprof_tier_mark, request, 2}, {kprof_tier_mark, begin_request, 1},
+            {kprof_tier_mark, end_request, 0}],
+    Patterns = [MFA || MFA <- MFAs, element(2, erlang:trace_info(MFA, match_spec)) =/= false,
+                       element(2, erlang:trace_info(MFA, match_spec)) =/= undefined],
+    Traced = [P || P <- processes(), {flags, F} <- [erlang:trace_info(P, flags)], F =/= []],
+    {flags, New} = erlang:trace_info(new, flags),
+    Procs = [R || R <- [kprof_tiers, kprof_tiers_guard], whereis(R) =/= undefined],
+    Setting = persistent_term:get({kprof_tiers, settings}, none),
+    case {Patterns, Traced, New, Procs, Setting} of
+        {[], [], [], [], none} -> "clean";
+        _ -> lists:flatten(io_lib:format("patterns=~p traced=~p new=~p procs=~p setting=~p",
+                                         [Patterns, length(Traced), New, Procs, Setting]))
+    end.

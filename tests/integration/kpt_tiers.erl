@@ -24,16 +24,16 @@ main(Ready) ->
     ok = file:write_file(Ready, "ready").
 
 %% @doc Runs the key-value load generator; returns "sent,read,update,create,
-%% delete,errors" as text for the shell (erl_call output loses spaces).
+%% delete,errors,elapsed_ms" as text for the shell (erl_call output loses spaces).
 %% erl_call cannot pass maps, hence the separate arguments.
 -spec load(non_neg_integer(), pos_integer(), pos_integer(), none | do_apply) -> string().
 load(Rate, Concurrency, DurationMs, Wrap) ->
-    #{sent := Sent, errors := Errors, by_identity := By} =
+    #{sent := Sent, errors := Errors, by_identity := By, elapsed_ms := Ms} =
         kprof_kv_load:run(#{rate => Rate, concurrency => Concurrency,
                             duration_ms => DurationMs, wrap => Wrap}),
-    lists:flatten(io_lib:format("~p,~p,~p,~p,~p,~p",
+    lists:flatten(io_lib:format("~p,~p,~p,~p,~p,~p,~p",
                                 [Sent, maps:get(read, By), maps:get(update, By),
-                                 maps:get(create, By), maps:get(delete, By), Errors])).
+                                 maps:get(create, By), maps:get(delete, By), Errors, Ms])).
 
 %% @doc Starts the load generator in the background.
 -spec start_load(non_neg_integer(), pos_integer(), pos_integer()) -> ok.

@@ -45,6 +45,8 @@ static const char tiers_usage[] =
     "      --queue-size N       events the node's trace port holds [50000]\n"
     "      --cookie-file FILE   cookie [$KPROF_COOKIE, else ~/.erlang.cookie]\n"
     "      --connect-timeout T  [5s]\n"
+    "      --session            take the options from kprof:start_trace/1 in the\n"
+    "                           node (kprof_session starts kprof this way)\n"
     "  -q, --quiet              print only the final table\n"
     "  -h, --help               show this help and exit\n"
     "\n"
@@ -70,7 +72,7 @@ static int duration(const char *option, const char *text, uint64_t min_us, uint6
 int kp_cmd_tiers(int argc, char **argv)
 {
     enum { OPT_TIERS = 1000, OPT_COOKIE, OPT_CONNECT, OPT_INTERVAL, OPT_STAT, OPT_PRINT,
-           OPT_SLOW, OPT_LAG, OPT_COOLDOWN, OPT_QUEUE };
+           OPT_SLOW, OPT_LAG, OPT_COOLDOWN, OPT_QUEUE, OPT_SESSION };
     static const struct option options[] = {
         {"node", required_argument, NULL, 'n'},
         {"tiers", required_argument, NULL, OPT_TIERS},
@@ -85,6 +87,7 @@ int kp_cmd_tiers(int argc, char **argv)
         {"queue-size", required_argument, NULL, OPT_QUEUE},
         {"cookie-file", required_argument, NULL, OPT_COOKIE},
         {"connect-timeout", required_argument, NULL, OPT_CONNECT},
+        {"session", no_argument, NULL, OPT_SESSION},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
@@ -143,6 +146,7 @@ int kp_cmd_tiers(int argc, char **argv)
                 return KP_EXIT_USAGE;
             o.connect_timeout_ms = (unsigned)(v / 1000);
             break;
+        case OPT_SESSION: o.session = 1; break;
         case 'q': o.quiet = 1; break;
         case 'h': fputs(tiers_usage, stdout); return KP_EXIT_OK;
         case ':':
@@ -161,7 +165,7 @@ int kp_cmd_tiers(int argc, char **argv)
         kp_error("which node? add --node NAME@HOST");
         return KP_EXIT_USAGE;
     }
-    if (!o.tiers_file) {
+    if (!o.tiers_file && !o.session) {
         kp_error("which tiers? add --tiers FILE (see 'kprof tiers --help' for its terms)");
         return KP_EXIT_USAGE;
     }

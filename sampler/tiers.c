@@ -129,8 +129,7 @@ static void write_all(int fd, const char *data, size_t len, const char *path)
 static void on_tree(void *ctx, const char *text, size_t len)
 {
     session *s = ctx;
-    if (!s->o->quiet)
-        fwrite(text, 1, len, stderr);
+    fwrite(text, 1, len, stderr); /* asked for with print_calls or a slow threshold */
     write_all(s->calls_fd, text, len, s->calls_path);
 }
 
@@ -376,7 +375,7 @@ static int setup(session *s, char *err, size_t err_len)
     size_t text_len = 0;
     if (kp_node_name(o->node, target, sizeof target, err, err_len) != 0)
         return KP_EXIT_USAGE;
-    if (read_file(o->tiers_file, &text, &text_len) != 0) {
+    if (!o->session && read_file(o->tiers_file, &text, &text_len) != 0) {
         snprintf(err, err_len, "cannot read the tier file %s: %s", o->tiers_file, strerror(errno));
         return KP_EXIT_USAGE;
     }
@@ -385,8 +384,10 @@ static int setup(session *s, char *err, size_t err_len)
         free(text);
         return KP_EXIT_NODE;
     }
+    /* a session runs the node's own kprof application: loading other code
+     * over it would purge the session process */
     kp_agent agent;
-    if (kp_agent_load(&agent, &s->node, err, err_len) != 0) {
+    if (!o->session && kp_agent_load(&agent, &s->node, err, err_len) != 0) {
         free(text);
         return KP_EXIT_NODE;
     }
@@ -394,7 +395,7 @@ static int setup(session *s, char *err, size_t err_len)
     int rc = kp_tiers_start(&s->node, text, text_len, o->queue_size, &s->cfg, why, sizeof why);
     free(text);
     if (rc == KP_TIERS_START_BAD_CONFIG) {
-        snprintf(err, err_len, "%s: %s", o->tiers_file, why);
+        snprintf(err, err_len, "%s: %s", o->session ? "kprof:start_trace/1" : o->tiers_file, why);
         return KP_EXIT_DATA;
     }
     if (rc != KP_TIERS_START_OK) {

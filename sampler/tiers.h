@@ -18,6 +18,8 @@ typedef struct {
     const char *cookie_file;    /* NULL: $KPROF_COOKIE, ~/.erlang.cookie */
     unsigned connect_timeout_ms;
     const char *tiers_file;     /* Erlang terms: the tier_config and options */
+    int session;                /* started by kprof:start_trace/1 in the node: the
+                                   options come from there, the code is there */
     uint64_t duration_us;       /* 0: until Ctrl-C or tracing stops */
     const char *output_dir;     /* NULL: no files */
     /* overrides of the tier file; 0 keeps the file's value */

@@ -154,6 +154,9 @@ int kp_tiers_start(kp_node *node, const char *text, size_t len, unsigned queue_s
     ei_x_new(&reply);
     ei_x_encode_list_header(&args, 2);
     ei_x_encode_pid(&args, &node->self);
+    if (!text) {
+        ei_x_encode_atom(&args, "session");
+    } else {
     ei_x_encode_tuple_header(&args, 2);
     ei_x_encode_atom(&args, "text");
     /* a --queue-size is appended as one more term: options are read in
@@ -172,6 +175,7 @@ int kp_tiers_start(kp_node *node, const char *text, size_t len, unsigned queue_s
         free(joined);
     } else {
         ei_x_encode_binary(&args, text, (long)len);
+    }
     }
     ei_x_encode_empty_list(&args);
     int rc = KP_TIERS_START_OK;

@@ -29,7 +29,8 @@ enum { KP_TIERS_START_OK = 0, KP_TIERS_START_LOST = -1, KP_TIERS_START_REFUSED =
        KP_TIERS_START_BAD_CONFIG = -3 };
 
 /* Calls kprof_tiers:start(Self, {text, Text}) on the node (the agent's code
- * must be loaded) and decodes the settings it returns. Returns
+ * must be loaded), or kprof_tiers:start(Self, session) when `text` is NULL,
+ * and decodes the settings it returns. Returns
  * KP_TIERS_START_OK; LOST when the connection failed; BAD_CONFIG when the
  * node found the tier file wrong (the reason in `err`); REFUSED for any other
  * refusal (another tracer, tracing already running; reason in `err`). */

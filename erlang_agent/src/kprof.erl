@@ -16,9 +16,38 @@
 %%% grouped as `undefined'.
 -module(kprof).
 
--export([do_apply/3, set_token/0, set_token/1, clear_token/0, stats/0]).
+-export([start/0, start_trace/1, stop_trace/0, stats/0]).
+-export([do_apply/3, set_token/0, set_token/1, clear_token/0]).
 
 -define(SETTINGS, {kprof_tiers, settings}).
+
+%% @doc Starts the kprof application (the original kprof API; tracing
+%% itself starts with start_trace/1).
+-spec start() -> ok | {error, term()}.
+start() ->
+    case application:ensure_all_started(kprof) of
+        {ok, _} -> ok;
+        Error -> Error
+    end.
+
+%% @doc Starts tier tracing of this node with `Options' (see
+%% kprof_tiers:normalize/1: `{tier_config, [{Name, {M, F, Arity}}]}',
+%% `{identity_f, Fun}', `{print_calls, Bool}', `{stats_dumper, {file, Path}}',
+%% `{sample_rate, Float}', `{slow_threshold, Us}', `{report_interval, Ms}',
+%% `{entry, MFA}', overload settings). The kprof program does the work
+%% outside the VM (see kprof_session); this returns once tracing runs.
+-spec start_trace([kprof_tiers:option()]) -> ok | {error, string()}.
+start_trace(Options) ->
+    case kprof_tiers:normalize(Options) of
+        {ok, _} -> kprof_session:start(Options);
+        {error, _} = Error -> Error
+    end.
+
+%% @doc Stops tier tracing: every trace pattern, flag and setting is removed,
+%% the program writes its final report.
+-spec stop_trace() -> ok.
+stop_trace() ->
+    kprof_session:stop().
 
 %% @doc Applies `M:F(A)' as one traced request (when tier tracing runs and
 %% this request is sampled), and returns its result. The caller's previous

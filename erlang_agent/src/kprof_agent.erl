@@ -58,11 +58,11 @@ version() ->
     ?KPROF_VERSION.
 
 %% @doc The modules kprof loads into a node: this sampling agent, tier
-%% tracing (kprof_tiers) and the request-marking API it arms (kprof,
-%% kprof_tier_mark).
+%% tracing (kprof_tiers), the request-marking API it arms (kprof,
+%% kprof_tier_mark) and tracing started from the node (kprof_session).
 -spec modules() -> [module()].
 modules() ->
-    [kprof_agent, kprof_tiers, kprof, kprof_tier_mark].
+    [kprof_agent, kprof_tiers, kprof, kprof_tier_mark, kprof_session].
 
 %% @doc Starts an agent serving `Owner' (a process of the C node). Fails with
 %% `{error, {busy, Node}}' when another kprof is attached, `{error, {no_process,

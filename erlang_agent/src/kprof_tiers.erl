@@ -215,13 +215,16 @@ bad(Format, Args) ->
 %%% Start and stop
 
 %% @doc Starts tier tracing for `Owner' (a process of the kprof C node):
-%% checks `Options' (see normalize/1), opens the trace port and arms the
+%% checks `Options' (see normalize/1; `session': those given to
+%% kprof:start_trace/1, `{text, Bin}': a tier file's text), opens the trace port and arms the
 %% patterns. Returns the normalized settings the C side needs, including the
 %% TCP `port' to read events from and the node's monotonic `time' (ns).
 %% Errors: `{error, {config, Sentence}}' for bad options or tier file text,
 %% `{error, Sentence}' when the node cannot trace now.
--spec start(pid(), [option()] | {text, binary()}) ->
+-spec start(pid(), [option()] | {text, binary()} | session) ->
           {ok, [{atom(), term()}]} | {error, {config, string()} | string() | term()}.
+start(Owner, session) ->
+    start(Owner, kprof_session:options());
 start(Owner, {text, Text}) ->
     case parse_text(Text) of
         {ok, Terms} -> start(Owner, Terms);
@@ -408,6 +411,10 @@ agent_start(Starter, Owner, Config = #{queue_size := QSize}) ->
             arm(Patterns),
             atomics:put(Active, 1, 1),
             Starter ! {self(), started, reply(Config, TcpPort)},
+            case whereis(kprof_session) of
+                undefined -> ok;
+                Session -> Session ! {kprof_tiers, started}
+            end,
             erlang:send_after(?REARM_MS, self(), rearm),
             loop(#state{patterns = Patterns, active = Active});
         {error, Why} ->

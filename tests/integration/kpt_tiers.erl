@@ -15,7 +15,7 @@
 -module(kpt_tiers).
 
 -export([main/1, load/4, start_load/3, scenarios/1, identity/1, step/0, rec/1, remote_step/0,
-         triple/0, recurse/0, spawner/0, reload/1, clean/0]).
+         triple/0, recurse/0, spawner/0, reload/1, clean/0, in_node/2]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -90,6 +90,34 @@ reload(M) ->
         {module, M} -> ok;
         Error -> Error
     end.
+
+%% @doc Tier tracing started inside the node with kprof:start_trace/1 (the
+%% kprof program at `Exe' does the work), with an identity_f fun, the stats
+%% dumper writing `StatsFile' and print_calls; returns
+%% "sent,reads,updates,table,bad_options" for the shell.
+-spec in_node(string(), string()) -> string().
+in_node(Exe, StatsFile) ->
+    ok = application:set_env(kprof, executable, Exe),
+    ok = kprof:start(),
+    Bad = kprof:start_trace([{tier_config, [{db, {kprof_kv_db, query, 7}}]}]),
+    ok = kprof:start_trace([{tier_config, [{handle, {kprof_kv_handler, handle, 1}},
+                                           {db, {kprof_kv_db, query, 1}}]},
+                            {identity_f, fun kprof_kv:identity/1},
+                            {stats_dumper, {file, StatsFile}},
+                            {report_interval, 300},
+                            {print_calls, true}]),
+    #{sent := Sent, by_identity := By} =
+        kprof_kv_load:run(#{rate => 100, concurrency => 2, duration_ms => 1000,
+                            wrap => do_apply}),
+    timer:sleep(1000),
+    Table = case kprof:stats() of
+                #{table := T} when byte_size(T) > 0 -> has_table;
+                Other -> Other
+            end,
+    ok = kprof:stop_trace(),
+    lists:flatten(io_lib:format("~p,~p,~p,~p,~p",
+                                [Sent, maps:get(read, By), maps:get(update, By), Table,
+                                 element(1, Bad)])).
 
 %% @doc "clean", or what tier tracing left behind: patterns on traced
 %% functions, call-traced processes, trace flags for new processes, kprof

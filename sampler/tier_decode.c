@@ -17,7 +17,7 @@ static void clean(char *s, size_t len)
             s[i] = '?';
 }
 
-size_t kp_tier_identity_text(const char *buf, int *index, char *out, size_t cap)
+size_t kp_tier_identity_text(const char *buf, int *index, char *out, size_t cap, int first_word)
 {
     int type, size;
     out[0] = '\0';
@@ -44,7 +44,7 @@ size_t kp_tier_identity_text(const char *buf, int *index, char *out, size_t cap)
     } else if ((type == ERL_SMALL_TUPLE_EXT || type == ERL_LARGE_TUPLE_EXT) && size > 0) {
         int arity;
         ei_decode_tuple_header(buf, index, &arity);
-        len = kp_tier_identity_text(buf, index, out, cap);
+        len = kp_tier_identity_text(buf, index, out, cap, first_word);
         for (int k = 1; k < arity; k++)
             ei_skip_term(buf, index);
         return len;
@@ -60,7 +60,7 @@ size_t kp_tier_identity_text(const char *buf, int *index, char *out, size_t cap)
     if (len >= cap)
         len = cap - 1;
     out[len] = '\0';
-    if (type == ERL_STRING_EXT || type == ERL_BINARY_EXT) {
+    if (first_word && (type == ERL_STRING_EXT || type == ERL_BINARY_EXT)) {
         /* text requests ("GET k1", "PUT /users/7 HTTP/1.1") are grouped by
          * their first word, not one group per request */
         char *space = memchr(out, ' ', len);
@@ -96,7 +96,8 @@ static int decode_token(const char *buf, int *i, kp_tier_event *ev)
 }
 
 /* Call message: Token, or [Identity, Token]. */
-static int decode_call_message(kp_tier_decoder *d, const char *buf, int *i, kp_tier_event *ev)
+static int decode_call_message(kp_tier_decoder *d, const char *buf, int *i, kp_tier_event *ev,
+                               int first_word)
 {
     int type, size;
     if (ei_get_type(buf, i, &type, &size) != 0)
@@ -107,7 +108,7 @@ static int decode_call_message(kp_tier_decoder *d, const char *buf, int *i, kp_t
         return ei_skip_term(buf, i) == 0 ? 0 : -1;
     int n;
     ei_decode_list_header(buf, i, &n);
-    ev->identity_len = kp_tier_identity_text(buf, i, d->identity, sizeof d->identity);
+    ev->identity_len = kp_tier_identity_text(buf, i, d->identity, sizeof d->identity, first_word);
     ev->identity = d->identity;
     if (decode_token(buf, i, ev) != 0)
         return -1;
@@ -155,7 +156,7 @@ int kp_tier_decode(kp_tier_decoder *d, const char *buf, size_t len, kp_tier_even
     if (fn < 0)
         return 0;
     if (ev->kind == KP_TEV_CALL) {
-        if (decode_call_message(d, buf, &i, ev) != 0)
+        if (decode_call_message(d, buf, &i, ev, d->mfas[fn].first_word) != 0)
             return -1;
     } else if (ei_skip_term(buf, &i) != 0) {
         return -1;

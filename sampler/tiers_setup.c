@@ -104,8 +104,13 @@ static int decode_setting(const char *buf, int *i, const char *key, kp_tiers_con
     }
     if (strcmp(key, "tiers") == 0)
         return decode_tiers(buf, i, c);
-    if (strcmp(key, "entry") == 0)
-        return decode_mfa(buf, i, c, KP_TIER_FN_ENTRY, NULL);
+    if (strcmp(key, "entry") == 0) {
+        size_t before = c->n_fns;
+        int rc = decode_mfa(buf, i, c, KP_TIER_FN_ENTRY, NULL);
+        if (c->n_fns > before) /* its identity is an argument, e.g. "GET k1" */
+            c->mfas[before].first_word = 1;
+        return rc;
+    }
     if (strcmp(key, "print_calls") == 0) {
         int b;
         if (ei_decode_boolean(buf, i, &b) != 0)

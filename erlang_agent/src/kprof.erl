@@ -17,7 +17,7 @@
 -module(kprof).
 
 -export([start/0, start_trace/1, stop_trace/0, stats/0]).
--export([do_apply/3, set_token/0, set_token/1, clear_token/0]).
+-export([do_apply/3, do_apply/4, set_token/0, set_token/1, clear_token/0]).
 
 -define(SETTINGS, {kprof_tiers, settings}).
 
@@ -54,6 +54,15 @@ stop_trace() ->
 %% seq_trace token is restored afterwards.
 -spec do_apply(module(), atom(), [term()]) -> term().
 do_apply(M, F, A) when is_atom(M), is_atom(F), is_list(A) ->
+    run(M, F, A, identity_f).
+
+%% @doc As do_apply/3, with the request's identity given (`identity_f' is
+%% not called).
+-spec do_apply(module(), atom(), [term()], term()) -> term().
+do_apply(M, F, A, Identity) when is_atom(M), is_atom(F), is_list(A) ->
+    run(M, F, A, {identity, Identity}).
+
+run(M, F, A, How) ->
     case persistent_term:get(?SETTINGS, undefined) of
         undefined ->
             apply(M, F, A);
@@ -62,7 +71,10 @@ do_apply(M, F, A) when is_atom(M), is_atom(F), is_list(A) ->
                 false ->
                     apply(M, F, A);
                 true ->
-                    Identity = identity(IdentityF, {M, F, A}),
+                    Identity = case How of
+                                   {identity, I} -> I;
+                                   identity_f -> identity(IdentityF, {M, F, A})
+                               end,
                     Previous = seq_trace:get_token(),
                     try
                         kprof_tier_mark:request(Identity, fun() -> apply(M, F, A) end)

@@ -59,10 +59,12 @@ version() ->
 
 %% @doc The modules kprof loads into a node: this sampling agent, tier
 %% tracing (kprof_tiers), the request-marking API it arms (kprof,
-%% kprof_tier_mark) and tracing started from the node (kprof_session).
+%% kprof_tier_mark, kprof_http and its servers' integrations) and tracing
+%% started from the node (kprof_session).
 -spec modules() -> [module()].
 modules() ->
-    [kprof_agent, kprof_tiers, kprof, kprof_tier_mark, kprof_session].
+    [kprof_agent, kprof_tiers, kprof, kprof_tier_mark, kprof_session, kprof_http,
+     kprof_httpd, kprof_cowboy].
 
 %% @doc Starts an agent serving `Owner' (a process of the C node). Fails with
 %% `{error, {busy, Node}}' when another kprof is attached, `{error, {no_process,

@@ -15,7 +15,8 @@
 -module(kpt_tiers).
 
 -export([main/1, load/4, start_load/3, scenarios/1, identity/1, step/0, rec/1, remote_step/0,
-         triple/0, recurse/0, spawner/0, reload/1, clean/0, in_node/2]).
+         triple/0, recurse/0, spawner/0, reload/1, clean/0, in_node/2,
+         http_start/0, kv/3]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -118,6 +119,27 @@ in_node(Exe, StatsFile) ->
     lists:flatten(io_lib:format("~p,~p,~p,~p,~p",
                                 [Sent, maps:get(read, By), maps:get(update, By), Table,
                                  element(1, Bad)])).
+
+%% @doc Starts inets httpd on loopback, port chosen by the system, with
+%% kprof_httpd first in its modules and kv/3 as an ESI script under
+%% /kv/kpt_tiers:kv; returns the port.
+-spec http_start() -> inet:port_number().
+http_start() ->
+    ok = application:ensure_started(inets),
+    Root = filename:basedir(user_cache, "kpt_tiers_httpd"),
+    ok = filelib:ensure_dir(filename:join(Root, "x")),
+    {ok, Pid} = inets:start(httpd, [{port, 0}, {bind_address, {127, 0, 0, 1}},
+                                    {server_name, "kpt"}, {server_root, Root},
+                                    {document_root, Root},
+                                    {modules, [kprof_httpd, mod_alias, mod_esi, mod_get]},
+                                    {erl_script_alias, {"/kv", [kpt_tiers]}}]),
+    proplists:get_value(port, httpd:info(Pid)).
+
+%% @doc The ESI script: one `step' tier call, then the answer.
+-spec kv(term(), list(), string()) -> ok | {error, term()}.
+kv(SessionID, _Env, _Input) ->
+    step(),
+    mod_esi:deliver(SessionID, "content-type: text/plain\r\n\r\nok\n").
 
 %% @doc "clean", or what tier tracing left behind: patterns on traced
 %% functions, call-traced processes, trace flags for new processes, kprof

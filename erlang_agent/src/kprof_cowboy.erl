@@ -1,0 +1,19 @@
+%%% @doc A cowboy middleware (no compile-time dependency on cowboy) that
+%%% makes each request one traced request for tier tracing, identity from
+%%% kprof_http (method and first path segment).
+%%%
+%%% Use it in place of `cowboy_handler', which it calls itself so that the
+%%% handler runs inside the traced request:
+%%% `#{middlewares => [cowboy_router, kprof_cowboy]}'. Another next
+%%% middleware can be named in the environment: `#{kprof_next => Module}'.
+-module(kprof_cowboy).
+
+-export([execute/2]).
+
+%% @doc The cowboy middleware callback.
+-spec execute(Req, Env) -> {ok, Req, Env} | {suspend, module(), atom(), [term()]} | {stop, Req}
+              when Req :: map(), Env :: map().
+execute(Req, Env) ->
+    Next = maps:get(kprof_next, Env, cowboy_handler),
+    kprof_http:mark(maps:get(method, Req, <<"?">>), maps:get(path, Req, <<"/">>),
+                    fun() -> Next:execute(Req, Env) end).

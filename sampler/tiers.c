@@ -171,8 +171,7 @@ static void report(session *s, uint64_t interval_ms, int final)
     kp_tier_stats_table(s->stats, final ? KP_TIER_SINCE_START : KP_TIER_INTERVAL, s->o->stat,
                         &table);
     if (!s->o->quiet || final) {
-        printf("%s%s\n%.*s\n", final ? "since start, " : "", when, (int)table.len,
-               table.data ? table.data : "");
+        printf("%s\n%.*s\n", when, (int)table.len, table.data ? table.data : "");
         fflush(stdout);
     }
     if (!s->lost) {
@@ -232,7 +231,8 @@ static uint32_t be32(const unsigned char *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static int consume_frames(session *s)
+/* `*oldest` gets the time of the first event consumed, if still 0. */
+static int consume_frames(session *s, int64_t *oldest)
 {
     size_t at = 0;
     while (s->len - at >= 5) {
@@ -264,6 +264,8 @@ static int consume_frames(session *s)
             return -1;
         if (rc == 1) {
             s->last_event_ts = ev.ts_ns;
+            if (!*oldest)
+                *oldest = ev.ts_ns;
             if (!s->paused)
                 kp_tier_match_event(s->match, &ev);
         }
@@ -277,7 +279,7 @@ static int consume_frames(session *s)
 /* Returns 1 while the stream is open, 0 at its end, -1 on error. */
 static int read_stream(session *s)
 {
-    int64_t seen = s->last_event_ts;
+    int64_t oldest = 0;
     for (int rounds = 0; rounds < 64; rounds++) {
         ssize_t n = recv(s->sock, s->buf + s->len, s->cap - s->len, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
@@ -287,12 +289,14 @@ static int read_stream(session *s)
         if (n <= 0)
             return n == 0 ? 0 : -1;
         s->len += (size_t)n;
-        if (consume_frames(s) != 0)
+        if (consume_frames(s, &oldest) != 0)
             return -1;
     }
-    /* lag of the newest event read now: a quiet stream is not a late one */
-    if (!s->paused && s->last_event_ts != seen) {
-        int64_t lag = (now_ns() - s->offset) - s->last_event_ts;
+    /* the age of the oldest event read now: events that waited longer than
+     * max_lag to be read mean the collector lags, even if it has caught up
+     * within this call; a quiet stream (nothing read) is not a late one */
+    if (!s->paused && oldest) {
+        int64_t lag = (now_ns() - s->offset) - oldest;
         if (lag > (int64_t)s->max_lag_ns) {
             char why[128];
             snprintf(why, sizeof why, "events arrive %lld ms after they happened (max lag %llu ms)",

@@ -3,13 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,9 +18,9 @@
 #include "tier_decode.h"
 #include "tier_match.h"
 #include "tiers_setup.h"
+#include "trace_stream.h"
 
 #define MAX_TIER_FILE (1u << 20)
-#define MAX_FRAME (64u << 20) /* one event: a huge return value at most */
 
 static volatile sig_atomic_t stop_requested;
 
@@ -46,14 +44,12 @@ typedef struct {
     kp_tier_stats *stats;
     kp_tier_match *match;
     kp_tier_decoder dec;
-    int sock;
-    char *buf;
-    size_t len, cap;
+    kp_trace_stream stream;
     int jsonl_fd, calls_fd; /* -1 when not written */
     char jsonl_path[4200], calls_path[4200], table_path[4200];
     /* clock: node monotonic time = local monotonic - offset (an upper bound
      * of the lag by at most the smallest one-way delay seen) */
-    int64_t offset, last_event_ts;
+    int64_t offset;
     long clock_seq;
     int paused;
     int64_t paused_at, resume_at;
@@ -79,33 +75,6 @@ static int read_file(const char *path, char **text, size_t *len)
     *text = buf;
     *len = n;
     return 0;
-}
-
-static int connect_trace_port(const char *target, unsigned port, char *err, size_t err_len)
-{
-    const char *host = strchr(target, '@');
-    host = host ? host + 1 : "localhost";
-    char service[16];
-    snprintf(service, sizeof service, "%u", port);
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-    int rc = getaddrinfo(host, service, &hints, &res);
-    if (rc != 0) {
-        snprintf(err, err_len, "cannot resolve %s for the trace port: %s", host, gai_strerror(rc));
-        return -1;
-    }
-    int fd = -1;
-    for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(res);
-    if (fd < 0)
-        snprintf(err, err_len, "cannot connect to the trace port %s:%u of the node: %s (a "
-                 "firewall between kprof and the node?)", host, port, strerror(errno));
-    return fd;
 }
 
 /* ------------------------------------------------------------------ */
@@ -223,80 +192,50 @@ static void maybe_resume(session *s, int64_t now)
 }
 
 /* ------------------------------------------------------------------ */
-/* the trace stream: frames of 1 type byte (0 term, 1 drop notice) and a
- * 4-byte big-endian length or drop count */
+/* the trace stream */
 
-static uint32_t be32(const unsigned char *p)
+typedef struct {
+    session *s;
+    int64_t oldest; /* time of the first event read in this round, or 0 */
+} read_round;
+
+static int on_event(void *ctx, const char *term, size_t len)
 {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+    read_round *r = ctx;
+    session *s = r->s;
+    kp_tier_event ev;
+    int rc = kp_tier_decode(&s->dec, term, len, &ev);
+    if (rc < 0)
+        return -1;
+    if (rc == 1) {
+        if (!r->oldest)
+            r->oldest = ev.ts_ns;
+        if (!s->paused)
+            kp_tier_match_event(s->match, &ev);
+    }
+    return 0;
 }
 
-/* `*oldest` gets the time of the first event consumed, if still 0. */
-static int consume_frames(session *s, int64_t *oldest)
+static void on_drop(void *ctx, uint32_t count)
 {
-    size_t at = 0;
-    while (s->len - at >= 5) {
-        const unsigned char *p = (const unsigned char *)s->buf + at;
-        uint32_t n = be32(p + 1);
-        if (p[0] == 1) {
-            s->dropped += n;
-            at += 5;
-            char why[96];
-            snprintf(why, sizeof why, "the node's trace port dropped %u events", n);
-            pause_tracing(s, why);
-            continue;
-        }
-        if (p[0] != 0 || n > MAX_FRAME)
-            return -1;
-        if (s->len - at - 5 < n) {
-            if (n + 5 > s->cap) { /* grow for one big event */
-                char *bigger = realloc(s->buf, n + 5);
-                if (!bigger)
-                    return -1;
-                s->buf = bigger;
-                s->cap = n + 5;
-            }
-            break;
-        }
-        kp_tier_event ev;
-        int rc = kp_tier_decode(&s->dec, s->buf + at + 5, n, &ev);
-        if (rc < 0)
-            return -1;
-        if (rc == 1) {
-            s->last_event_ts = ev.ts_ns;
-            if (!*oldest)
-                *oldest = ev.ts_ns;
-            if (!s->paused)
-                kp_tier_match_event(s->match, &ev);
-        }
-        at += 5 + n;
-    }
-    memmove(s->buf, s->buf + at, s->len - at);
-    s->len -= at;
-    return 0;
+    read_round *r = ctx;
+    char why[96];
+    r->s->dropped += count;
+    snprintf(why, sizeof why, "the node's trace port dropped %u events", count);
+    pause_tracing(r->s, why);
 }
 
 /* Returns 1 while the stream is open, 0 at its end, -1 on error. */
 static int read_stream(session *s)
 {
-    int64_t oldest = 0;
-    for (int rounds = 0; rounds < 64; rounds++) {
-        ssize_t n = recv(s->sock, s->buf + s->len, s->cap - s->len, MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
-        if (n <= 0)
-            return n == 0 ? 0 : -1;
-        s->len += (size_t)n;
-        if (consume_frames(s, &oldest) != 0)
-            return -1;
-    }
+    read_round r = {.s = s};
+    kp_trace_stream_handler h = {.ctx = &r, .on_event = on_event, .on_drop = on_drop};
+    int rc = kp_trace_stream_read(&s->stream, &h);
     /* the age of the oldest event read now: events that waited longer than
      * max_lag to be read mean the collector lags, even if it has caught up
      * within this call; a quiet stream (nothing read) is not a late one */
-    if (!s->paused && oldest) {
-        int64_t lag = (now_ns() - s->offset) - oldest;
+    if (rc == 1 && !s->paused && r.oldest) {
+        int64_t lag = (now_ns() - s->offset) - r.oldest;
         if (lag > (int64_t)s->max_lag_ns) {
             char why[128];
             snprintf(why, sizeof why, "events arrive %lld ms after they happened (max lag %llu ms)",
@@ -305,7 +244,7 @@ static int read_stream(session *s)
         }
     }
     kp_tier_match_flush(s->match, 0);
-    return 1;
+    return rc;
 }
 
 /* Messages from the node: clock replies; ticks are answered by ei. */
@@ -420,25 +359,23 @@ static int setup(session *s, char *err, size_t err_len)
                                     s->cfg.max_identities);
     kp_tier_match_limits lim = kp_tier_match_default_limits();
     s->match = s->stats ? kp_tier_match_create(s->stats, s->cfg.fns, s->cfg.n_fns, &lim) : NULL;
-    s->cap = 1 << 20;
-    s->buf = malloc(s->cap);
-    if (!s->match || !s->buf) {
+    if (!s->match) {
         snprintf(err, err_len, "out of memory");
         return KP_EXIT_FAILURE;
     }
     kp_tier_match_trees(s->match, s->cfg.print_calls, s->cfg.slow_us, on_tree, s);
     if (open_outputs(s, err, err_len) != 0)
         return KP_EXIT_FAILURE;
-    s->sock = connect_trace_port(target, s->cfg.port, err, err_len);
-    return s->sock < 0 ? KP_EXIT_NODE : KP_EXIT_OK;
+    return kp_trace_stream_connect(&s->stream, target, s->cfg.port, err, err_len) != 0
+               ? KP_EXIT_NODE
+               : KP_EXIT_OK;
 }
 
 static void teardown(session *s)
 {
     if (s->node.fd >= 0 && !s->lost)
         kp_tiers_send_atom(&s->node, "stop");
-    if (s->sock >= 0)
-        close(s->sock);
+    kp_trace_stream_close(&s->stream);
     if (s->jsonl_fd >= 0)
         close(s->jsonl_fd);
     if (s->calls_fd >= 0)
@@ -446,13 +383,12 @@ static void teardown(session *s)
     kp_tier_match_free(s->match);
     kp_tier_stats_free(s->stats);
     kp_tiers_config_free(&s->cfg);
-    free(s->buf);
     kp_node_close(&s->node);
 }
 
 int kp_tiers_run(const kp_tiers_options *o)
 {
-    session s = {.o = o, .sock = -1, .jsonl_fd = -1, .calls_fd = -1};
+    session s = {.o = o, .stream = {.fd = -1}, .jsonl_fd = -1, .calls_fd = -1};
     s.node.fd = -1;
     char err[4096];
     struct sigaction sa = {.sa_handler = on_signal};
@@ -491,7 +427,7 @@ int kp_tiers_run(const kp_tiers_options *o)
         int timeout = (int)((wake - now) / 1000000) + 1;
         if (timeout > 100)
             timeout = 100;
-        struct pollfd fds[2] = {{.fd = s.sock, .events = POLLIN}, {.fd = s.node.fd, .events = POLLIN}};
+        struct pollfd fds[2] = {{.fd = s.stream.fd, .events = POLLIN}, {.fd = s.node.fd, .events = POLLIN}};
         if (poll(fds, 2, timeout) < 0 && errno != EINTR)
             break;
         if (fds[1].revents)

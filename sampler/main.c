@@ -16,6 +16,7 @@ static const char usage[] =
     "  record --node NODE           sample a live node's busiest processes\n"
     "  dump --node NODE             print the stacks of its busiest processes, once\n"
     "  tiers --node NODE --tiers F  time each layer of its requests, per kind of request\n"
+    "  trace --node NODE --pid PID  trace one process into an eflame-compatible flame graph\n"
     "  convert INPUT... -o OUTPUT   convert and merge profiles (perf-script, folded)\n"
     "\n"
     "Options:\n"
@@ -54,6 +55,8 @@ int main(int argc, char **argv)
         return kp_cmd_dump(argc - 1, argv + 1);
     if (strcmp(cmd, "tiers") == 0)
         return kp_cmd_tiers(argc - 1, argv + 1);
+    if (strcmp(cmd, "trace") == 0)
+        return kp_cmd_trace(argc - 1, argv + 1);
     if (strcmp(cmd, "internal") == 0)
         return kp_cmd_internal(argc - 1, argv + 1);
     kp_error("unknown command '%s'; run 'kprof --help' for the list", cmd);

@@ -18,6 +18,8 @@
 
 -export([start/0, start_trace/1, stop_trace/0, stats/0]).
 -export([do_apply/3, do_apply/4, set_token/0, set_token/1, clear_token/0]).
+-export([trace_request/1, trace_request/2, trace_begin/0, trace_begin/1, trace_end/0,
+         trace_id/0]).
 
 -define(SETTINGS, {kprof_tiers, settings}).
 
@@ -121,6 +123,66 @@ clear_token() ->
 -spec stats() -> map() | undefined.
 stats() ->
     kprof_tiers:report().
+
+%% @doc Runs `Fun' in the calling process as one traced request and returns
+%% its result. Tracing is on before `Fun' starts (so even a sub-millisecond
+%% request is traced) and follows the processes it spawns; the kprof program
+%% writes `DIR/TIME-ID.folded' (eflame-compatible: microseconds, `sleep' for
+%% time scheduled out) and `DIR/TIME-ID.perf'. When tracing cannot run (a
+%% bound, no kprof program), `Fun' runs untraced. kprof:trace_id/0 gives the
+%% id inside `Fun'.
+-spec trace_request(fun(() -> Result)) -> Result.
+trace_request(Fun) ->
+    trace_request(#{}, Fun).
+
+%% @doc As trace_request/1 with options overriding the application
+%% environment `{kprof, request_trace, Map}': `max_duration_ms',
+%% `max_events', `max_concurrent', `dir'.
+-spec trace_request(map(), fun(() -> Result)) -> Result.
+trace_request(Options, Fun) when is_map(Options), is_function(Fun, 0) ->
+    case trace_begin(Options) of
+        {ok, _Id} ->
+            try Fun() after trace_end() end;
+        {error, _} ->
+            Fun()
+    end.
+
+%% @doc Starts a traced request in the calling process (for code that cannot
+%% be wrapped); trace_end/0 ends it.
+-spec trace_begin() -> {ok, binary()} | {error, term()}.
+trace_begin() ->
+    trace_begin(#{}).
+
+-spec trace_begin(map()) -> {ok, binary()} | {error, term()}.
+trace_begin(Options) when is_map(Options) ->
+    case get(kprof_trace_id) of
+        undefined ->
+            case kprof_rtrace:begin_trace(self(), Options) of
+                {ok, Id, Bounds} ->
+                    put(kprof_trace_id, Id),
+                    kprof_rtrace_mark:begin_trace({Id, Bounds}),
+                    {ok, Id};
+                {error, _} = Error ->
+                    Error
+            end;
+        Id ->
+            {error, {already_tracing, Id}}
+    end.
+
+%% @doc Ends the traced request of the calling process, if any.
+-spec trace_end() -> ok.
+trace_end() ->
+    case erase(kprof_trace_id) of
+        undefined -> ok;
+        Id ->
+            kprof_rtrace_mark:end_trace(Id),
+            kprof_rtrace:end_trace(Id)
+    end.
+
+%% @doc The id of the request trace running in this process, or undefined.
+-spec trace_id() -> binary() | undefined.
+trace_id() ->
+    get(kprof_trace_id).
 
 sampled(Rate) when Rate >= 1.0 -> true;
 sampled(Rate) -> rand:uniform() =< Rate.

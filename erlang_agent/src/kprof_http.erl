@@ -11,9 +11,16 @@
 %%% <li>cowboy: `kprof_cowboy' as the last middleware.</li>
 %%% </ul>
 %%% Outside a tracing session this costs one `persistent_term' read.
+%%%
+%%% Single-request traces on demand: `maybe_trace/2' traces a request that
+%%% carries the header `x-trace-request: true' (or `1'; another name with
+%%% `{kprof, request_trace, #{header => Name}}'), only when the application
+%%% environment allows it (`#{allow => true}'; default: off) and at most
+%%% `rate_limit' times a second (default 1). Requests past the limit run
+%%% untraced.
 -module(kprof_http).
 
--export([mark/3, identity/2]).
+-export([mark/3, identity/2, maybe_trace/2, trace_requested/1]).
 
 -define(MAX_SEGMENT, 64).
 
@@ -43,3 +50,51 @@ identity(Method, Path) ->
                   [First | _] -> First
               end,
     <<M/binary, " /", (binary:part(Segment, 0, min(byte_size(Segment), ?MAX_SEGMENT)))/binary>>.
+
+%% @doc Runs `Fun' as a single-request trace when `Headers' ask for one and
+%% the settings allow it, else untraced; returns its result. `Fun' of arity
+%% 1 gets the trace id (a binary, for a response header) or `undefined'.
+%% Headers: a list of `{Name, Value}' (strings or binaries, any case) or a
+%% map with lowercase binary names (as cowboy gives them).
+-spec maybe_trace([{iodata(), iodata()}] | map(), fun(() -> R) | fun((binary() | undefined) -> R)) -> R.
+maybe_trace(Headers, Fun) ->
+    case trace_requested(Headers) of
+        true ->
+            Settings = application:get_env(kprof, request_trace, #{}),
+            case kprof:trace_begin(#{rate_limit => maps:get(rate_limit, Settings, 1)}) of
+                {ok, Id} -> try call(Fun, Id) after kprof:trace_end() end;
+                {error, _} -> call(Fun, undefined)
+            end;
+        false ->
+            call(Fun, undefined)
+    end.
+
+call(Fun, _) when is_function(Fun, 0) -> Fun();
+call(Fun, Id) when is_function(Fun, 1) -> Fun(Id).
+
+%% @doc Whether `Headers' ask for a trace and the settings allow them to
+%% (the rate limit is kprof_rtrace's).
+-spec trace_requested([{iodata(), iodata()}] | map()) -> boolean().
+trace_requested(Headers) ->
+    Settings = application:get_env(kprof, request_trace, #{}),
+    is_map(Settings) andalso maps:get(allow, Settings, false) =:= true
+        andalso asks(Headers, maps:get(header, Settings, "x-trace-request")).
+
+asks(Headers, Name) ->
+    Wanted = string:lowercase(iolist_to_binary(Name)),
+    Value = case Headers of
+                #{} -> maps:get(Wanted, Headers, undefined);
+                _ -> find(Headers, Wanted)
+            end,
+    case Value of
+        undefined -> false;
+        V -> lists:member(string:lowercase(string:trim(iolist_to_binary(V))), [<<"true">>, <<"1">>])
+    end.
+
+find([], _) -> undefined;
+find([{N, V} | Rest], Wanted) ->
+    case string:lowercase(iolist_to_binary(N)) of
+        Wanted -> V;
+        _ -> find(Rest, Wanted)
+    end;
+find([_ | Rest], Wanted) -> find(Rest, Wanted).

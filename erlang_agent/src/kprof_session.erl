@@ -13,7 +13,7 @@
 %%% application.
 -module(kprof_session).
 
--export([start/1, stop/0, options/0]).
+-export([start/1, stop/0, options/0, executable/0]).
 %% spawned
 -export([init/3]).
 
@@ -64,6 +64,9 @@ options() ->
     ?MODULE ! {options, self(), Ref},
     receive {Ref, Options} -> Options after 5000 -> [] end.
 
+%% @doc The kprof program: `{kprof, executable}', else the PATH, else
+%% `priv/kprof' of the kprof application.
+-spec executable() -> {ok, string()} | {error, string()}.
 executable() ->
     Env = application:get_env(kprof, executable, undefined),
     Priv = case code:priv_dir(kprof) of

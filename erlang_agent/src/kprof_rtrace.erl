@@ -1,0 +1,344 @@
+%%% @doc Single-request traces: the in-node half. It starts tracing of a
+%%% request's process synchronously, before the request's work, and emits
+%%% the events; the kprof program (`kprof trace --session', started and
+%%% watched here) turns them into stacks and writes one eflame-compatible
+%%% folded file and one perf-script file per request.
+%%%
+%%% == How a trace runs ==
+%%% <ol>
+%%% <li>`begin_trace/2' (a call to this server) checks the bounds, arms the
+%%%   trace patterns if no trace runs yet (local call patterns on every loaded
+%%%   function: they exist only while a trace runs), and sets the trace flags
+%%%   `call', `return_to', `arity', `running', `garbage_collection', `procs',
+%%%   `set_on_spawn' and `monotonic_timestamp' on the process, with the ip
+%%%   trace port as tracer. When it returns, tracing is on.</li>
+%%% <li>The process calls `kprof_rtrace_mark:begin_trace/1', whose pattern
+%%%   puts the trace id and bounds into the stream: the collector learns the
+%%%   process belongs to that trace. Processes it spawns inherit the flags;
+%%%   the collector learns them from `spawn' events.</li>
+%%% <li>At the end the process calls `kprof_rtrace_mark:end_trace/1' and
+%%%   `end_trace/1' clears its flags. The collector asks this server to clear
+%%%   the flags of the trace's other processes. After the last trace the
+%%%   patterns are removed.</li>
+%%% </ol>
+%%% Bounds: concurrent traces (`max_concurrent'), duration (`max_duration_ms':
+%%% a timer here stops the trace; the request goes on untraced) and events
+%%% (`max_events': counted by the collector, which cuts the trace). Past a
+%%% bound the file ends with a marker frame. The server, its port and the
+%%% collector stop after `idle_ms' without traces.
+%%%
+%%% Settings come from the application environment `{kprof, request_trace,
+%%% Map}' merged with the options of each call; see defaults/0.
+-module(kprof_rtrace).
+
+-export([begin_trace/2, end_trace/1, defaults/0, collector_config/0, stop/0]).
+-export([start_external/1, trace_pid/2]).
+%% spawned
+-export([init/2]).
+
+-define(FLAGS, [call, return_to, arity, running, garbage_collection, procs, set_on_spawn,
+                monotonic_timestamp]).
+-define(CALL_TIMEOUT, 10000).
+
+%% @doc The settings and their defaults.
+-spec defaults() -> map().
+defaults() ->
+    #{dir => "/tmp/kprof-traces", max_duration_ms => 5000, max_events => 1000000,
+      max_concurrent => 8, follow_receivers => 0, queue_size => 200000,
+      idle_ms => 60000}.
+
+settings(Options) ->
+    Env = application:get_env(kprof, request_trace, #{}),
+    maps:merge(maps:merge(defaults(), if is_map(Env) -> Env; true -> #{} end), Options).
+
+%% @doc Starts tracing `Pid' (the caller, usually) as a new request trace.
+%% Returns the trace id and its bounds (for kprof_rtrace_mark:begin_trace/1),
+%% or an error when tracing cannot run now (the
+%% request should then run untraced).
+-spec begin_trace(pid(), map()) -> {ok, binary(), map()} | {error, term()}.
+begin_trace(Pid, Options) when is_pid(Pid), is_map(Options) ->
+    case ensure_started() of
+        {ok, Server} -> call(Server, {begin_trace, Pid, Options});
+        {error, _} = E -> E
+    end.
+
+%% @doc Ends a trace (normally from the traced process, after its work).
+-spec end_trace(binary()) -> ok.
+end_trace(Id) ->
+    case whereis(?MODULE) of
+        undefined -> ok;
+        Server -> call(Server, {end_trace, Id})
+    end,
+    ok.
+
+%% @doc For the collector: the trace port and where files go.
+-spec collector_config() -> [{atom(), term()}].
+collector_config() ->
+    case whereis(?MODULE) of
+        undefined -> [];
+        Server -> call(Server, collector_config)
+    end.
+
+%% @doc Stops request tracing: every trace ends, patterns and flags are
+%% removed, the collector writes what it has and exits.
+-spec stop() -> ok.
+stop() ->
+    case whereis(?MODULE) of
+        undefined -> ok;
+        Server ->
+            Ref = monitor(process, Server),
+            Server ! stop,
+            receive {'DOWN', Ref, process, _, _} -> ok after 5000 -> exit(Server, kill), ok end
+    end.
+
+call(Server, Request) ->
+    Ref = monitor(process, Server),
+    Server ! {call, self(), Ref, Request},
+    receive
+        {Ref, Reply} -> demonitor(Ref, [flush]), Reply;
+        {'DOWN', Ref, process, _, Why} -> {error, {kprof_rtrace, Why}}
+    after ?CALL_TIMEOUT ->
+        demonitor(Ref, [flush]),
+        {error, timeout}
+    end.
+
+%% @doc For `kprof trace --pid' from a shell: starts the server with the
+%% calling C node as its collector (no program is started; the server stops
+%% when that node goes away). Returns what collector_config/0 returns.
+-spec start_external(pid()) -> [{atom(), term()}] | {error, term()}.
+start_external(Owner) when is_pid(Owner) ->
+    case whereis(?MODULE) of
+        undefined ->
+            case ensure_started({external, node(Owner)}) of
+                {ok, _} -> collector_config();
+                {error, _} = E -> E
+            end;
+        _ ->
+            {error, "request tracing already runs on this node"}
+    end.
+
+%% @doc Starts a trace of the process `PidText' ("<0.123.0>") from outside.
+-spec trace_pid(string(), map()) -> {ok, binary(), pid()} | {error, term()}.
+trace_pid(PidText, Options) ->
+    case catch list_to_pid(PidText) of
+        Pid when is_pid(Pid) ->
+            case is_process_alive(Pid) of
+                true ->
+                    case begin_trace(Pid, Options) of
+                        {ok, Id, _} -> {ok, Id, Pid};
+                        Error -> Error
+                    end;
+                false -> {error, no_such_process}
+            end;
+        _ -> {error, bad_pid}
+    end.
+
+ensure_started() ->
+    ensure_started(internal).
+
+ensure_started(Mode) ->
+    case whereis(?MODULE) of
+        undefined ->
+            Self = self(),
+            Pid = spawn(?MODULE, init, [Self, Mode]),
+            Ref = monitor(process, Pid),
+            receive
+                {Pid, started} -> demonitor(Ref, [flush]), {ok, Pid};
+                {'DOWN', Ref, process, Pid, {failed, Why}} -> {error, Why};
+                {'DOWN', Ref, process, Pid, _} ->
+                    %% another caller started it first
+                    case whereis(?MODULE) of
+                        undefined -> {error, not_started};
+                        Other -> {ok, Other}
+                    end
+            end;
+        Pid ->
+            {ok, Pid}
+    end.
+
+%%% ---------------------------------------------------------------------
+%%% The server
+
+-record(trace, {id :: binary(), root :: pid(), timer :: reference(), pids = [] :: [pid()]}).
+-record(state, {port :: port(), tcp_port :: inet:port_number(), settings :: map(),
+                collector :: port() | undefined, traces = #{} :: #{binary() => #trace{}},
+                armed = false :: boolean(), seq = 0 :: non_neg_integer(),
+                last_limited = -1 bsl 62 :: integer()}). % of the last rate-limited trace, us
+
+%% @private
+-spec init(pid(), internal | {external, node()}) -> no_return().
+init(Starter, Mode) ->
+    try register(?MODULE, self()) of
+        true -> ok
+    catch
+        error:badarg -> exit(already_started)
+    end,
+    process_flag(trap_exit, true),
+    process_flag(priority, high),
+    Settings = settings(#{}),
+    case {erlang:trace_info(new, tracer), whereis(kprof_tiers)} of
+        {{tracer, []}, undefined} -> ok;
+        {_, undefined} -> exit({failed, "another tracer (e.g. dbg) traces new processes"});
+        _ -> exit({failed, "tier tracing runs on this node; request traces wait until it stops"})
+    end,
+    case open_port(maps:get(queue_size, Settings)) of
+        {ok, Port, TcpPort} ->
+            Self = self(),
+            spawn(fun() -> guard(Self) end),
+            Collector = case Mode of
+                            internal -> start_collector();
+                            {external, Node} -> true = monitor_node(Node, true), undefined
+                        end,
+            Starter ! {self(), started},
+            loop(#state{port = Port, tcp_port = TcpPort, settings = Settings,
+                        collector = Collector});
+        {error, Why} ->
+            exit({failed, Why})
+    end.
+
+open_port(QSize) ->
+    try
+        Port = (dbg:trace_port(ip, {0, QSize}))(),
+        <<_, TcpPort:16>> = iolist_to_binary(erlang:port_control(Port, $p, "")),
+        {ok, Port, TcpPort}
+    catch
+        _:Why -> {error, {trace_port, Why}}
+    end.
+
+%% The collector program, unless a kprof attached from a shell collects
+%% (`{kprof, request_trace, #{collector => external}}').
+start_collector() ->
+    case settings(#{}) of
+        #{collector := external} -> undefined;
+        _ ->
+            case kprof_session:executable() of
+                {ok, Exe} ->
+                    open_port({spawn_executable, Exe},
+                              [{args, ["trace", "--session", "--node", atom_to_list(node())]},
+                               {env, [{"KPROF_COOKIE", atom_to_list(erlang:get_cookie())}]},
+                               {line, 4096}, stderr_to_stdout, exit_status, use_stdio]);
+                {error, Why} ->
+                    logger:warning("kprof request traces: ~ts", [Why]),
+                    undefined
+            end
+    end.
+
+loop(S = #state{settings = Settings}) ->
+    Idle = maps:get(idle_ms, Settings),
+    receive
+        {call, From, Ref, Request} ->
+            {Reply, S1} = handle(Request, S),
+            From ! {Ref, Reply},
+            loop(S1);
+        {timeout, Id} ->
+            loop(finish(Id, S));
+        {untrace, Pids} when is_list(Pids) ->
+            [catch erlang:trace(P, false, ?FLAGS) || P <- Pids, is_pid(P)],
+            loop(S);
+        {Port, {data, {_, Line}}} when Port =:= S#state.collector ->
+            logger:notice("~ts", [Line]),
+            loop(S);
+        {Port, {exit_status, Status}} when Port =:= S#state.collector ->
+            Status =:= 0 orelse logger:warning("kprof trace collector exited with ~p", [Status]),
+            loop(S#state{collector = undefined});
+        stop ->
+            shutdown(S);
+        {nodedown, _} ->
+            shutdown(S);
+        {'EXIT', Port, _} when Port =:= S#state.port ->
+            shutdown(S);
+        _ ->
+            loop(S)
+    after Idle ->
+        case maps:size(S#state.traces) of
+            0 -> shutdown(S);
+            _ -> loop(S)
+        end
+    end.
+
+handle({begin_trace, Pid, Options}, S = #state{traces = Traces, settings = Base}) ->
+    Settings = maps:merge(Base, Options),
+    Now = erlang:monotonic_time(microsecond),
+    %% only a caller that asks for it is rate limited (not the settings)
+    Limited = case Options of
+                  #{rate_limit := Rate} when is_number(Rate), Rate > 0 ->
+                      Now - S#state.last_limited < 1000000 / Rate;
+                  #{rate_limit := _} -> true;
+                  _ -> false
+              end,
+    case {Limited, maps:size(Traces) >= maps:get(max_concurrent, Settings)} of
+        {true, _} ->
+            {{error, rate_limited}, S};
+        {_, true} ->
+            {{error, busy}, S};
+        _ when is_map_key(rate_limit, Options) ->
+            handle({begin_trace, Pid, maps:remove(rate_limit, Options)},
+                   S#state{last_limited = Now});
+        _ ->
+            S1 = arm(S),
+            Seq = S1#state.seq + 1,
+            Id = trace_id(Seq),
+            erlang:trace(Pid, true, [{tracer, S1#state.port} | ?FLAGS]),
+            Timer = erlang:send_after(maps:get(max_duration_ms, Settings), self(), {timeout, Id}),
+            T = #trace{id = Id, root = Pid, timer = Timer},
+            {{ok, Id, maps:with([max_events, max_duration_ms, name], Settings)},
+             S1#state{seq = Seq, traces = Traces#{Id => T}}}
+    end;
+handle({end_trace, Id}, S) ->
+    {ok, finish(Id, S)};
+handle(collector_config, S = #state{settings = Settings, tcp_port = TcpPort}) ->
+    {[{port, TcpPort}, {dir, unicode:characters_to_binary(maps:get(dir, Settings))},
+      {time, erlang:monotonic_time(nanosecond)}], S};
+handle(_, S) ->
+    {{error, unknown_request}, S}.
+
+%% Ids: time-based and unique, never from request data.
+trace_id(Seq) ->
+    Rand = erlang:phash2({node(), erlang:unique_integer(), erlang:system_time()}, 1 bsl 24),
+    list_to_binary(io_lib:format("~.36B~4.36.0B~5.36.0B",
+                                 [erlang:system_time(second), Seq rem 1679616, Rand])).
+
+finish(Id, S = #state{traces = Traces}) ->
+    case maps:take(Id, Traces) of
+        {#trace{root = Root, timer = Timer}, Rest} ->
+            erlang:cancel_timer(Timer),
+            catch erlang:trace(Root, false, ?FLAGS),
+            S1 = S#state{traces = Rest},
+            case maps:size(Rest) of
+                0 -> disarm(S1);
+                _ -> S1
+            end;
+        error ->
+            S
+    end.
+
+%% Undoes everything if the server dies without its own shutdown (killed).
+guard(Server) ->
+    Ref = monitor(process, Server),
+    receive {'DOWN', Ref, process, Server, _} -> ok end,
+    erlang:trace(all, false, ?FLAGS),
+    erlang:trace_pattern({'_', '_', '_'}, false, [local]).
+
+arm(S = #state{armed = true}) -> S;
+arm(S) ->
+    {module, _} = code:ensure_loaded(kprof_rtrace_mark),
+    erlang:trace_pattern({'_', '_', '_'}, true, [local]),
+    %% the marks carry the trace's id and bounds into the stream
+    erlang:trace_pattern({kprof_rtrace_mark, begin_trace, 1},
+                         [{['$1'], [], [{message, '$1'}]}], [local]),
+    erlang:trace_pattern({kprof_rtrace_mark, end_trace, 1},
+                         [{['$1'], [], [{message, '$1'}]}], [local]),
+    S#state{armed = true}.
+
+disarm(S = #state{armed = false}) -> S;
+disarm(S) ->
+    erlang:trace_pattern({'_', '_', '_'}, false, [local]),
+    S#state{armed = false}.
+
+shutdown(S = #state{traces = Traces}) ->
+    [catch erlang:trace(R, false, ?FLAGS) || #trace{root = R} <- maps:values(Traces)],
+    %% processes spawned by traced ones inherited the flags
+    erlang:trace(all, false, ?FLAGS),
+    disarm(S#state{armed = true}),
+    catch port_close(S#state.port),
+    exit(normal).

@@ -1,0 +1,309 @@
+/* `kprof trace`: the collector of request traces.
+ *
+ * --session: started by kprof_rtrace in the node (kprof:trace_request/1 and
+ *   the HTTP toggles); collects until the node closes the trace port.
+ * --pid PID: from a shell, traces one process for --duration and writes its
+ *   trace to --output. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent.h"
+#include "cli.h"
+#include "commands.h"
+#include "node.h"
+#include "rtrace.h"
+#include "trace_stream.h"
+#include "rtrace_run.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+typedef struct {
+    const kp_trace_options *o;
+    kp_node node;
+    kp_rtrace *rt;
+    kp_trace_stream stream;
+    int64_t offset; /* node monotonic time = local - offset */
+    char dir[4096];
+    unsigned port;
+    uint64_t failed;
+} run;
+
+/* Asks kprof_rtrace to clear the flags of a finished trace's processes
+ * (its root's are cleared by the root itself). */
+static void on_done(void *ctx, const char *id, const erlang_pid *pids, size_t n,
+                    const char *written, const char *why)
+{
+    run *r = ctx;
+    if (written)
+        printf("kprof: trace %s: %s\n", id, written);
+    else {
+        r->failed++;
+        printf("kprof: trace %s not written: %s\n", id, why);
+    }
+    fflush(stdout);
+    ei_x_buff x;
+    ei_x_new_with_version(&x);
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "untrace");
+    if (n > 1) {
+        ei_x_encode_list_header(&x, (long)n - 1);
+        for (size_t k = 1; k < n; k++)
+            ei_x_encode_pid(&x, &pids[k]);
+    }
+    ei_x_encode_empty_list(&x);
+    ei_reg_send(&r->node.ec, r->node.fd, "kprof_rtrace", x.buff, x.index);
+    ei_x_free(&x);
+}
+
+static int on_event(void *ctx, const char *term, size_t len)
+{
+    run *r = ctx;
+    kp_rt_event ev;
+    int rc = kp_rt_decode(term, len, &ev);
+    if (rc < 0)
+        return -1;
+    if (rc == 1)
+        kp_rtrace_event(r->rt, &ev);
+    return 0;
+}
+
+static void on_drop(void *ctx, uint32_t count)
+{
+    run *r = ctx;
+    /* events are missing from whatever traces run: cut them all */
+    kp_warn("the node's trace port dropped %u events; cutting the running traces", count);
+    kp_rtrace_close(r->rt, NULL, "events_dropped");
+}
+
+/* rpc M:F(Args) returning a proplist; decodes port, dir and time. */
+static int config_call(run *r, const char *mod, const char *fun, ei_x_buff *args, char *err,
+                       size_t err_len)
+{
+    ei_x_buff reply;
+    ei_x_new(&reply);
+    int rc = kp_node_rpc(&r->node, mod, fun, args, &reply);
+    int i = 0, n, arity;
+    long long time = 0;
+    if (rc != 0) {
+        snprintf(err, err_len, "lost the connection to %s", r->node.target);
+    } else if (ei_decode_list_header(reply.buff, &i, &n) != 0 || n == 0) {
+        char *s = NULL;
+        i = 0;
+        ei_s_print_term(&s, reply.buff, &i);
+        snprintf(err, err_len, "request tracing did not start on %s: %s", r->node.target,
+                 s ? s : "(no reply)");
+        free(s);
+        rc = -1;
+    } else {
+        for (int k = 0; k < n && rc == 0; k++) {
+            char key[MAXATOMLEN];
+            unsigned long v;
+            long len;
+            if (ei_decode_tuple_header(reply.buff, &i, &arity) != 0 || arity != 2 ||
+                ei_decode_atom(reply.buff, &i, key) != 0)
+                rc = -1;
+            else if (strcmp(key, "port") == 0 && ei_decode_ulong(reply.buff, &i, &v) == 0)
+                r->port = (unsigned)v;
+            else if (strcmp(key, "time") == 0 && ei_decode_longlong(reply.buff, &i, &time) == 0)
+                r->offset = now_ns() - time;
+            else if (strcmp(key, "dir") == 0 && ei_decode_binary(reply.buff, &i, r->dir, &len) == 0 &&
+                     (size_t)len < sizeof r->dir)
+                r->dir[len] = '\0';
+            else if (ei_skip_term(reply.buff, &i) != 0)
+                rc = -1;
+        }
+        if (rc != 0 || !r->port)
+            snprintf(err, err_len, "unexpected reply from %s:%s on %s", mod, fun, r->node.target);
+        rc = rc != 0 || !r->port ? -1 : 0;
+    }
+    ei_x_free(&reply);
+    return rc;
+}
+
+/* --pid: start the server with this kprof as its collector, begin a trace */
+static int begin_pid_trace(run *r, char *id, size_t id_len, char *err, size_t err_len)
+{
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_encode_list_header(&args, 1);
+    ei_x_encode_pid(&args, &r->node.self);
+    ei_x_encode_empty_list(&args);
+    int rc = config_call(r, "kprof_rtrace", "start_external", &args, err, err_len);
+    ei_x_free(&args);
+    snprintf(r->dir, sizeof r->dir, "%s", r->o->output_dir); /* not the node's setting */
+    if (rc != 0)
+        return rc;
+    if (kp_trace_stream_connect(&r->stream, r->node.target, r->port, err, err_len) != 0)
+        return -1;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_list_header(&args, 2);
+    ei_x_encode_string(&args, r->o->pid);
+    ei_x_encode_map_header(&args, 1);
+    ei_x_encode_atom(&args, "max_duration_ms");
+    ei_x_encode_ulong(&args, (unsigned long)(r->o->duration_us / 1000 + 1000));
+    ei_x_encode_empty_list(&args);
+    rc = kp_node_rpc(&r->node, "kprof_rtrace", "trace_pid", &args, &reply);
+    int i = 0, arity;
+    char tag[MAXATOMLEN];
+    erlang_pid pid;
+    long len;
+    if (rc == 0 && ei_decode_tuple_header(reply.buff, &i, &arity) == 0 && arity == 3 &&
+        ei_decode_atom(reply.buff, &i, tag) == 0 && strcmp(tag, "ok") == 0 &&
+        ei_decode_binary(reply.buff, &i, id, &len) == 0 && (size_t)len < id_len &&
+        ei_decode_pid(reply.buff, &i, &pid) == 0) {
+        id[len] = '\0';
+        rc = kp_rtrace_open(r->rt, id, &pid, now_ns() - r->offset);
+        if (rc != 0)
+            snprintf(err, err_len, "out of memory");
+    } else {
+        char *s = NULL;
+        i = 0;
+        if (rc == 0)
+            ei_s_print_term(&s, reply.buff, &i);
+        snprintf(err, err_len, "cannot trace %s on %s: %s", r->o->pid, r->node.target,
+                 rc ? "connection lost" : s ? s : "(no reply)");
+        free(s);
+        rc = -1;
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}
+
+static int loop(run *r, int64_t deadline)
+{
+    kp_trace_stream_handler h = {.ctx = r, .on_event = on_event, .on_drop = on_drop};
+    while (!stop_requested && now_ns() < deadline) {
+        struct pollfd fds[2] = {{.fd = r->stream.fd, .events = POLLIN},
+                                {.fd = r->node.fd, .events = POLLIN}};
+        if (poll(fds, 2, 100) < 0 && errno != EINTR)
+            return -1;
+        if (fds[1].revents) {
+            erlang_msg msg;
+            ei_x_buff x;
+            ei_x_new(&x);
+            int rc = ei_xreceive_msg_tmo(r->node.fd, &msg, &x, 10);
+            ei_x_free(&x);
+            if (rc == ERL_ERROR && erl_errno != ETIMEDOUT && erl_errno != EAGAIN)
+                return -2;
+        }
+        if (fds[0].revents) {
+            int rc = kp_trace_stream_read(&r->stream, &h);
+            if (rc <= 0)
+                return rc;
+        }
+        kp_rtrace_sweep(r->rt, now_ns() - r->offset);
+    }
+    return 1;
+}
+
+int kp_trace_run(const kp_trace_options *o)
+{
+    run r = {.o = o, .stream = {.fd = -1}};
+    r.node.fd = -1;
+    char err[4096], target[512], cookie[512];
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int code = KP_EXIT_OK;
+    if (kp_node_name(o->node, target, sizeof target, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        return KP_EXIT_USAGE;
+    }
+    if (kp_cookie_load(o->cookie_file, cookie, sizeof cookie, err, sizeof err) != 0 ||
+        kp_node_connect(&r.node, target, cookie, o->connect_timeout_ms, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        return KP_EXIT_NODE;
+    }
+    kp_agent agent;
+    if (!o->session && kp_agent_load(&agent, &r.node, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        kp_node_close(&r.node);
+        return KP_EXIT_NODE;
+    }
+    kp_rtrace_options ro = {.dir = r.dir, .max_events = 1000000, .max_duration_ms = 5000};
+    kp_rtrace_handler h = {.ctx = &r, .on_done = on_done};
+    r.rt = kp_rtrace_create(&ro, &h);
+    char id[64] = "";
+    int rc;
+    if (!r.rt) {
+        snprintf(err, sizeof err, "out of memory");
+        rc = -1;
+        code = KP_EXIT_FAILURE;
+    } else if (o->session) {
+        ei_x_buff args;
+        ei_x_new(&args);
+        ei_x_encode_empty_list(&args);
+        rc = config_call(&r, "kprof_rtrace", "collector_config", &args, err, sizeof err);
+        ei_x_free(&args);
+        if (rc == 0)
+            rc = kp_trace_stream_connect(&r.stream, target, r.port, err, sizeof err);
+    } else {
+        rc = begin_pid_trace(&r, id, sizeof id, err, sizeof err);
+    }
+    if (rc != 0) {
+        kp_error("%s", err);
+        code = code ? code : KP_EXIT_NODE;
+    } else {
+        int64_t deadline = o->session ? INT64_MAX : now_ns() + (int64_t)o->duration_us * 1000;
+        rc = loop(&r, deadline);
+        if (rc == -2) {
+            kp_error("lost the connection to %s; the traces so far are written", target);
+            code = KP_EXIT_NODE;
+        } else if (rc < 0) {
+            kp_error("the trace stream from %s is malformed or broken", target);
+            code = KP_EXIT_DATA;
+        } else if (!o->session) {
+            /* end the trace in the node, read what it emitted until then */
+            ei_x_buff args, reply;
+            ei_x_new(&args);
+            ei_x_new(&reply);
+            ei_x_encode_list_header(&args, 1);
+            ei_x_encode_binary(&args, id, (long)strlen(id));
+            ei_x_encode_empty_list(&args);
+            kp_node_rpc(&r.node, "kprof_rtrace", "end_trace", &args, &reply);
+            ei_x_free(&args);
+            ei_x_free(&reply);
+            loop(&r, now_ns() + 200000000);
+        }
+        kp_rtrace_close(r.rt, NULL, o->session ? "collector_stopped" : NULL);
+        if (!o->session && !r.failed && kp_rtrace_written(r.rt) == 0)
+            kp_warn("no trace was written");
+    }
+    if (!o->session && r.node.fd >= 0 && code != KP_EXIT_NODE) {
+        ei_x_buff args, reply;
+        ei_x_new(&args);
+        ei_x_new(&reply);
+        ei_x_encode_empty_list(&args);
+        kp_node_rpc(&r.node, "kprof_rtrace", "stop", &args, &reply);
+        ei_x_free(&args);
+        ei_x_free(&reply);
+    }
+    if (r.failed && code == KP_EXIT_OK)
+        code = KP_EXIT_FAILURE;
+    kp_rtrace_free(r.rt);
+    kp_trace_stream_close(&r.stream);
+    kp_node_close(&r.node);
+    return code;
+}

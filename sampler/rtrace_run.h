@@ -1,0 +1,20 @@
+/* `kprof trace`: see rtrace_run.c and rtrace.h. */
+#ifndef KP_RTRACE_RUN_H
+#define KP_RTRACE_RUN_H
+
+#include <stdint.h>
+
+typedef struct {
+    const char *node;
+    const char *cookie_file;
+    unsigned connect_timeout_ms;
+    int session;            /* started by kprof_rtrace in the node */
+    const char *pid;        /* "<0.123.0>": trace this process */
+    uint64_t duration_us;   /* of a --pid trace */
+    const char *output_dir;
+} kp_trace_options;
+
+/* Runs the collector; returns the process exit code (cli.h). */
+int kp_trace_run(const kp_trace_options *options);
+
+#endif

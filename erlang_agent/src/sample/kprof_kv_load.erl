@@ -61,7 +61,8 @@
 -export_type([kind/0, options/0, result/0]).
 
 -record(cfg, {interval_us :: non_neg_integer(),  % 0: as fast as possible
-              deadline :: integer(),             % monotonic microseconds
+              started :: integer(),              % monotonic microseconds
+              deadline :: integer(),             % started + duration
               mix :: [{pos_integer(), kind()}],  % cumulative weights
               total :: pos_integer(),
               keys :: pos_integer(),
@@ -126,7 +127,7 @@ ask(Pid, What, Timeout) ->
 -spec coordinator_init({pos_integer(), #cfg{}}) -> ok.
 coordinator_init({Concurrency, Cfg}) ->
     process_flag(trap_exit, true),
-    T0 = now_us(),
+    T0 = Cfg#cfg.started, % elapsed covers the whole duration the workers ran
     Workers = [proc_lib:spawn_link(?MODULE, worker_init, [{I, self(), Cfg}])
                || I <- lists:seq(1, Concurrency)],
     collect(Workers, #counts{}, [], T0).
@@ -269,7 +270,8 @@ check(Opts) ->
                    0 -> 0;
                    _ -> max(1, Concurrency * 1000000 div Rate)
                end,
-    {Concurrency, #cfg{interval_us = Interval, deadline = now_us() + DurationMs * 1000,
+    Now = now_us(),
+    {Concurrency, #cfg{interval_us = Interval, started = Now, deadline = Now + DurationMs * 1000,
                        mix = Mix, total = Total, keys = Keys, wrap = Wrap}}.
 
 mix(Weights) when is_map(Weights) ->

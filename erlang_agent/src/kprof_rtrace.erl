@@ -25,7 +25,10 @@
 %%% a timer here stops the trace; the request goes on untraced) and events
 %%% (`max_events': counted by the collector, which cuts the trace). Past a
 %%% bound the file ends with a marker frame. The server, its port and the
-%%% collector stop after `idle_ms' without traces.
+%%% collector stop after `idle_ms' without traces. Traces asked for with a
+%%% `rate_limit' (per second; the HTTP toggles do) take a token from a bucket
+%%% that holds `rate_limit' tokens (at least one) and refills at that rate;
+%%% with none left they are refused.
 %%%
 %%% Settings come from the application environment `{kprof, request_trace,
 %%% Map}' merged with the options of each call; see defaults/0.
@@ -163,7 +166,8 @@ ensure_started(Mode) ->
 -record(state, {port :: port(), tcp_port :: inet:port_number(), settings :: map(),
                 collector :: port() | undefined, traces = #{} :: #{binary() => #trace{}},
                 armed = false :: boolean(), seq = 0 :: non_neg_integer(),
-                last_limited = -1 bsl 62 :: integer()}). % of the last rate-limited trace, us
+                last_limited = 0 :: integer(), % when the bucket was last filled, us
+                tokens = 1.0e9 :: float()}).    % full: min(Burst, ...) caps it
 
 %% @private
 -spec init(pid(), internal | {external, node()}) -> no_return().
@@ -191,7 +195,8 @@ init(Starter, Mode) ->
                         end,
             Starter ! {self(), started},
             loop(#state{port = Port, tcp_port = TcpPort, settings = Settings,
-                        collector = Collector});
+                        collector = Collector,
+                        last_limited = erlang:monotonic_time(microsecond)});
         {error, Why} ->
             exit({failed, Why})
     end.
@@ -259,13 +264,17 @@ loop(S = #state{settings = Settings}) ->
 handle({begin_trace, Pid, Options}, S = #state{traces = Traces, settings = Base}) ->
     Settings = maps:merge(Base, Options),
     Now = erlang:monotonic_time(microsecond),
-    %% only a caller that asks for it is rate limited (not the settings)
-    Limited = case Options of
-                  #{rate_limit := Rate} when is_number(Rate), Rate > 0 ->
-                      Now - S#state.last_limited < 1000000 / Rate;
-                  #{rate_limit := _} -> true;
-                  _ -> false
-              end,
+    %% only a caller that asks for it is rate limited (not the settings): a
+    %% token bucket of Rate tokens (at least one) refilled at Rate a second
+    {Limited, Tokens} =
+        case Options of
+            #{rate_limit := Rate} when is_number(Rate), Rate > 0 ->
+                Burst = max(1.0, float(Rate)),
+                Filled = min(Burst, S#state.tokens + (Now - S#state.last_limited) * Rate / 1.0e6),
+                {Filled < 1.0, Filled};
+            #{rate_limit := _} -> {true, 0.0};
+            _ -> {false, S#state.tokens}
+        end,
     case {Limited, maps:size(Traces) >= maps:get(max_concurrent, Settings)} of
         {true, _} ->
             {{error, rate_limited}, S};
@@ -273,7 +282,7 @@ handle({begin_trace, Pid, Options}, S = #state{traces = Traces, settings = Base}
             {{error, busy}, S};
         _ when is_map_key(rate_limit, Options) ->
             handle({begin_trace, Pid, maps:remove(rate_limit, Options)},
-                   S#state{last_limited = Now});
+                   S#state{last_limited = Now, tokens = Tokens - 1.0});
         _ ->
             S1 = arm(S),
             Seq = S1#state.seq + 1,

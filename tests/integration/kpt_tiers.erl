@@ -16,7 +16,8 @@
 
 -export([main/1, load/4, start_load/3, scenarios/1, identity/1, step/0, rec/1, remote_step/0,
          triple/0, recurse/0, spawner/0, reload/1, clean/0, in_node/2,
-         http_start/0, kv/3]).
+         http_start/0, kv/3, rtrace_setup/4, fast/0, fast_traces/1, patterns_left/0,
+         stop_rtrace/0]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -132,6 +133,7 @@ http_start() ->
                                     {server_name, "kpt"}, {server_root, Root},
                                     {document_root, Root},
                                     {modules, [kprof_httpd, mod_alias, mod_esi, mod_get]},
+                                    {customize, kprof_httpd},
                                     {erl_script_alias, {"/kv", [kpt_tiers]}}]),
     proplists:get_value(port, httpd:info(Pid)).
 
@@ -140,6 +142,37 @@ http_start() ->
 kv(SessionID, _Env, _Input) ->
     step(),
     mod_esi:deliver(SessionID, "content-type: text/plain\r\n\r\nok\n").
+
+%% @doc Request-trace settings: the kprof program, where traces go, whether
+%% HTTP requests may ask for one, and how many a second.
+-spec rtrace_setup(string(), string(), boolean(), number()) -> ok.
+rtrace_setup(Exe, Dir, Allow, Rate) ->
+    ok = application:set_env(kprof, executable, Exe),
+    ok = application:set_env(kprof, request_trace, #{dir => Dir, allow => Allow,
+                                                     rate_limit => Rate,
+                                                     max_concurrent => 64}).
+
+%% @doc A sub-millisecond request: a few calls, no waiting.
+-spec fast() -> integer().
+fast() -> lists:sum(lists:seq(1, 20)).
+
+%% @doc `N' traced fast requests in a row; their trace ids, comma-separated.
+-spec fast_traces(pos_integer()) -> string().
+fast_traces(N) ->
+    Ids = [kprof:trace_request(fun() -> fast(), kprof:trace_id() end) || _ <- lists:seq(1, N)],
+    lists:flatten(lists:join(",", [binary_to_list(I) || I <- Ids, is_binary(I)])).
+
+%% @doc Stops request tracing in the node (its collector program too).
+-spec stop_rtrace() -> ok.
+stop_rtrace() -> kprof_rtrace:stop().
+
+%% @doc How many functions of a few modules still carry a trace pattern.
+-spec patterns_left() -> non_neg_integer().
+patterns_left() ->
+    length([MFA || M <- [lists, ?MODULE, kprof_kv, gen_server],
+                   {F, A} <- M:module_info(functions),
+                   MFA <- [{M, F, A}],
+                   element(2, erlang:trace_info(MFA, traced)) =/= false]).
 
 %% @doc "clean", or what tier tracing left behind: patterns on traced
 %% functions, call-traced processes, trace flags for new processes, kprof

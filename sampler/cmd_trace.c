@@ -11,9 +11,11 @@
 
 static const char trace_usage[] =
     "Usage: kprof trace --node NODE --pid PID [--duration T] [--output DIR]\n"
+    "       kprof trace --node NODE --mfa M:F/A [--count K] [--duration T] [--output DIR]\n"
     "\n"
-    "Traces everything one process does (and the processes it spawns) and\n"
-    "writes it as an eflame-compatible folded file (microseconds, `sleep` for\n"
+    "Traces everything one process does (and the processes it spawns), or\n"
+    "the next K calls of a function (each in whatever process makes it, from\n"
+    "the call to its return), and writes each trace as an eflame-compatible folded file (microseconds, `sleep` for\n"
     "time scheduled out) and a perf-script file of its timeline:\n"
     "DIR/TIME-ID.folded and DIR/TIME-ID.perf. Trace patterns exist only while\n"
     "the trace runs.\n"
@@ -26,7 +28,9 @@ static const char trace_usage[] =
     "Options:\n"
     "  -n, --node NODE          name@host, or name (this host)\n"
     "  -p, --pid PID            the process to trace, e.g. '<0.123.0>'\n"
-    "  -d, --duration T         how long [5s]\n"
+    "  -m, --mfa M:F/A          trace calls of this function, e.g. kv:handle/2\n"
+    "  -c, --count K            how many calls [1]\n"
+    "  -d, --duration T         how long (with --mfa: at most) [5s]\n"
     "  -o, --output DIR         where the files go [.]\n"
     "      --session            collect for kprof_rtrace in the node (started by it)\n"
     "      --cookie-file FILE   cookie [$KPROF_COOKIE, else ~/.erlang.cookie]\n"
@@ -48,6 +52,8 @@ int kp_cmd_trace(int argc, char **argv)
     static const struct option options[] = {
         {"node", required_argument, NULL, 'n'},
         {"pid", required_argument, NULL, 'p'},
+        {"mfa", required_argument, NULL, 'm'},
+        {"count", required_argument, NULL, 'c'},
         {"duration", required_argument, NULL, 'd'},
         {"output", required_argument, NULL, 'o'},
         {"session", no_argument, NULL, OPT_SESSION},
@@ -55,12 +61,13 @@ int kp_cmd_trace(int argc, char **argv)
         {"connect-timeout", required_argument, NULL, OPT_CONNECT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    kp_trace_options o = {.connect_timeout_ms = 5000, .duration_us = 5000000, .output_dir = "."};
+    kp_trace_options o = {.connect_timeout_ms = 5000, .duration_us = 5000000, .output_dir = ".",
+                          .count = 1};
     uint64_t v;
     int opt;
     optind = 1;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":n:p:d:o:h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":n:p:m:c:d:o:h", options, NULL)) != -1) {
         switch (opt) {
         case 'n': o.node = optarg; break;
         case 'p': {
@@ -72,6 +79,19 @@ int kp_cmd_trace(int argc, char **argv)
             o.pid = optarg;
             break;
         }
+        case 'm': {
+            int used = 0;
+            if (sscanf(optarg, "%255[^:]:%255[^/]/%u%n", o.mfa_module, o.mfa_function, &o.mfa_arity,
+                       &used) != 3 || optarg[used] != '\0' || o.mfa_arity > 255)
+                return bad_value("--mfa", optarg, "write it as module:function/arity");
+            o.mfa = optarg;
+            break;
+        }
+        case 'c':
+            if (kp_parse_uint(optarg, 1, 1000, &v) != 0)
+                return bad_value("--count", optarg, "a number of calls from 1 to 1000");
+            o.count = v;
+            break;
         case 'd':
             if (kp_parse_duration(optarg, &o.duration_us) != 0 || o.duration_us > 3600000000u)
                 return bad_value("--duration", optarg, "a duration such as 500ms or 5s, up to 1h");
@@ -101,8 +121,8 @@ int kp_cmd_trace(int argc, char **argv)
         kp_error("which node? add --node NAME@HOST");
         return KP_EXIT_USAGE;
     }
-    if (!o.session && !o.pid) {
-        kp_error("which process? add --pid '<0.123.0>'");
+    if (!o.session && !o.pid == !o.mfa) {
+        kp_error("what to trace? add --pid '<0.123.0>' or --mfa module:function/arity (one of them)");
         return KP_EXIT_USAGE;
     }
     return kp_trace_run(&o);

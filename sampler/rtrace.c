@@ -63,7 +63,10 @@ struct kp_rtrace {
     uint32_t *free;
     size_t n_free;
     uint64_t written;
-    char dir_checked;
+    /* kp_rtrace_adopt */
+    int adopting;
+    kp_rt_event adopt_fn;
+    uint64_t adopted, max_adopted;
 };
 
 static uint64_t pack(const erlang_pid *p)
@@ -200,6 +203,11 @@ static void remove_proc(kp_rtrace *rt, const erlang_pid *pid)
 static int account(kp_rtrace *rt, proc *p, int64_t ts)
 {
     trace *t = &rt->traces[p->trace];
+    if (!p->last) { /* an adopted call: its first timed event */
+        p->last = ts;
+        if (!t->start)
+            t->start = t->last = ts;
+    }
     int64_t dt = ts - p->last;
     p->last = ts;
     if (dt <= 0 || t->cut)
@@ -499,6 +507,49 @@ void kp_rtrace_sweep(kp_rtrace *rt, int64_t now_ns)
     }
 }
 
+int kp_rtrace_adopt(kp_rtrace *rt, const char *module, const char *function, unsigned arity,
+                    uint64_t max_traces)
+{
+    rt->adopting = 1;
+    snprintf(rt->adopt_fn.module, sizeof rt->adopt_fn.module, "%s", module);
+    snprintf(rt->adopt_fn.function, sizeof rt->adopt_fn.function, "%s", function);
+    rt->adopt_fn.arity = arity;
+    rt->max_adopted = max_traces;
+    return 0;
+}
+
+uint64_t kp_rtrace_adopted(const kp_rtrace *rt)
+{
+    return rt->adopted;
+}
+
+static int same_fn(const kp_rt_event *a, const kp_rt_event *b)
+{
+    return a->arity == b->arity && strcmp(a->module, b->module) == 0 &&
+           strcmp(a->function, b->function) == 0;
+}
+
+/* A process that called the adopted function: its own trace, under a frame
+ * for that function. */
+static proc *adopt(kp_rtrace *rt, const kp_rt_event *ev)
+{
+    /* only the meta event of the call itself (no time of ours) starts one:
+     * events a finished call's process sends before its flags are cleared
+     * must not */
+    if (!rt->adopting || rt->adopted >= rt->max_adopted || ev->ts_ns ||
+        ev->kind != KP_RT_CALL || !same_fn(ev, &rt->adopt_fn))
+        return NULL;
+    char id[64];
+    snprintf(id, sizeof id, "%s.%u.%llu", "CALL", ev->pid.num, (unsigned long long)rt->adopted + 1);
+    if (open_trace(rt, id, &ev->pid, 0, 0, 0) != 0)
+        return NULL;
+    rt->adopted++;
+    proc *p = proc_of(rt, &ev->pid);
+    if (p)
+        push(rt, p, &rt->adopt_fn);
+    return NULL; /* this event has no time: the next one starts the clock */
+}
+
 int kp_rtrace_event(kp_rtrace *rt, const kp_rt_event *ev)
 {
     if (ev->kind == KP_RT_BEGIN) {
@@ -506,8 +557,18 @@ int kp_rtrace_event(kp_rtrace *rt, const kp_rt_event *ev)
         return 0;
     }
     proc *p = proc_of(rt, &ev->pid);
+    if (!p && ev->kind != KP_RT_RETURN_FROM)
+        p = adopt(rt, ev);
     if (!p)
         return 0; /* not (or no longer) part of a trace */
+    if (ev->kind == KP_RT_RETURN_FROM) { /* meta: no time; ends an adopted trace */
+        uint32_t k = p->trace;
+        if (rt->adopting && pack(&ev->pid) == pack(&rt->traces[k].root) && same_fn(ev, &rt->adopt_fn))
+            finish(rt, k);
+        return 0;
+    }
+    if (!ev->ts_ns)
+        return 0; /* another meta event (a nested call of the function) */
     uint32_t k = p->trace;
     trace *t = &rt->traces[k];
     if (ev->ts_ns > t->last)

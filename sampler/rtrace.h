@@ -27,18 +27,18 @@
 
 typedef enum {
     KP_RT_CALL, KP_RT_RETURN_TO, KP_RT_IN, KP_RT_OUT, KP_RT_GC_START, KP_RT_GC_END,
-    KP_RT_SPAWN, KP_RT_EXIT, KP_RT_BEGIN, KP_RT_END, KP_RT_OTHER
+    KP_RT_SPAWN, KP_RT_EXIT, KP_RT_BEGIN, KP_RT_END, KP_RT_RETURN_FROM, KP_RT_OTHER
 } kp_rt_kind;
 
 typedef struct {
     kp_rt_kind kind;
     erlang_pid pid;
-    char module[256], function[256]; /* CALL, RETURN_TO */
+    char module[256], function[256]; /* CALL, RETURN_TO, RETURN_FROM */
     unsigned arity;
     erlang_pid child;                /* SPAWN */
     char id[64];                     /* BEGIN, END */
     uint64_t max_events, max_duration_ms; /* BEGIN; 0 = the collector's default */
-    int64_t ts_ns;
+    int64_t ts_ns;                   /* 0 when the event has none (meta events) */
 } kp_rt_event;
 
 /* Decodes one event (term_to_binary bytes from the trace port). Returns 1,
@@ -70,6 +70,16 @@ void kp_rtrace_free(kp_rtrace *rt);
 /* Feeds one decoded event. Returns 0, or -1 when out of memory (the event's
  * trace is then cut). */
 int kp_rtrace_event(kp_rtrace *rt, const kp_rt_event *ev);
+
+/* Traces of calls of one function (kprof trace --mfa): a process not in a
+ * trace that sends events starts a trace of its own, under a first frame
+ * for the function, until `max_traces` have started; the return_from of
+ * that function ends it. Returns 0, or -1 when out of memory. */
+int kp_rtrace_adopt(kp_rtrace *rt, const char *module, const char *function, unsigned arity,
+                    uint64_t max_traces);
+
+/* How many traces adoption has started. */
+uint64_t kp_rtrace_adopted(const kp_rtrace *rt);
 
 /* Starts a trace of `pid` from outside (kprof trace --pid). */
 int kp_rtrace_open(kp_rtrace *rt, const char *id, const erlang_pid *pid, int64_t ts_ns);

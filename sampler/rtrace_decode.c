@@ -5,13 +5,20 @@
 
 #include "rtrace.h"
 
+/* {M, F, Arity}, or {M, F, Args} (meta trace events carry the arguments) */
 static int decode_mfa(const char *buf, int *i, kp_rt_event *ev)
 {
-    int arity;
+    int arity, type, size;
     long a;
     if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 3 ||
         ei_decode_atom(buf, i, ev->module) != 0 || ei_decode_atom(buf, i, ev->function) != 0 ||
-        ei_decode_long(buf, i, &a) != 0)
+        ei_get_type(buf, i, &type, &size) != 0)
+        return -1;
+    if (type == ERL_LIST_EXT || type == ERL_STRING_EXT || type == ERL_NIL_EXT) {
+        ev->arity = (unsigned)size;
+        return ei_skip_term(buf, i);
+    }
+    if (ei_decode_long(buf, i, &a) != 0)
         return -1;
     ev->arity = (unsigned)a;
     return 0;
@@ -62,7 +69,8 @@ static kp_rt_kind kind_of(const char *tag)
                  {"in", KP_RT_IN},           {"out", KP_RT_OUT},
                  {"gc_minor_start", KP_RT_GC_START}, {"gc_major_start", KP_RT_GC_START},
                  {"gc_minor_end", KP_RT_GC_END},     {"gc_major_end", KP_RT_GC_END},
-                 {"spawn", KP_RT_SPAWN},     {"exit", KP_RT_EXIT}};
+                 {"spawn", KP_RT_SPAWN},     {"exit", KP_RT_EXIT},
+                 {"return_from", KP_RT_RETURN_FROM}};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         if (strcmp(tag, kinds[k].tag) == 0)
             return kinds[k].kind;
@@ -108,6 +116,9 @@ int kp_rt_decode(const char *buf, size_t len, kp_rt_event *ev)
             rc = ei_skip_term(buf, &i); /* undefined: returned to no function we know */
         break;
     }
+    case KP_RT_RETURN_FROM: /* {trace_ts, Pid, return_from, MFA, Value, Ts} */
+        rc = decode_mfa(buf, &i, ev) != 0 || ei_skip_term(buf, &i) != 0 ? -1 : 0;
+        break;
     case KP_RT_SPAWN:
         rc = ei_decode_pid(buf, &i, &ev->child) != 0 || ei_skip_term(buf, &i) != 0 ? -1 : 0;
         break;
@@ -118,7 +129,13 @@ int kp_rt_decode(const char *buf, size_t len, kp_rt_event *ev)
     }
     if (rc != 0)
         return -1;
-    if (ei_decode_longlong(buf, &i, &ts) != 0 || (size_t)i > len)
+    /* meta trace events carry erlang:now() tuples: no time of ours */
+    if (ei_decode_longlong(buf, &i, &ts) != 0) {
+        ts = 0;
+        if (ei_skip_term(buf, &i) != 0)
+            return -1;
+    }
+    if ((size_t)i > len)
         return -1;
     ev->ts_ns = ts;
     return 1;

@@ -3,7 +3,9 @@
  * --session: started by kprof_rtrace in the node (kprof:trace_request/1 and
  *   the HTTP toggles); collects until the node closes the trace port.
  * --pid PID: from a shell, traces one process for --duration and writes its
- *   trace to --output. */
+ *   trace to --output.
+ * --mfa M:F/A: from a shell, traces the next --count calls of a function,
+ *   each in whatever process makes it, from the call to its return. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -60,13 +62,16 @@ static void on_done(void *ctx, const char *id, const erlang_pid *pids, size_t n,
         printf("kprof: trace %s not written: %s\n", id, why);
     }
     fflush(stdout);
+    /* the process that began a trace clears its own flags (it may already
+     * run its next trace); a traced call's process is cleared here */
+    size_t first = r->o->mfa ? 0 : 1;
     ei_x_buff x;
     ei_x_new_with_version(&x);
     ei_x_encode_tuple_header(&x, 2);
     ei_x_encode_atom(&x, "untrace");
-    if (n > 1) {
-        ei_x_encode_list_header(&x, (long)n - 1);
-        for (size_t k = 1; k < n; k++)
+    if (n > first) {
+        ei_x_encode_list_header(&x, (long)(n - first));
+        for (size_t k = first; k < n; k++)
             ei_x_encode_pid(&x, &pids[k]);
     }
     ei_x_encode_empty_list(&x);
@@ -139,10 +144,10 @@ static int config_call(run *r, const char *mod, const char *fun, ei_x_buff *args
     return rc;
 }
 
-/* --pid: start the server with this kprof as its collector, begin a trace */
-static int begin_pid_trace(run *r, char *id, size_t id_len, char *err, size_t err_len)
+/* Starts the server with this kprof as its collector. */
+static int start_external(run *r, char *err, size_t err_len)
 {
-    ei_x_buff args, reply;
+    ei_x_buff args;
     ei_x_new(&args);
     ei_x_encode_list_header(&args, 1);
     ei_x_encode_pid(&args, &r->node.self);
@@ -152,8 +157,47 @@ static int begin_pid_trace(run *r, char *id, size_t id_len, char *err, size_t er
     snprintf(r->dir, sizeof r->dir, "%s", r->o->output_dir); /* not the node's setting */
     if (rc != 0)
         return rc;
-    if (kp_trace_stream_connect(&r->stream, r->node.target, r->port, err, err_len) != 0)
-        return -1;
+    return kp_trace_stream_connect(&r->stream, r->node.target, r->port, err, err_len);
+}
+
+/* kprof_rtrace:trace_calls({M, F, A}) or stop_calls/1; 0 when it said ok */
+static int calls_rpc(run *r, const char *fun, char *err, size_t err_len)
+{
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_list_header(&args, 1);
+    ei_x_encode_tuple_header(&args, 3);
+    ei_x_encode_atom(&args, r->o->mfa_module);
+    ei_x_encode_atom(&args, r->o->mfa_function);
+    ei_x_encode_ulong(&args, r->o->mfa_arity);
+    ei_x_encode_empty_list(&args);
+    int rc = kp_node_rpc(&r->node, "kprof_rtrace", fun, &args, &reply);
+    int i = 0;
+    char tag[MAXATOMLEN] = "";
+    if (rc == 0 && (ei_decode_atom(reply.buff, &i, tag) != 0 || strcmp(tag, "ok") != 0)) {
+        char *s = NULL;
+        i = 0;
+        ei_s_print_term(&s, reply.buff, &i);
+        snprintf(err, err_len, "cannot trace calls of %s on %s: %s", r->o->mfa, r->node.target,
+                 s ? s : "(no reply)");
+        free(s);
+        rc = -1;
+    } else if (rc != 0) {
+        snprintf(err, err_len, "lost the connection to %s", r->node.target);
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}
+
+/* --pid: begin a trace of that process */
+static int begin_pid_trace(run *r, char *id, size_t id_len, char *err, size_t err_len)
+{
+    ei_x_buff args, reply;
+    int rc = start_external(r, err, err_len);
+    if (rc != 0)
+        return rc;
     ei_x_new(&args);
     ei_x_new(&reply);
     ei_x_encode_list_header(&args, 2);
@@ -193,7 +237,17 @@ static int begin_pid_trace(run *r, char *id, size_t id_len, char *err, size_t er
 static int loop(run *r, int64_t deadline)
 {
     kp_trace_stream_handler h = {.ctx = r, .on_event = on_event, .on_drop = on_drop};
+    int calls_stopped = 0;
+    char err[1024];
     while (!stop_requested && now_ns() < deadline) {
+        if (r->o->mfa && kp_rtrace_adopted(r->rt) >= r->o->count) {
+            if (!calls_stopped) { /* enough calls started: no new ones */
+                calls_rpc(r, "stop_calls", err, sizeof err);
+                calls_stopped = 1;
+            }
+            if (kp_rtrace_running(r->rt) == 0)
+                break;
+        }
         struct pollfd fds[2] = {{.fd = r->stream.fd, .events = POLLIN},
                                 {.fd = r->node.fd, .events = POLLIN}};
         if (poll(fds, 2, 100) < 0 && errno != EINTR)
@@ -259,6 +313,12 @@ int kp_trace_run(const kp_trace_options *o)
         ei_x_free(&args);
         if (rc == 0)
             rc = kp_trace_stream_connect(&r.stream, target, r.port, err, sizeof err);
+    } else if (o->mfa) {
+        rc = start_external(&r, err, sizeof err);
+        if (rc == 0)
+            rc = kp_rtrace_adopt(r.rt, o->mfa_module, o->mfa_function, o->mfa_arity, o->count);
+        if (rc == 0)
+            rc = calls_rpc(&r, "trace_calls", err, sizeof err);
     } else {
         rc = begin_pid_trace(&r, id, sizeof id, err, sizeof err);
     }
@@ -274,6 +334,10 @@ int kp_trace_run(const kp_trace_options *o)
         } else if (rc < 0) {
             kp_error("the trace stream from %s is malformed or broken", target);
             code = KP_EXIT_DATA;
+        } else if (o->mfa) {
+            calls_rpc(&r, "stop_calls", err, sizeof err);
+            if (kp_rtrace_running(r.rt)) /* calls still running at the end */
+                kp_rtrace_close(r.rt, NULL, "max_duration");
         } else if (!o->session) {
             /* end the trace in the node, read what it emitted until then */
             ei_x_buff args, reply;

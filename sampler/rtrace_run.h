@@ -10,7 +10,11 @@ typedef struct {
     unsigned connect_timeout_ms;
     int session;            /* started by kprof_rtrace in the node */
     const char *pid;        /* "<0.123.0>": trace this process */
-    uint64_t duration_us;   /* of a --pid trace */
+    const char *mfa;        /* "m:f/a": trace the next `count` calls of it */
+    char mfa_module[256], mfa_function[256];
+    unsigned mfa_arity;
+    uint64_t count;
+    uint64_t duration_us;   /* of a --pid trace; at most, for --mfa */
     const char *output_dir;
 } kp_trace_options;
 

@@ -35,7 +35,7 @@
 -module(kprof_rtrace).
 
 -export([begin_trace/2, end_trace/1, defaults/0, collector_config/0, stop/0]).
--export([start_external/1, trace_pid/2]).
+-export([start_external/1, trace_pid/2, trace_calls/1, stop_calls/1]).
 %% spawned
 -export([init/2]).
 
@@ -47,7 +47,7 @@
 -spec defaults() -> map().
 defaults() ->
     #{dir => "/tmp/kprof-traces", max_duration_ms => 5000, max_events => 1000000,
-      max_concurrent => 8, follow_receivers => 0, queue_size => 200000,
+      max_concurrent => 8, queue_size => 10000,
       idle_ms => 60000}.
 
 settings(Options) ->
@@ -136,6 +136,25 @@ trace_pid(PidText, Options) ->
         _ -> {error, bad_pid}
     end.
 
+%% @doc For `kprof trace --mfa': from now on, every process that calls
+%% `{M, F, Arity}' is traced from that call on (a meta pattern whose match
+%% spec sets the trace flags, so the call itself starts the trace); the
+%% collector counts them and calls stop_calls/1.
+-spec trace_calls(mfa()) -> ok | {error, term()}.
+trace_calls({M, F, A} = MFA) when is_atom(M), is_atom(F), is_integer(A) ->
+    case whereis(?MODULE) of
+        undefined -> {error, not_started};
+        Server -> call(Server, {trace_calls, MFA})
+    end.
+
+%% @doc Stops tracing new calls of `MFA'.
+-spec stop_calls(mfa()) -> ok.
+stop_calls(MFA) ->
+    case whereis(?MODULE) of
+        undefined -> ok;
+        Server -> call(Server, {stop_calls, MFA})
+    end.
+
 ensure_started() ->
     ensure_started(internal).
 
@@ -167,7 +186,8 @@ ensure_started(Mode) ->
                 collector :: port() | undefined, traces = #{} :: #{binary() => #trace{}},
                 armed = false :: boolean(), seq = 0 :: non_neg_integer(),
                 last_limited = 0 :: integer(), % when the bucket was last filled, us
-                tokens = 1.0e9 :: float()}).    % full: min(Burst, ...) caps it
+                tokens = 1.0e9 :: float(),      % full: min(Burst, ...) caps it
+                calls = [] :: [mfa()]}).         % traced by trace_calls/1
 
 %% @private
 -spec init(pid(), internal | {external, node()}) -> no_return().
@@ -295,6 +315,27 @@ handle({begin_trace, Pid, Options}, S = #state{traces = Traces, settings = Base}
     end;
 handle({end_trace, Id}, S) ->
     {ok, finish(Id, S)};
+handle({trace_calls, {M, F, A} = MFA}, S) ->
+    case code:ensure_loaded(M) of
+        {module, M} ->
+            S1 = arm(S),
+            Flags = [{{tracer, S1#state.port}} | ?FLAGS],
+            %% the call sets the flags on its process and tells the collector
+            %% (its meta event starts the trace); its return ends it
+            N = erlang:trace_pattern(MFA, [{'_', [], [{trace, [], Flags}, {return_trace}]}],
+                                     [{meta, S1#state.port}]),
+            {case N of 0 -> {error, {no_such_function, M, F, A}}; _ -> ok end,
+             S1#state{calls = [MFA | S1#state.calls]}};
+        _ ->
+            {{error, {no_such_module, M}}, S}
+    end;
+handle({stop_calls, MFA}, S) ->
+    erlang:trace_pattern(MFA, false, [meta]),
+    S1 = S#state{calls = lists:delete(MFA, S#state.calls)},
+    case {S1#state.calls, maps:size(S1#state.traces)} of
+        {[], 0} -> {ok, disarm(S1)};
+        _ -> {ok, S1}
+    end;
 handle(collector_config, S = #state{settings = Settings, tcp_port = TcpPort}) ->
     {[{port, TcpPort}, {dir, unicode:characters_to_binary(maps:get(dir, Settings))},
       {time, erlang:monotonic_time(nanosecond)}], S};
@@ -313,8 +354,8 @@ finish(Id, S = #state{traces = Traces}) ->
             erlang:cancel_timer(Timer),
             catch erlang:trace(Root, false, ?FLAGS),
             S1 = S#state{traces = Rest},
-            case maps:size(Rest) of
-                0 -> disarm(S1);
+            case {maps:size(Rest), S1#state.calls} of
+                {0, []} -> disarm(S1);
                 _ -> S1
             end;
         error ->
@@ -326,7 +367,8 @@ guard(Server) ->
     Ref = monitor(process, Server),
     receive {'DOWN', Ref, process, Server, _} -> ok end,
     erlang:trace(all, false, ?FLAGS),
-    erlang:trace_pattern({'_', '_', '_'}, false, [local]).
+    erlang:trace_pattern({'_', '_', '_'}, false, [local]),
+    erlang:trace_pattern({'_', '_', '_'}, false, [meta]).
 
 arm(S = #state{armed = true}) -> S;
 arm(S) ->
@@ -344,7 +386,8 @@ disarm(S) ->
     erlang:trace_pattern({'_', '_', '_'}, false, [local]),
     S#state{armed = false}.
 
-shutdown(S = #state{traces = Traces}) ->
+shutdown(S = #state{traces = Traces, calls = Calls}) ->
+    [erlang:trace_pattern(MFA, false, [meta]) || MFA <- Calls],
     [catch erlang:trace(R, false, ?FLAGS) || #trace{root = R} <- maps:values(Traces)],
     %% processes spawned by traced ones inherited the flags
     erlang:trace(all, false, ?FLAGS),

@@ -1,0 +1,67 @@
+%%% @doc The node side of tests/bench/rtrace_overhead: a tight loop of local
+%%% calls timed untraced and inside kprof:trace_request/1, the key-value
+%%% sample app's request latency untraced and traced, and the node's memory
+%%% during a long trace.
+-module(kprof_bench_rtrace).
+
+-export([main/1, loop_cost/1, latency/1, memory_growth/1, f/1]).
+
+%% @doc Starts the key-value app, then writes `Ready'.
+-spec main(string()) -> ok.
+main(Ready) ->
+    {ok, _} = kprof_kv:start(#{max_lifetime_ms => 1800000}),
+    ok = file:write_file(Ready, "ready").
+
+-spec f(integer()) -> integer().
+f(X) -> X + 1.
+
+loop(0) -> ok;
+loop(N) -> f(N), loop(N - 1).
+
+time_ns(Fun) ->
+    T0 = erlang:monotonic_time(nanosecond),
+    Fun(),
+    erlang:monotonic_time(nanosecond) - T0.
+
+%% @doc "untraced_ns_per_call,traced_ns_per_call,calls,events": `N'
+%% iterations of a loop that makes 2 calls each (f/1, then itself) and emits
+%% 3 events (call, return_to, call).
+-spec loop_cost(pos_integer()) -> string().
+loop_cost(N) ->
+    Untraced = lists:min([time_ns(fun() -> loop(N) end) || _ <- lists:seq(1, 3)]),
+    Traced = kprof:trace_request(#{max_events => 4 * N, max_duration_ms => 600000},
+                                 fun() -> time_ns(fun() -> loop(N) end) end),
+    Calls = 2 * N,
+    lists:flatten(io_lib:format("~.3f,~.3f,~p,~p", [Untraced / Calls, Traced / Calls, Calls, 3 * N])).
+
+%% @doc "untraced_median_us,traced_median_us": `N' key-value requests
+%% each, a trace per traced request.
+-spec latency(pos_integer()) -> string().
+latency(N) ->
+    Req = fun() -> kprof_kv:request(<<"GET k1">>) end,
+    U = median([element(1, timer:tc(Req)) || _ <- lists:seq(1, N)]),
+    T = median([element(1, timer:tc(fun() -> kprof:trace_request(Req) end))
+                || _ <- lists:seq(1, N)]),
+    lists:flatten(io_lib:format("~p,~p", [U, T])).
+
+%% @doc "before_kb,during_max_kb,after_kb": the node's total memory around
+%% a traced loop of `N' iterations (sampled every 50 ms during it).
+-spec memory_growth(pos_integer()) -> string().
+memory_growth(N) ->
+    erlang:garbage_collect(),
+    Before = erlang:memory(total),
+    Self = self(),
+    Sampler = spawn(fun() -> sample(Self, 0) end),
+    kprof:trace_request(#{max_events => 4 * N, max_duration_ms => 600000},
+                        fun() -> loop(N) end),
+    Sampler ! stop,
+    Max = receive {max, M} -> M end,
+    timer:sleep(200),
+    lists:flatten(io_lib:format("~p,~p,~p", [Before div 1024, Max div 1024, erlang:memory(total) div 1024])).
+
+sample(Parent, Max) ->
+    receive stop -> Parent ! {max, Max}
+    after 50 -> sample(Parent, max(Max, erlang:memory(total)))
+    end.
+
+median(L) -> lists:nth((length(L) + 1) div 2, lists:sort(L)).

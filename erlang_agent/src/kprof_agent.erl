@@ -21,11 +21,12 @@
 %%%
 %%% == Cost ==
 %%% `process_info(P, current_stacktrace)' makes P answer by itself, which
-%%% wakes a parked process; reductions, status, message queue length and
-%%% garbage-collection figures are read without it. So each sample reads the
-%%% cheap items first and asks for the stack (and `memory') only when the
-%%% process has run since its previous sample; otherwise the previous stack is
-%%% reused (`same'). A stack query itself adds one reduction to the target,
+%%% wakes a parked process; reductions, status and message queue length are
+%%% read without it. So each sample reads those first and asks for the stack,
+%%% `memory' and the garbage-collection figures only when the process has run
+%%% since its previous sample; otherwise the previous stack and sizes are
+%%% reused (`same' for the stack): a process that did not run did not change
+%%% its heap or collect. A stack query itself adds one reduction to the target,
 %%% which is why "has not run" means "reductions at most one more".
 %%%
 %%% The selection of the top processes lists every process, so it runs only
@@ -166,6 +167,8 @@ guard_init(Starter, Agent, OwnerNode, Depth) ->
 -record(proc, {reds = -1 :: integer(),       % reductions at the last sample
                stack = <<>> :: binary(),      % the last stack sent
                memory = 0 :: non_neg_integer(),
+               gc = [] :: list(),              % garbage_collection_info then
+               gc_opts = [] :: list(),         % garbage_collection then
                queried = 0 :: non_neg_integer()}).  % stack queries since selection
 
 -record(state, {owner :: pid(),
@@ -311,8 +314,13 @@ reset_mfas_if_full(State = #state{mfas = Mfas}) when map_size(Mfas) >= ?MAX_MFAS
 reset_mfas_if_full(State) ->
     State.
 
--define(CHEAP, [reductions, status, message_queue_len, garbage_collection_info,
-                garbage_collection]).
+%% Read for every selected process: cheap, and they change without the
+%% process running (a message arrives).
+-define(CHEAP, [reductions, status, message_queue_len]).
+%% Read only for processes that ran since their last sample: heap sizes and
+%% collections change only then (and they build lists: about half the cost
+%% of a sample of an idle process).
+-define(GC, [garbage_collection_info, garbage_collection]).
 %% Stack queries of this many processes or more run in parallel helpers.
 -define(PARALLEL_FROM, 3).
 %% A process that has not answered a stack query by then is skipped this tick.
@@ -338,22 +346,23 @@ ran(P, Reds, Procs) ->
 build([], _Stacks, State, Samples, Names, Procs) ->
     {lists:reverse(Samples), Names, Procs, State};
 build([{P, Info} | Rest], Stacks, State, Samples, Names, Procs) ->
-    [{reductions, Reds}, {status, Status}, {message_queue_len, Queue},
-     {garbage_collection_info, Gc}, {garbage_collection, GcOpts}] = Info,
+    [{reductions, Reds}, {status, Status}, {message_queue_len, Queue}] = Info,
     {Names1, State1} = label(P, Names, State),
     Proc0 = maps:get(P, State#state.procs, #proc{}),
     case Stacks of
-        #{P := {Stack, Memory}} ->
+        #{P := {Stack, Memory, Gc, GcOpts}} ->
             {StackBin, State2} = encode_stack(Stack, State1, <<>>),
-            Proc = #proc{reds = Reds + 1, stack = StackBin, memory = Memory,
-                         queried = Proc0#proc.queried + 1},
+            Proc = #proc{reds = Reds + 1, stack = StackBin, memory = Memory, gc = Gc,
+                         gc_opts = GcOpts, queried = Proc0#proc.queried + 1},
             S = sample_tuple(P, Status, Reds, Queue, Memory, Gc, GcOpts, StackBin),
             build(Rest, Stacks, State2, [S | Samples], Names1, Procs#{P => Proc});
         #{P := gone} ->
             %% died, or did not answer in time: skipped this tick
             build(Rest, Stacks, State1, Samples, Names, Procs);
         #{} when Proc0#proc.reds >= 0 ->
-            S = sample_tuple(P, Status, Reds, Queue, Proc0#proc.memory, Gc, GcOpts, same),
+            %% has not run: its heap, stack and collections are as last time
+            #proc{memory = Memory, gc = Gc, gc_opts = GcOpts} = Proc0,
+            S = sample_tuple(P, Status, Reds, Queue, Memory, Gc, GcOpts, same),
             build(Rest, Stacks, State1, [S | Samples], Names1, Procs#{P => Proc0#proc{reds = Reds}});
         #{} ->
             build(Rest, Stacks, State1, Samples, Names, Procs)
@@ -391,18 +400,18 @@ collect(Ref, N, Deadline, Acc) ->
         Acc
     end.
 
-%% {Stack, Memory} or gone.
+%% {Stack, Memory, GcInfo, GcOpts} or gone.
 stack_query(P) ->
-    case process_info(P, [current_stacktrace, memory]) of
+    case process_info(P, [current_stacktrace, memory | ?GC]) of
         undefined ->
             gone;
-        [{current_stacktrace, []}, {memory, Mem}] ->
+        [{current_stacktrace, []}, {memory, Mem}, {_, Gc}, {_, GcOpts}] ->
             case process_info(P, current_function) of
-                {current_function, {M, F, A}} -> {[{M, F, A, []}], Mem};
-                _ -> {[], Mem}
+                {current_function, {M, F, A}} -> {[{M, F, A, []}], Mem, Gc, GcOpts};
+                _ -> {[], Mem, Gc, GcOpts}
             end;
-        [{current_stacktrace, Stack}, {memory, Mem}] ->
-            {Stack, Mem}
+        [{current_stacktrace, Stack}, {memory, Mem}, {_, Gc}, {_, GcOpts}] ->
+            {Stack, Mem, Gc, GcOpts}
     end.
 
 %% OTP 25 returns garbage_collection_info in this order: match it in one go

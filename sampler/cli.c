@@ -33,3 +33,9 @@ const char *kp_status_reason(kp_status status, int saved_errno)
 {
     return status == KP_ERR_IO ? strerror(saved_errno) : kp_strerror(status);
 }
+
+int kp_bad_value(const char *option, const char *value, const char *expected)
+{
+    kp_error("invalid %s '%s': %s", option, value, expected);
+    return KP_EXIT_USAGE;
+}

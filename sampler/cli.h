@@ -27,6 +27,10 @@ void kp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * error (pass errno right after the call), kp_strerror(status) otherwise. */
 const char *kp_status_reason(kp_status status, int saved_errno);
 
+/* Prints "kprof: invalid OPTION 'VALUE': EXPECTED" and returns
+ * KP_EXIT_USAGE, for option parsers. */
+int kp_bad_value(const char *option, const char *value, const char *expected);
+
 /* Returns 1 if `s` ends with `suffix`. */
 int kp_ends_with(const char *s, const char *suffix);
 

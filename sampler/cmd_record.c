@@ -62,12 +62,6 @@ static const char dump_usage[] =
     "Options as for kprof record: --node, --cookie-file, --connect-timeout,\n"
     "--top [10], --select-by, --pid, --depth.\n";
 
-static int bad_value(const char *option, const char *value, const char *expected)
-{
-    kp_error("invalid %s '%s': %s", option, value, expected);
-    return KP_EXIT_USAGE;
-}
-
 static int run(int argc, char **argv, int dump)
 {
     enum { OPT_ALL_NODES = 999, OPT_COOKIE = 1000, OPT_CONNECT, OPT_SELECT, OPT_RESELECT, OPT_DEPTH, OPT_RSIZE,
@@ -115,19 +109,19 @@ static int run(int argc, char **argv, int dump)
         switch (opt) {
         case 'n':
             if (o.n_nodes == sizeof nodes / sizeof *nodes)
-                return bad_value("--node", optarg, "at most 64 --node options");
+                return kp_bad_value("--node", optarg, "at most 64 --node options");
             nodes[o.n_nodes++] = optarg;
             break;
         case OPT_ALL_NODES: o.all_nodes = 1; break;
         case OPT_COOKIE: o.cookie_file = optarg; break;
         case OPT_CONNECT:
             if (kp_parse_duration(optarg, &v) != 0 || v > 600000000u)
-                return bad_value("--connect-timeout", optarg, "a duration such as 5s, up to 10m");
+                return kp_bad_value("--connect-timeout", optarg, "a duration such as 5s, up to 10m");
             o.connect_timeout_ms = (unsigned)(v / 1000 ? v / 1000 : 1);
             break;
         case 't':
             if (kp_parse_uint(optarg, 1, 100000, &v) != 0)
-                return bad_value("--top", optarg, "a number of processes from 1 to 100000");
+                return kp_bad_value("--top", optarg, "a number of processes from 1 to 100000");
             o.top = (unsigned)v;
             break;
         case OPT_SELECT: {
@@ -135,7 +129,7 @@ static int run(int argc, char **argv, int dump)
             while (k < 5 && strcmp(optarg, select_names[k]) != 0)
                 k++;
             if (k == 5)
-                return bad_value("--select-by", optarg,
+                return kp_bad_value("--select-by", optarg,
                                  "use reductions, memory, message_queue_len, bin_vheap or "
                                  "total_heap_size");
             o.select_by = select_names[k];
@@ -143,51 +137,51 @@ static int run(int argc, char **argv, int dump)
         }
         case OPT_RESELECT:
             if (kp_parse_duration(optarg, &o.reselect_us) != 0 || o.reselect_us < 100000)
-                return bad_value("--reselect", optarg, "a duration of at least 100ms");
+                return kp_bad_value("--reselect", optarg, "a duration of at least 100ms");
             break;
         case 'p':
             if (o.n_pids == sizeof pids / sizeof *pids)
-                return bad_value("--pid", optarg, "at most 256 --pid options");
+                return kp_bad_value("--pid", optarg, "at most 256 --pid options");
             {
                 unsigned a, b, c;
                 char end;
                 if (sscanf(optarg, "<%u.%u.%u%c", &a, &b, &c, &end) != 4 || end != '>' ||
                     optarg[strlen(optarg) - 1] != '>')
-                    return bad_value("--pid", optarg, "write it as <0.123.0>");
+                    return kp_bad_value("--pid", optarg, "write it as <0.123.0>");
             }
             pids[o.n_pids++] = optarg;
             break;
         case OPT_DEPTH:
             if (kp_parse_uint(optarg, 1, 1000, &v) != 0)
-                return bad_value("--depth", optarg, "a number of frames from 1 to 1000");
+                return kp_bad_value("--depth", optarg, "a number of frames from 1 to 1000");
             o.depth = (unsigned)v;
             break;
         case 'r':
             if (kp_parse_rate(optarg, 10000, &o.rate) != 0)
-                return bad_value("--rate", optarg, "samples per second, above 0 and up to 10000");
+                return kp_bad_value("--rate", optarg, "samples per second, above 0 and up to 10000");
             break;
         case 'd':
             if (kp_parse_duration(optarg, &o.duration_us) != 0)
-                return bad_value("--duration", optarg, "a duration such as 30s, 5m or 1h");
+                return kp_bad_value("--duration", optarg, "a duration such as 30s, 5m or 1h");
             break;
         case 'o': o.output_dir = optarg; break;
         case OPT_RSIZE:
             if (kp_parse_size(optarg, &o.rotate_bytes) != 0 || o.rotate_bytes < 4096)
-                return bad_value("--rotate-size", optarg, "a size such as 64M, at least 4K");
+                return kp_bad_value("--rotate-size", optarg, "a size such as 64M, at least 4K");
             break;
         case OPT_RTIME:
             if (kp_parse_duration(optarg, &o.rotate_us) != 0 || o.rotate_us < 1000000)
-                return bad_value("--rotate-time", optarg, "a duration of at least 1s");
+                return kp_bad_value("--rotate-time", optarg, "a duration of at least 1s");
             break;
         case OPT_KEEP:
             if (kp_parse_uint(optarg, 0, 1000000, &v) != 0)
-                return bad_value("--keep", optarg, "a number of segments (0 = all)");
+                return kp_bad_value("--keep", optarg, "a number of segments (0 = all)");
             o.keep = (unsigned)v;
             break;
         case OPT_COMPRESS: {
             int c = kp_compression_from_name(optarg);
             if (c < 0)
-                return bad_value("--compress", optarg, "use none, gzip or zstd");
+                return kp_bad_value("--compress", optarg, "use none, gzip or zstd");
             o.compression = (kp_compression)c;
             break;
         }

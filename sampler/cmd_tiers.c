@@ -56,16 +56,10 @@ static const char tiers_usage[] =
     "Exit status: 0 success, 1 I/O failure, 2 usage error, 3 bad tier file,\n"
     "4 node unreachable, busy or lost.\n";
 
-static int bad_value(const char *option, const char *value, const char *expected)
-{
-    kp_error("invalid %s '%s': %s", option, value, expected);
-    return KP_EXIT_USAGE;
-}
-
 static int duration(const char *option, const char *text, uint64_t min_us, uint64_t *us)
 {
     if (kp_parse_duration(text, us) != 0 || *us < min_us || *us > 86400ull * 1000000)
-        return bad_value(option, text, "a duration such as 500ms, 5s or 2m");
+        return kp_bad_value(option, text, "a duration such as 500ms, 5s or 2m");
     return 0;
 }
 
@@ -118,7 +112,7 @@ int kp_cmd_tiers(int argc, char **argv)
             while (k < 6 && strcmp(optarg, stat_names[k]) != 0)
                 k++;
             if (k == 6)
-                return bad_value("--stat", optarg, "use mean, p50, p90, p99, max or count");
+                return kp_bad_value("--stat", optarg, "use mean, p50, p90, p99, max or count");
             o.stat = (kp_tier_stat)k;
             break;
         }
@@ -137,7 +131,7 @@ int kp_cmd_tiers(int argc, char **argv)
             break;
         case OPT_QUEUE:
             if (kp_parse_uint(optarg, 10, 10000000, &v) != 0)
-                return bad_value("--queue-size", optarg, "a number of events from 10 to 10000000");
+                return kp_bad_value("--queue-size", optarg, "a number of events from 10 to 10000000");
             o.queue_size = (unsigned)v;
             break;
         case OPT_COOKIE: o.cookie_file = optarg; break;

@@ -40,12 +40,6 @@ static const char trace_usage[] =
     "Exit status: 0 success, 1 a trace could not be written, 2 usage error,\n"
     "3 malformed trace stream, 4 node unreachable, busy or lost.\n";
 
-static int bad_value(const char *option, const char *value, const char *expected)
-{
-    kp_error("invalid %s '%s': %s", option, value, expected);
-    return KP_EXIT_USAGE;
-}
-
 int kp_cmd_trace(int argc, char **argv)
 {
     enum { OPT_SESSION = 1000, OPT_COOKIE, OPT_CONNECT };
@@ -75,7 +69,7 @@ int kp_cmd_trace(int argc, char **argv)
             char end;
             if (sscanf(optarg, "<%u.%u.%u%c", &a, &b, &c, &end) != 4 || end != '>' ||
                 optarg[strlen(optarg) - 1] != '>')
-                return bad_value("--pid", optarg, "write it as <0.123.0>");
+                return kp_bad_value("--pid", optarg, "write it as <0.123.0>");
             o.pid = optarg;
             break;
         }
@@ -83,25 +77,25 @@ int kp_cmd_trace(int argc, char **argv)
             int used = 0;
             if (sscanf(optarg, "%255[^:]:%255[^/]/%u%n", o.mfa_module, o.mfa_function, &o.mfa_arity,
                        &used) != 3 || optarg[used] != '\0' || o.mfa_arity > 255)
-                return bad_value("--mfa", optarg, "write it as module:function/arity");
+                return kp_bad_value("--mfa", optarg, "write it as module:function/arity");
             o.mfa = optarg;
             break;
         }
         case 'c':
             if (kp_parse_uint(optarg, 1, 1000, &v) != 0)
-                return bad_value("--count", optarg, "a number of calls from 1 to 1000");
+                return kp_bad_value("--count", optarg, "a number of calls from 1 to 1000");
             o.count = v;
             break;
         case 'd':
             if (kp_parse_duration(optarg, &o.duration_us) != 0 || o.duration_us > 3600000000u)
-                return bad_value("--duration", optarg, "a duration such as 500ms or 5s, up to 1h");
+                return kp_bad_value("--duration", optarg, "a duration such as 500ms or 5s, up to 1h");
             break;
         case 'o': o.output_dir = optarg; break;
         case OPT_SESSION: o.session = 1; break;
         case OPT_COOKIE: o.cookie_file = optarg; break;
         case OPT_CONNECT:
             if (kp_parse_duration(optarg, &v) != 0 || v < 1000 || v > 600000000u)
-                return bad_value("--connect-timeout", optarg, "a duration such as 5s, up to 10m");
+                return kp_bad_value("--connect-timeout", optarg, "a duration such as 5s, up to 10m");
             o.connect_timeout_ms = (unsigned)(v / 1000);
             break;
         case 'h': fputs(trace_usage, stdout); return KP_EXIT_OK;

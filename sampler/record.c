@@ -6,7 +6,6 @@
 #include "record.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include "node.h"
 #include "outputs.h"
 #include "profile.h"
+#include "stop.h"
 
 #define MAX_NODES 64
 
@@ -33,25 +33,11 @@ typedef struct {
     int attached;
 } session;
 
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_requested = 1;
-}
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static void sleep_until(uint64_t deadline_us)
 {
     struct timespec ts = {(time_t)(deadline_us / 1000000u), (long)(deadline_us % 1000000u) * 1000};
-    while (!stop_requested &&
+    while (!kp_stop_requested() &&
            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
 }
@@ -285,7 +271,7 @@ int kp_record_run(const kp_record_options *o)
     snprintf(header, sizeof header,
              "# kprof sampling of %.4000s\n# clock: CLOCK_MONOTONIC microseconds; %llu = %ld "
              "seconds since the epoch (UTC)\n",
-             targets, (unsigned long long)now_us(), (long)time(NULL));
+             targets, (unsigned long long)kp_now_us(), (long)time(NULL));
     kp_segment_config sc = {dir, "samples", "perf", o->compression, 0, o->rotate_bytes,
                             o->rotate_us, o->keep, header};
     kp_outputs *out = frames && stacks ? kp_outputs_open(&sc, frames, stacks) : NULL;
@@ -307,12 +293,7 @@ int kp_record_run(const kp_record_options *o)
         return KP_EXIT_FAILURE;
     }
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    kp_stop_on_signals();
 
     int tty = isatty(STDERR_FILENO) && !o->quiet;
     if (!o->quiet) {
@@ -330,23 +311,23 @@ int kp_record_run(const kp_record_options *o)
     nanosleep(&window, NULL);
 
     int rc = KP_EXIT_OK;
-    uint64_t start = now_us(), base = start, last_status = start, ticks = 0, late = 0;
+    uint64_t start = kp_now_us(), base = start, last_status = start, ticks = 0, late = 0;
     uint64_t slow_since = 0;
     int warned = 0;
     unsigned seed = (unsigned)start;
     const char *lost = NULL, *lost_node = NULL;
     static latencies lat;
-    while (!stop_requested && !lost && rc == KP_EXIT_OK) {
-        uint64_t t = now_us();
+    while (!kp_stop_requested() && !lost && rc == KP_EXIT_OK) {
+        uint64_t t = kp_now_us();
         if (o->duration_us && t - start >= o->duration_us)
             break;
         /* jitter of up to +-10% keeps the schedule from aliasing with
          * periodic work in the node, while `base` keeps the average rate */
         int64_t jitter = (int64_t)(rand_r(&seed) % (interval / 5 + 1)) - (int64_t)(interval / 10);
         sleep_until((uint64_t)((int64_t)base + jitter));
-        if (stop_requested)
+        if (kp_stop_requested())
             break;
-        uint64_t sent = now_us();
+        uint64_t sent = kp_now_us();
         for (size_t i = 0; i < n && !lost; i++) {
             /* one timestamp per batch, taken when it was asked for */
             sessions[i].time_us = sent;
@@ -357,7 +338,7 @@ int kp_record_run(const kp_record_options *o)
         }
         for (size_t i = 0; i < n && !lost && rc == KP_EXIT_OK; i++) {
             int64_t node_time;
-            uint64_t wait_start = now_us();
+            uint64_t wait_start = kp_now_us();
             for (;;) {
                 int res = kp_agent_receive(&sessions[i].agent, 200,
                                            kp_profile_handler(sessions[i].profile), &node_time);
@@ -369,9 +350,9 @@ int kp_record_run(const kp_record_options *o)
                     kp_error("malformed reply from the agent on %s; please report this",
                              sessions[i].target);
                     rc = KP_EXIT_FAILURE;
-                } else if (now_us() - wait_start > 10000000u) {
+                } else if (kp_now_us() - wait_start > 10000000u) {
                     lost = "waiting for samples (no answer for 10 s)";
-                } else if (stop_requested && now_us() - wait_start > 1000000u) {
+                } else if (kp_stop_requested() && kp_now_us() - wait_start > 1000000u) {
                     rc = KP_EXIT_OK;
                     break;
                 } else {
@@ -384,7 +365,7 @@ int kp_record_run(const kp_record_options *o)
         if (lost || rc != KP_EXIT_OK || kp_outputs_error(out, NULL) != KP_OK)
             break;
         ticks++;
-        uint64_t done = now_us();
+        uint64_t done = kp_now_us();
         latency_add(&lat, done - sent);
         base += interval;
         if (done > base) {
@@ -408,7 +389,7 @@ int kp_record_run(const kp_record_options *o)
             last_status = done;
         }
     }
-    uint64_t elapsed = now_us() - start;
+    uint64_t elapsed = kp_now_us() - start;
     if (tty)
         fputc('\n', stderr);
     size_t processes = 0;

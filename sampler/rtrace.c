@@ -253,15 +253,20 @@ static int machinery(const kp_rt_event *ev)
     return strcmp(ev->module, "kprof") == 0 || strncmp(ev->module, "kprof_rtrace", 12) == 0;
 }
 
-static int push(kp_rtrace *rt, proc *p, const kp_rt_event *ev)
+static int frame_of(kp_rtrace *rt, const kp_rt_event *ev, uint32_t *id)
 {
-    if (machinery(ev))
-        return 0;
     kp_mfa mfa = {.module = ev->module, .module_len = strlen(ev->module),
                   .function = ev->function, .function_len = strlen(ev->function),
                   .arity = ev->arity};
+    return kp_frames_intern_mfa(rt->frames, &mfa, id) == KP_OK ? 0 : -1;
+}
+
+static int push(kp_rtrace *rt, proc *p, const kp_rt_event *ev)
+{
     uint32_t id;
-    if (kp_frames_intern_mfa(rt->frames, &mfa, &id) != KP_OK)
+    if (machinery(ev))
+        return 0;
+    if (frame_of(rt, ev, &id) != 0)
         return -1;
     /* A function already on the stack is entered again: taken as a tail
      * call back to it (a server loop: loop -> handle_msg -> loop ...), which
@@ -279,13 +284,10 @@ static int push(kp_rtrace *rt, proc *p, const kp_rt_event *ev)
 
 static int pop_to(kp_rtrace *rt, proc *p, const kp_rt_event *ev)
 {
+    uint32_t id;
     if (!ev->module[0] || machinery(ev))
         return 0;
-    kp_mfa mfa = {.module = ev->module, .module_len = strlen(ev->module),
-                  .function = ev->function, .function_len = strlen(ev->function),
-                  .arity = ev->arity};
-    uint32_t id;
-    if (kp_frames_intern_mfa(rt->frames, &mfa, &id) != KP_OK)
+    if (frame_of(rt, ev, &id) != 0)
         return -1;
     size_t at = p->depth;
     while (at > 1 && p->frames[at - 1] != id)

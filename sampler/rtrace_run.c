@@ -9,7 +9,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,24 +18,11 @@
 #include "cli.h"
 #include "commands.h"
 #include "node.h"
+#include "stop.h"
 #include "rtrace.h"
 #include "trace_stream.h"
 #include "rtrace_run.h"
 
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_requested = 1;
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 typedef struct {
     const kp_trace_options *o;
@@ -129,7 +115,7 @@ static int config_call(run *r, const char *mod, const char *fun, ei_x_buff *args
             else if (strcmp(key, "port") == 0 && ei_decode_ulong(reply.buff, &i, &v) == 0)
                 r->port = (unsigned)v;
             else if (strcmp(key, "time") == 0 && ei_decode_longlong(reply.buff, &i, &time) == 0)
-                r->offset = now_ns() - time;
+                r->offset = kp_now_ns() - time;
             else if (strcmp(key, "dir") == 0 && ei_decode_binary(reply.buff, &i, r->dir, &len) == 0 &&
                      (size_t)len < sizeof r->dir)
                 r->dir[len] = '\0';
@@ -216,7 +202,7 @@ static int begin_pid_trace(run *r, char *id, size_t id_len, char *err, size_t er
         ei_decode_binary(reply.buff, &i, id, &len) == 0 && (size_t)len < id_len &&
         ei_decode_pid(reply.buff, &i, &pid) == 0) {
         id[len] = '\0';
-        rc = kp_rtrace_open(r->rt, id, &pid, now_ns() - r->offset);
+        rc = kp_rtrace_open(r->rt, id, &pid, kp_now_ns() - r->offset);
         if (rc != 0)
             snprintf(err, err_len, "out of memory");
     } else {
@@ -239,7 +225,7 @@ static int loop(run *r, int64_t deadline)
     kp_trace_stream_handler h = {.ctx = r, .on_event = on_event, .on_drop = on_drop};
     int calls_stopped = 0;
     char err[1024];
-    while (!stop_requested && now_ns() < deadline) {
+    while (!kp_stop_requested() && kp_now_ns() < deadline) {
         if (r->o->mfa && kp_rtrace_adopted(r->rt) >= r->o->count) {
             if (!calls_stopped) { /* enough calls started: no new ones */
                 calls_rpc(r, "stop_calls", err, sizeof err);
@@ -266,7 +252,7 @@ static int loop(run *r, int64_t deadline)
             if (rc <= 0)
                 return rc;
         }
-        kp_rtrace_sweep(r->rt, now_ns() - r->offset);
+        kp_rtrace_sweep(r->rt, kp_now_ns() - r->offset);
     }
     return 1;
 }
@@ -276,10 +262,7 @@ int kp_trace_run(const kp_trace_options *o)
     run r = {.o = o, .stream = {.fd = -1}};
     r.node.fd = -1;
     char err[4096], target[512], cookie[512];
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    kp_stop_on_signals();
     int code = KP_EXIT_OK;
     if (kp_node_name(o->node, target, sizeof target, err, sizeof err) != 0) {
         kp_error("%s", err);
@@ -326,7 +309,7 @@ int kp_trace_run(const kp_trace_options *o)
         kp_error("%s", err);
         code = code ? code : KP_EXIT_NODE;
     } else {
-        int64_t deadline = o->session ? INT64_MAX : now_ns() + (int64_t)o->duration_us * 1000;
+        int64_t deadline = o->session ? INT64_MAX : kp_now_ns() + (int64_t)o->duration_us * 1000;
         rc = loop(&r, deadline);
         if (rc == -2) {
             kp_error("lost the connection to %s; the traces so far are written", target);
@@ -349,7 +332,7 @@ int kp_trace_run(const kp_trace_options *o)
             kp_node_rpc(&r.node, "kprof_rtrace", "end_trace", &args, &reply);
             ei_x_free(&args);
             ei_x_free(&reply);
-            loop(&r, now_ns() + 200000000);
+            loop(&r, kp_now_ns() + 200000000);
         }
         kp_rtrace_close(r.rt, NULL, o->session ? "collector_stopped" : NULL);
         if (!o->session && !r.failed && kp_rtrace_written(r.rt) == 0)

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "agent.h"
 #include "cli.h"
 #include "node.h"
+#include "stop.h"
 #include "tier_decode.h"
 #include "tier_match.h"
 #include "tiers_setup.h"
@@ -22,20 +22,6 @@
 
 #define MAX_TIER_FILE (1u << 20)
 
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_requested = 1;
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 typedef struct {
     const kp_tiers_options *o;
@@ -131,7 +117,7 @@ static void report(session *s, uint64_t interval_ms, int final)
     char when[64];
     kp_buf json = {0}, table = {0}, total = {0};
     kp_tier_match_flush(s->match, final);
-    set_counters(s, now_ns());
+    set_counters(s, kp_now_ns());
     iso_now(when, sizeof when);
     kp_tier_stats_json(s->stats, KP_TIER_INTERVAL, when, s->node.target, interval_ms, &json);
     if (final)
@@ -171,7 +157,7 @@ static void pause_tracing(session *s, const char *why)
 {
     if (s->paused)
         return;
-    int64_t now = now_ns();
+    int64_t now = kp_now_ns();
     s->paused = 1;
     s->paused_at = now;
     s->resume_at = now + (int64_t)s->cooldown_ns;
@@ -235,7 +221,7 @@ static int read_stream(session *s)
      * max_lag to be read mean the collector lags, even if it has caught up
      * within this call; a quiet stream (nothing read) is not a late one */
     if (rc == 1 && !s->paused && r.oldest) {
-        int64_t lag = (now_ns() - s->offset) - r.oldest;
+        int64_t lag = (kp_now_ns() - s->offset) - r.oldest;
         if (lag > (int64_t)s->max_lag_ns) {
             char why[128];
             snprintf(why, sizeof why, "events arrive %lld ms after they happened (max lag %llu ms)",
@@ -267,7 +253,7 @@ static void read_node(session *s)
             ei_decode_atom(x.buff, &i, tag) == 0 && strcmp(tag, "kprof_tiers_clock") == 0 &&
             ei_decode_long(x.buff, &i, &seq) == 0 && ei_decode_longlong(x.buff, &i, &remote) == 0 &&
             ei_decode_ulong(x.buff, &i, &rearms) == 0) {
-            int64_t offset = now_ns() - remote;
+            int64_t offset = kp_now_ns() - remote;
             if (offset < s->offset)
                 s->offset = offset;
             s->rearms = rearms;
@@ -345,7 +331,7 @@ static int setup(session *s, char *err, size_t err_len)
         snprintf(err, err_len, "%s: %s", target, why);
         return KP_EXIT_NODE;
     }
-    s->offset = now_ns() - s->cfg.node_time_ns;
+    s->offset = kp_now_ns() - s->cfg.node_time_ns;
     s->interval_ms = o->report_interval_us ? o->report_interval_us / 1000 : s->cfg.report_interval_ms;
     s->max_lag_ns = (o->max_lag_us ? o->max_lag_us / 1000 : s->cfg.max_lag_ms) * 1000000;
     s->cooldown_ns = (o->cooldown_us ? o->cooldown_us / 1000 : s->cfg.cooldown_ms) * 1000000;
@@ -391,10 +377,7 @@ int kp_tiers_run(const kp_tiers_options *o)
     session s = {.o = o, .stream = {.fd = -1}, .jsonl_fd = -1, .calls_fd = -1};
     s.node.fd = -1;
     char err[4096];
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    kp_stop_on_signals();
 
     int code = setup(&s, err, sizeof err);
     if (code != KP_EXIT_OK) {
@@ -406,12 +389,12 @@ int kp_tiers_run(const kp_tiers_options *o)
         fprintf(stderr, "kprof: tracing %zu tiers on %s; a table every %llu ms%s\n",
                 s.cfg.n_tiers, s.node.target, (unsigned long long)s.interval_ms,
                 o->duration_us ? "" : "; Ctrl-C to stop");
-    int64_t start = now_ns(), next_report = start + (int64_t)s.interval_ms * 1000000;
+    int64_t start = kp_now_ns(), next_report = start + (int64_t)s.interval_ms * 1000000;
     int64_t deadline = o->duration_us ? start + (int64_t)o->duration_us * 1000 : INT64_MAX;
     int64_t last_report = start;
     const char *ended = NULL;
-    while (!stop_requested && !ended) {
-        int64_t now = now_ns();
+    while (!kp_stop_requested() && !ended) {
+        int64_t now = kp_now_ns();
         if (now >= deadline)
             break;
         maybe_resume(&s, now);
@@ -449,7 +432,7 @@ int kp_tiers_run(const kp_tiers_options *o)
         fprintf(stderr, "kprof: tier tracing was stopped on %s\n", s.node.target);
     else if (ended)
         kp_error("the trace stream from %s is malformed; stopping", s.node.target);
-    report(&s, (uint64_t)(now_ns() - last_report) / 1000000, 1);
+    report(&s, (uint64_t)(kp_now_ns() - last_report) / 1000000, 1);
     if (!o->quiet && s.jsonl_path[0])
         fprintf(stderr, "kprof: wrote %s%s%s\n", s.jsonl_path, s.table_path[0] ? " and " : "",
                 s.table_path);

@@ -558,6 +558,15 @@ int kp_rtrace_event(kp_rtrace *rt, const kp_rt_event *ev)
         open_trace(rt, ev->id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms);
         return 0;
     }
+    if (ev->kind == KP_RT_END && ev->cut[0]) { /* the node cut it: by id, from its server */
+        for (uint32_t k = 0; k < MAX_TRACES; k++)
+            if (rt->traces[k].used && strcmp(rt->traces[k].id, ev->id) == 0) {
+                rt->traces[k].cut = strcmp(ev->cut, "node_backlog") == 0 ? "node_backlog"
+                                                                           : "cut_by_node";
+                finish(rt, k);
+            }
+        return 0;
+    }
     proc *p = proc_of(rt, &ev->pid);
     if (!p && ev->kind != KP_RT_RETURN_FROM)
         p = adopt(rt, ev);

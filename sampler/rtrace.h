@@ -37,6 +37,7 @@ typedef struct {
     unsigned arity;
     erlang_pid child;                /* SPAWN */
     char id[64];                     /* BEGIN, END */
+    char cut[32];                    /* END sent by the node's server: why it cut */
     uint64_t max_events, max_duration_ms; /* BEGIN; 0 = the collector's default */
     int64_t ts_ns;                   /* 0 when the event has none (meta events) */
 } kp_rt_event;

@@ -101,7 +101,17 @@ int kp_rt_decode(const char *buf, size_t len, kp_rt_event *ev)
             } else if (strcmp(ev->module, "kprof_rtrace_mark") == 0 &&
                        strcmp(ev->function, "end_trace") == 0) {
                 ev->kind = KP_RT_END;
-                rc = decode_text(buf, &i, ev->id, sizeof ev->id);
+                int type, size, arity2;
+                /* Id from the traced process; {Id, Why} from kprof_rtrace when it cuts */
+                if (ei_get_type(buf, &i, &type, &size) == 0 && type == ERL_SMALL_TUPLE_EXT) {
+                    rc = ei_decode_tuple_header(buf, &i, &arity2) != 0 || arity2 != 2 ||
+                                 decode_text(buf, &i, ev->id, sizeof ev->id) != 0 ||
+                                 ei_decode_atom(buf, &i, ev->cut) != 0
+                             ? -1
+                             : 0;
+                } else {
+                    rc = decode_text(buf, &i, ev->id, sizeof ev->id);
+                }
             } else {
                 rc = ei_skip_term(buf, &i);
             }

@@ -42,12 +42,13 @@
 -define(FLAGS, [call, return_to, arity, running, garbage_collection, procs, set_on_spawn,
                 monotonic_timestamp]).
 -define(CALL_TIMEOUT, 10000).
+-define(WATCH_MS, 100).
 
 %% @doc The settings and their defaults.
 -spec defaults() -> map().
 defaults() ->
     #{dir => "/tmp/kprof-traces", max_duration_ms => 5000, max_events => 1000000,
-      max_concurrent => 8, queue_size => 10000,
+      max_concurrent => 8, queue_size => 10000, max_backlog_mb => 64,
       idle_ms => 60000}.
 
 settings(Options) ->
@@ -187,7 +188,8 @@ ensure_started(Mode) ->
                 armed = false :: boolean(), seq = 0 :: non_neg_integer(),
                 last_limited = 0 :: integer(), % when the bucket was last filled, us
                 tokens = 1.0e9 :: float(),      % full: min(Burst, ...) caps it
-                calls = [] :: [mfa()]}).         % traced by trace_calls/1
+                calls = [] :: [mfa()],           % traced by trace_calls/1
+                baseline = 0 :: non_neg_integer()}). % system memory when armed
 
 %% @private
 -spec init(pid(), internal | {external, node()}) -> no_return().
@@ -257,6 +259,8 @@ loop(S = #state{settings = Settings}) ->
             loop(S1);
         {timeout, Id} ->
             loop(finish(Id, S));
+        watch ->
+            loop(watch(S));
         {untrace, Pids} when is_list(Pids) ->
             [catch erlang:trace(P, false, ?FLAGS) || P <- Pids, is_pid(P)],
             loop(S);
@@ -281,8 +285,11 @@ loop(S = #state{settings = Settings}) ->
         end
     end.
 
-handle({begin_trace, Pid, Options}, S = #state{traces = Traces, settings = Base}) ->
-    Settings = maps:merge(Base, Options),
+handle({begin_trace, Pid, Options}, S0 = #state{traces = Traces}) ->
+    %% the application environment as it is now: a change applies to the
+    %% next trace
+    S = S0#state{settings = settings(#{})},
+    Settings = maps:merge(S#state.settings, Options),
     Now = erlang:monotonic_time(microsecond),
     %% only a caller that asks for it is rate limited (not the settings): a
     %% token bucket of Rate tokens (at least one) refilled at Rate a second
@@ -370,8 +377,39 @@ guard(Server) ->
     erlang:trace_pattern({'_', '_', '_'}, false, [local]),
     erlang:trace_pattern({'_', '_', '_'}, false, [meta]).
 
+%% The node's side of the trace port has no bound of its own: a traced
+%% process that emits events faster than they leave makes the port's queues
+%% (driver and port-task memory) grow. While traces run, the system memory
+%% is checked every ?WATCH_MS; past `max_backlog_mb' above what it was when
+%% tracing began, every running trace is cut: its processes stop emitting,
+%% and a mark sent by this server tells the collector (behind the queued
+%% events) to close it as cut.
+watch(S = #state{armed = false}) ->
+    S;
+watch(S = #state{baseline = Base, settings = Settings, traces = Traces}) ->
+    erlang:send_after(?WATCH_MS, self(), watch),
+    Limit = maps:get(max_backlog_mb, Settings) * 1048576,
+    case erlang:memory(system) - Base > Limit of
+        false ->
+            S;
+        true ->
+            erlang:trace(all, false, ?FLAGS),
+            Ids = maps:keys(Traces),
+            cut_marks(S#state.port, Ids, node_backlog),
+            logger:warning("kprof: request traces cut: the node's trace queue grew past ~p MB",
+                           [maps:get(max_backlog_mb, Settings)]),
+            lists:foldl(fun finish/2, S, Ids)
+    end.
+
+%% The marks come from this process, traced for the moment it makes them.
+cut_marks(Port, Ids, Why) ->
+    erlang:trace(self(), true, [call, {tracer, Port}]),
+    [kprof_rtrace_mark:end_trace({Id, Why}) || Id <- Ids],
+    erlang:trace(self(), false, [call]).
+
 arm(S = #state{armed = true}) -> S;
 arm(S) ->
+    erlang:send_after(?WATCH_MS, self(), watch),
     {module, _} = code:ensure_loaded(kprof_rtrace_mark),
     erlang:trace_pattern({'_', '_', '_'}, true, [local]),
     %% the marks carry the trace's id and bounds into the stream
@@ -379,7 +417,7 @@ arm(S) ->
                          [{['$1'], [], [{message, '$1'}]}], [local]),
     erlang:trace_pattern({kprof_rtrace_mark, end_trace, 1},
                          [{['$1'], [], [{message, '$1'}]}], [local]),
-    S#state{armed = true}.
+    S#state{armed = true, baseline = erlang:memory(system)}.
 
 disarm(S = #state{armed = false}) -> S;
 disarm(S) ->

@@ -11,7 +11,8 @@
 begin_trace(_IdAndBounds) ->
     ok.
 
-%% @doc The traced process's last event.
--spec end_trace(binary()) -> ok.
+%% @doc The traced process's last event (`Id'), or `{Id, Why}' from
+%% kprof_rtrace when it cuts a trace.
+-spec end_trace(binary() | {binary(), atom()}) -> ok.
 end_trace(_Id) ->
     ok.

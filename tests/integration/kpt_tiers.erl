@@ -17,7 +17,7 @@
 -export([main/1, load/4, start_load/3, scenarios/1, identity/1, step/0, rec/1, remote_step/0,
          triple/0, recurse/0, spawner/0, reload/1, clean/0, in_node/2,
          http_start/0, kv/3, rtrace_setup/4, fast/0, fast_traces/1, patterns_left/0,
-         stop_rtrace/0]).
+         stop_rtrace/0, backlog_trace/1]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -161,6 +161,32 @@ fast() -> lists:sum(lists:seq(1, 20)).
 fast_traces(N) ->
     Ids = [kprof:trace_request(fun() -> fast(), kprof:trace_id() end) || _ <- lists:seq(1, N)],
     lists:flatten(lists:join(",", [binary_to_list(I) || I <- Ids, is_binary(I)])).
+
+%% @doc A tight loop of `N' calls traced with an 8 MB backlog guard: the
+%% node emits faster than the events leave. Returns "TraceId,GrowthMB": how
+%% much the node's memory grew at most meanwhile.
+-spec backlog_trace(pos_integer()) -> string().
+backlog_trace(N) ->
+    Env = application:get_env(kprof, request_trace, #{}),
+    ok = application:set_env(kprof, request_trace, Env#{max_backlog_mb => 8}),
+    erlang:garbage_collect(),
+    Before = erlang:memory(total),
+    Self = self(),
+    Watcher = spawn(fun() -> watch_memory(Self, 0) end),
+    Id = kprof:trace_request(#{max_events => 100 * N},
+                             fun() -> spin(N), kprof:trace_id() end),
+    Watcher ! stop,
+    Max = receive {max, M} -> M end,
+    ok = application:set_env(kprof, request_trace, Env),
+    lists:flatten(io_lib:format("~s,~p", [Id, max(0, Max - Before) div 1048576])).
+
+watch_memory(Parent, Max) ->
+    receive stop -> Parent ! {max, Max}
+    after 20 -> watch_memory(Parent, max(Max, erlang:memory(total)))
+    end.
+
+spin(0) -> ok;
+spin(N) -> fast(), spin(N - 1).
 
 %% @doc Stops request tracing in the node (its collector program too).
 -spec stop_rtrace() -> ok.

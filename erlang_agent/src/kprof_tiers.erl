@@ -277,8 +277,11 @@ report() ->
     end.
 
 start_agent(Owner, Config) ->
-    case erlang:trace_info(new, tracer) of
-        {tracer, []} ->
+    case {erlang:trace_info(new, tracer), whereis(kprof_rtrace)} of
+        {{tracer, []}, Pid} when is_pid(Pid) ->
+            {error, "request traces run on this node (kprof_rtrace); tier tracing waits "
+                    "until they stop"};
+        {{tracer, []}, undefined} ->
             Self = self(),
             Agent = spawn(?MODULE, agent_init, [Self, Owner, Config]),
             Ref = monitor(process, Agent),
@@ -290,7 +293,7 @@ start_agent(Owner, Config) ->
                 exit(Agent, kill),
                 {error, timeout}
             end;
-        {tracer, Other} ->
+        {{tracer, Other}, _} ->
             {error, lists:flatten(io_lib:format(
                 "another tracer (~0tp, e.g. dbg) traces new processes; stop it first", [Other]))}
     end.

@@ -30,6 +30,7 @@ typedef struct {
 typedef struct {
     char id[64];
     int used;
+    int untimed;               /* adopted: the start is the first timed event */
     erlang_pid root;
     int64_t start, last;
     uint64_t events, max_events, max_duration_ns;
@@ -46,6 +47,7 @@ typedef struct {
 typedef struct {
     uint32_t trace;
     int state;
+    int timed;                 /* `last` holds a time (an adopted call starts without) */
     int64_t last;
     uint32_t *frames;          /* [0] is the process's pseudo-frame */
     size_t depth;
@@ -172,6 +174,7 @@ static proc *add_proc(kp_rtrace *rt, uint32_t t, const erlang_pid *pid, int64_t 
     p->trace = t;
     p->state = state;
     p->last = ts;
+    p->timed = !rt->traces[t].untimed;
     p->depth = 1;
     trace *tr = &rt->traces[t];
     if (tr->n_pids == tr->cap_pids) {
@@ -203,10 +206,13 @@ static void remove_proc(kp_rtrace *rt, const erlang_pid *pid)
 static int account(kp_rtrace *rt, proc *p, int64_t ts)
 {
     trace *t = &rt->traces[p->trace];
-    if (!p->last) { /* an adopted call: its first timed event */
+    if (!p->timed) { /* an adopted call: its first timed event */
         p->last = ts;
-        if (!t->start)
+        p->timed = 1;
+        if (t->untimed) {
             t->start = t->last = ts;
+            t->untimed = 0;
+        }
     }
     int64_t dt = ts - p->last;
     p->last = ts;
@@ -456,7 +462,7 @@ static void finish(kp_rtrace *rt, uint32_t k)
 /* ------------------------------------------------------------------ */
 
 static int open_trace(kp_rtrace *rt, const char *id, const erlang_pid *pid, int64_t ts,
-                      uint64_t max_events, uint64_t max_duration_ms)
+                      uint64_t max_events, uint64_t max_duration_ms, int untimed)
 {
     int k = 0;
     while (k < MAX_TRACES && rt->traces[k].used)
@@ -467,6 +473,7 @@ static int open_trace(kp_rtrace *rt, const char *id, const erlang_pid *pid, int6
     memset(t, 0, sizeof *t);
     snprintf(t->id, sizeof t->id, "%s", id);
     t->used = 1;
+    t->untimed = untimed;
     t->root = *pid;
     t->start = t->last = ts;
     t->max_events = max_events ? max_events : rt->o.max_events;
@@ -481,7 +488,7 @@ static int open_trace(kp_rtrace *rt, const char *id, const erlang_pid *pid, int6
 
 int kp_rtrace_open(kp_rtrace *rt, const char *id, const erlang_pid *pid, int64_t ts_ns)
 {
-    return open_trace(rt, id, pid, ts_ns, 0, 0);
+    return open_trace(rt, id, pid, ts_ns, 0, 0, 0);
 }
 
 void kp_rtrace_close(kp_rtrace *rt, const char *id, const char *cut)
@@ -501,7 +508,8 @@ void kp_rtrace_sweep(kp_rtrace *rt, int64_t now_ns)
     for (uint32_t k = 0; k < MAX_TRACES; k++) {
         trace *t = &rt->traces[k];
         /* a second of grace: the node's own timer stops the trace first */
-        if (t->used && now_ns - t->start > (int64_t)t->max_duration_ns + 1000000000) {
+        if (t->used && !t->untimed &&
+            now_ns - t->start > (int64_t)t->max_duration_ns + 1000000000) {
             if (!t->cut)
                 t->cut = "max_duration";
             finish(rt, k);
@@ -543,7 +551,7 @@ static proc *adopt(kp_rtrace *rt, const kp_rt_event *ev)
         return NULL;
     char id[64];
     snprintf(id, sizeof id, "%s.%u.%llu", "CALL", ev->pid.num, (unsigned long long)rt->adopted + 1);
-    if (open_trace(rt, id, &ev->pid, 0, 0, 0) != 0)
+    if (open_trace(rt, id, &ev->pid, 0, 0, 0, 1) != 0)
         return NULL;
     rt->adopted++;
     proc *p = proc_of(rt, &ev->pid);
@@ -555,7 +563,7 @@ static proc *adopt(kp_rtrace *rt, const kp_rt_event *ev)
 int kp_rtrace_event(kp_rtrace *rt, const kp_rt_event *ev)
 {
     if (ev->kind == KP_RT_BEGIN) {
-        open_trace(rt, ev->id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms);
+        open_trace(rt, ev->id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms, 0);
         return 0;
     }
     if (ev->kind == KP_RT_END && ev->cut[0]) { /* the node cut it: by id, from its server */

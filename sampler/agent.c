@@ -315,6 +315,16 @@ static int decode_samples(const char *buf, int *i, const kp_batch_handler *h)
     for (int k = 0; k < n; k++) {
         kp_raw_sample s;
         memset(&s, 0, sizeof s);
+        if (ei_get_type(buf, i, &type, &size) != 0)
+            return -1;
+        if (type == ERL_PID_EXT || type == ERL_NEW_PID_EXT) { /* unchanged since last time */
+            if (decode_pid_numbers(buf, i, &s.num, &s.serial) != 0)
+                return -1;
+            s.unchanged = 1;
+            if (h->on_sample(h->ctx, &s) != 0)
+                return -2;
+            continue;
+        }
         if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 12 ||
             decode_pid_numbers(buf, i, &s.num, &s.serial) != 0 ||
             ei_decode_atom(buf, i, s.status) != 0)

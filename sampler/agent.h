@@ -7,7 +7,9 @@
  *   NewMfas = [{Id, Module, Function, Arity}]      each MFA once per session
  *   Labels  = [{Pid, {registered | initial, Text}}] once per process
  *   Samples = [{Pid, Status, Reductions, QueueLen, Memory, TotalHeap, Heap,
- *               Stack, BinVheap, BinOldVheap, MinorGcs, same | StackBin}]
+ *               Stack, BinVheap, BinOldVheap, MinorGcs, same | StackBin}
+ *              | Pid]       a bare pid: the process's previous sample again
+ *                           (it has not run, its status and queue are the same)
  *   StackBin = <<MfaId:32, Line:32, ...>> leaf first
  * Sizes other than Memory are in words. */
 #ifndef KP_AGENT_H
@@ -48,6 +50,8 @@ typedef struct {
     char status[32];
     int64_t metrics[KP_METRIC_COUNT];
     int same;              /* the stack is the one of this process's previous sample */
+    int unchanged;         /* the whole sample is (status, metrics, stack): only the
+                              pid is set */
     const uint32_t *frames; /* depth pairs (mfa id, line), leaf first, host order */
     size_t depth;
 } kp_raw_sample;

@@ -23,6 +23,7 @@ typedef struct {
     uint32_t full_stack;  /* cache for (status_frame, code_stack) */
     int has_previous;
     int64_t previous[KP_METRIC_COUNT];
+    char status[32];      /* of the previous sample */
 } proc;
 
 struct kp_profile {
@@ -163,6 +164,16 @@ static int on_sample(void *ctx, const kp_raw_sample *s)
     proc *pr = find_proc(p, s->num, s->serial, 1);
     if (!pr)
         return -1;
+    if (s->unchanged) {
+        if (!pr->has_previous || pr->full_stack == NO_FRAME)
+            return 0; /* forgotten here (the table is bounded): skip this tick */
+        kp_profile_sample out = {.num = s->num, .serial = s->serial, .status = pr->status,
+                                 .stack = pr->full_stack};
+        memcpy(out.value, pr->previous, sizeof out.value);
+        memset(out.delta, 0, sizeof out.delta);
+        return p->sink(p->ctx, &out);
+    }
+    snprintf(pr->status, sizeof pr->status, "%s", s->status);
     uint32_t status;
     if (kp_frames_intern_pseudo(p->frames, s->status, strlen(s->status), "status", &status) !=
         KP_OK)

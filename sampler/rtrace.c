@@ -8,24 +8,15 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include <kp/folded.h>
 #include <kp/intern.h>
-#include <kp/perf_writer.h>
-#include <kp/sink.h>
 
+#include "rtrace_write.h"
 #include "u64_map.h"
 
 #define MAX_TRACES 1024
-#define MIN_TICK_NS 10000       /* perf samples every 10 us at most */
-#define MAX_TICKS 100000        /* ... and at most this many per process and trace */
 
 enum { RUNNING, OUT, GC };
 
-typedef struct {
-    uint32_t stack;
-    uint32_t pid_num;
-    int64_t start, dur;
-} interval;
 
 typedef struct {
     char id[64];
@@ -38,7 +29,7 @@ typedef struct {
     kp_stacks *stacks;
     uint64_t *ns;              /* per stack id */
     size_t n_ns;
-    interval *iv;
+    kp_rt_interval *iv;
     size_t n_iv, cap_iv;
     erlang_pid *pids;          /* every process of the trace, root first */
     size_t n_pids, cap_pids;
@@ -242,13 +233,13 @@ static int account(kp_rtrace *rt, proc *p, int64_t ts)
     t->ns[stack] += (uint64_t)dt;
     if (t->n_iv == t->cap_iv) {
         size_t cap = t->cap_iv ? t->cap_iv * 2 : 256;
-        interval *iv = realloc(t->iv, cap * sizeof *iv);
+        kp_rt_interval *iv = realloc(t->iv, cap * sizeof *iv);
         if (!iv)
             return -1;
         t->iv = iv;
         t->cap_iv = cap;
     }
-    t->iv[t->n_iv++] = (interval){stack, p->frames[0], p->last - dt, dt};
+    t->iv[t->n_iv++] = (kp_rt_interval){stack, p->frames[0], p->last - dt, dt};
     return 0;
 }
 
@@ -307,129 +298,6 @@ static int pop_to(kp_rtrace *rt, proc *p, const kp_rt_event *ev)
     return 0;
 }
 
-/* ------------------------------------------------------------------ */
-/* writing */
-
-static int by_start(const void *a, const void *b)
-{
-    const interval *x = a, *y = b;
-    return (x->start > y->start) - (x->start < y->start);
-}
-
-typedef struct {
-    int64_t time;
-    uint32_t stack, pid_num;
-    uint64_t period_us;
-} tick;
-
-static int by_time(const void *a, const void *b)
-{
-    const tick *x = a, *y = b;
-    return (x->time > y->time) - (x->time < y->time);
-}
-
-static uint32_t pid_number(const kp_rtrace *rt, uint32_t pid_frame)
-{
-    size_t len;
-    const char *s = kp_frames_symbol(rt->frames, pid_frame, &len);
-    return (uint32_t)strtoul(s + 3, NULL, 10); /* "<0.N.S>" */
-}
-
-/* The perf-script file: every process's stack sampled every tick. */
-static kp_status write_perf(kp_rtrace *rt, trace *t, const char *path)
-{
-    if (t->n_iv)
-        qsort(t->iv, t->n_iv, sizeof *t->iv, by_start);
-    int64_t span = t->last - t->start, tick_ns = span / MAX_TICKS;
-    if (tick_ns < MIN_TICK_NS)
-        tick_ns = MIN_TICK_NS;
-    size_t cap = 1024, n = 0;
-    tick *ticks = malloc(cap * sizeof *ticks);
-    if (!ticks)
-        return KP_ERR_NOMEM;
-    for (size_t k = 0; k < t->n_iv; k++) {
-        const interval *v = &t->iv[k];
-        int64_t first = ((v->start - t->start + tick_ns - 1) / tick_ns) * tick_ns + t->start;
-        for (int64_t at = first; at < v->start + v->dur; at += tick_ns) {
-            if (n == cap) {
-                tick *more = realloc(ticks, cap * 2 * sizeof *ticks);
-                if (!more) {
-                    free(ticks);
-                    return KP_ERR_NOMEM;
-                }
-                ticks = more;
-                cap *= 2;
-            }
-            ticks[n++] = (tick){at, v->stack, v->pid_num, (uint64_t)tick_ns / 1000};
-        }
-    }
-    /* short traces: a sample per interval instead, so that there are two */
-    if (n < 2) {
-        n = 0;
-        for (size_t k = 0; k < t->n_iv && n < cap; k++)
-            ticks[n++] = (tick){t->iv[k].start, t->iv[k].stack, t->iv[k].pid_num,
-                                (uint64_t)(t->iv[k].dur + 999) / 1000};
-        if (n == 1) {
-            ticks[1] = ticks[0];
-            ticks[1].time += 1000;
-            n = 2;
-        }
-    }
-    qsort(ticks, n, sizeof *ticks, by_time);
-    kp_perf_writer *w = NULL;
-    kp_sink *sink = NULL;
-    kp_buf text = {0};
-    kp_status st = kp_perf_writer_create("beam.smp", "cpu-clock", rt->frames, t->stacks, &w);
-    if (st == KP_OK)
-        st = kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink);
-    if (st == KP_OK)
-        st = kp_sink_write(sink, "# kprof request trace; samples every tick, PERIOD in us\n", 56);
-    for (size_t k = 0; k < n && st == KP_OK; k++) {
-        kp_perf_record r = {.pid = 0, .tid = pid_number(rt, ticks[k].pid_num), .cpu = 0,
-                            .time_us = (uint64_t)(ticks[k].time - t->start) / 1000 + 1000000,
-                            .period = ticks[k].period_us ? ticks[k].period_us : 1,
-                            .stack = ticks[k].stack};
-        kp_buf_clear(&text);
-        st = kp_perf_writer_format(w, &r, &text);
-        if (st == KP_OK)
-            st = kp_sink_write(sink, text.data, text.len);
-    }
-    if (sink)
-        st = st == KP_OK ? kp_sink_commit(sink) : (kp_sink_abort(sink), st);
-    kp_buf_free(&text);
-    kp_perf_writer_free(w);
-    free(ticks);
-    return st;
-}
-
-static kp_status write_folded(kp_rtrace *rt, trace *t, const char *path)
-{
-    kp_folded *f = kp_folded_create();
-    if (!f)
-        return KP_ERR_NOMEM;
-    kp_status st = KP_OK;
-    for (size_t s = 0; s < t->n_ns && st == KP_OK; s++)
-        if (t->ns[s]) /* at least 1 us, so that no part of the request vanishes */
-            st = kp_folded_add_stack(f, rt->frames, t->stacks, (uint32_t)s, NULL,
-                                     t->ns[s] < 1000 ? 1 : (t->ns[s] + 500) / 1000);
-    if (st == KP_OK && t->cut) {
-        /* the marker: the root process, then why the trace stops here */
-        char root[64], marker[160];
-        snprintf(root, sizeof root, "<0.%u.%u>", t->root.num, t->root.serial);
-        int len = snprintf(marker, sizeof marker, "%s;kprof_trace_cut:%s", root, t->cut);
-        st = kp_folded_add(f, marker, (size_t)len, 1);
-    }
-    kp_sink *sink = NULL;
-    if (st == KP_OK)
-        st = kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink);
-    if (st == KP_OK)
-        st = kp_folded_write(f, sink);
-    if (sink)
-        st = st == KP_OK ? kp_sink_commit(sink) : (kp_sink_abort(sink), st);
-    kp_folded_free(f);
-    return st;
-}
-
 static void finish(kp_rtrace *rt, uint32_t k)
 {
     trace *t = &rt->traces[k];
@@ -444,9 +312,12 @@ static void finish(kp_rtrace *rt, uint32_t k)
     snprintf(perf, sizeof perf, "%s.perf", base);
     if (mkdir(rt->o.dir, 0700) != 0 && errno != EEXIST)
         snprintf(why, sizeof why, "cannot create %s: %s", rt->o.dir, strerror(errno));
-    kp_status st = why[0] ? KP_ERR_IO : write_folded(rt, t, folded);
+    kp_rt_trace_data d = {.frames = rt->frames, .stacks = t->stacks, .ns = t->ns,
+                          .n_ns = t->n_ns, .iv = t->iv, .n_iv = t->n_iv,
+                          .start = t->start, .last = t->last, .root = t->root, .cut = t->cut};
+    kp_status st = why[0] ? KP_ERR_IO : kp_rt_write_folded(&d, folded);
     if (st == KP_OK)
-        st = write_perf(rt, t, perf);
+        st = kp_rt_write_perf(&d, perf);
     if (st != KP_OK && !why[0])
         snprintf(why, sizeof why, "writing %s: %s", folded, st == KP_ERR_IO ? strerror(errno)
                                                                            : kp_strerror(st));

@@ -32,55 +32,82 @@ static int rpc(kp_agent *a, const char *mod, const char *fun, ei_x_buff *args, e
     return 0;
 }
 
-/* 1 if the node already runs exactly this agent: every embedded module is
- * loaded with the same MD5 (a version string would not tell two builds of
- * one version apart), 0 if not, -1 if the connection failed. */
-static int has_current_agent(kp_agent *a, char *err, size_t err_len)
+/* 1 if the node has module `m` loaded with exactly this build's code (a
+ * version string would not tell two builds of one version apart), 0 if
+ * not, -1 if the connection failed. */
+static int module_is_current(kp_agent *a, const kp_agent_module *m, char *err, size_t err_len)
 {
-    for (size_t m = 0; m < kp_agent_module_count; m++) {
-        ei_x_buff args, reply;
-        ei_x_new(&args);
-        ei_x_new(&reply);
-        ei_x_encode_list_header(&args, 1);
-        ei_x_encode_atom(&args, "md5");
-        ei_x_encode_empty_list(&args);
-        int rc = rpc(a, kp_agent_modules[m].name, "module_info", &args, &reply, err, err_len);
-        if (rc == 0) {
-            /* a 16-byte binary; anything else ({badrpc, ...}: not loaded) differs */
-            unsigned char md5[16];
-            int i = 0, type, size;
-            long len;
-            rc = ei_get_type(reply.buff, &i, &type, &size) == 0 && type == ERL_BINARY_EXT &&
-                         size == 16 && ei_decode_binary(reply.buff, &i, md5, &len) == 0 &&
-                         memcmp(md5, kp_agent_modules[m].md5, 16) == 0
-                     ? 1
-                     : 0;
-        }
-        ei_x_free(&args);
-        ei_x_free(&reply);
-        if (rc != 1)
-            return rc;
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_list_header(&args, 1);
+    ei_x_encode_atom(&args, "md5");
+    ei_x_encode_empty_list(&args);
+    int rc = rpc(a, m->name, "module_info", &args, &reply, err, err_len);
+    if (rc == 0) {
+        /* a 16-byte binary; anything else ({badrpc, ...}: not loaded) differs */
+        unsigned char md5[16];
+        int i = 0, type, size;
+        long len;
+        rc = ei_get_type(reply.buff, &i, &type, &size) == 0 && type == ERL_BINARY_EXT &&
+                     size == 16 && ei_decode_binary(reply.buff, &i, md5, &len) == 0 &&
+                     memcmp(md5, m->md5, 16) == 0
+                 ? 1
+                 : 0;
     }
-    return 1;
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
 }
 
+/* code:soft_purge(Module): 1 when no process runs its old code any more
+ * (or there was none), 0 when some still does, -1 on a lost connection. */
+static int soft_purge(kp_agent *a, const char *module, char *err, size_t err_len)
+{
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_list_header(&args, 1);
+    ei_x_encode_atom(&args, module);
+    ei_x_encode_empty_list(&args);
+    int rc = rpc(a, "code", "soft_purge", &args, &reply, err, err_len);
+    if (rc == 0) {
+        int i = 0;
+        char tag[MAXATOMLEN];
+        rc = ei_decode_atom(reply.buff, &i, tag) == 0 && strcmp(tag, "true") == 0 ? 1 : 0;
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}
+
+/* Loads every embedded module the node does not have in this build's
+ * version. A module whose previous old code some process still runs is not
+ * replaced: loading would make the current code old, and the next purge
+ * would kill the processes running it (e.g. a request inside
+ * kprof:do_apply/3 of the node's own kprof release); the node keeps its
+ * version of it. Only the agent itself must be this build's. */
 static int load_modules(kp_agent *a, char *err, size_t err_len)
 {
     for (size_t m = 0; m < kp_agent_module_count; m++) {
         const kp_agent_module *mod = &kp_agent_modules[m];
-        ei_x_buff args, reply;
-        /* old code of a previous kprof: purge it so the new code loads */
-        ei_x_new(&args);
-        ei_x_new(&reply);
-        ei_x_encode_list_header(&args, 1);
-        ei_x_encode_atom(&args, mod->name);
-        ei_x_encode_empty_list(&args);
-        int rc = rpc(a, "code", "purge", &args, &reply, err, err_len);
-        ei_x_free(&args);
-        ei_x_free(&reply);
-        if (rc)
+        int current = module_is_current(a, mod, err, err_len);
+        if (current < 0)
             return -1;
-
+        if (current)
+            continue;
+        int purged = soft_purge(a, mod->name, err, err_len);
+        if (purged < 0)
+            return -1;
+        if (!purged) {
+            if (strcmp(mod->name, "kprof_agent") == 0) {
+                snprintf(err, err_len, "an earlier kprof agent's code is still running on %s; "
+                         "try again in a few seconds", a->node->target);
+                return -1;
+            }
+            continue;
+        }
+        ei_x_buff args, reply;
         char file[300];
         snprintf(file, sizeof file, "%s.beam", mod->name);
         ei_x_new(&args);
@@ -90,7 +117,7 @@ static int load_modules(kp_agent *a, char *err, size_t err_len)
         ei_x_encode_string(&args, file);
         ei_x_encode_binary(&args, mod->beam, (long)mod->size);
         ei_x_encode_empty_list(&args);
-        rc = rpc(a, "code", "load_binary", &args, &reply, err, err_len);
+        int rc = rpc(a, "code", "load_binary", &args, &reply, err, err_len);
         if (rc == 0) {
             int i = 0, arity;
             char tag[MAXATOMLEN];
@@ -107,8 +134,8 @@ static int load_modules(kp_agent *a, char *err, size_t err_len)
         ei_x_free(&reply);
         if (rc)
             return -1;
+        a->loaded = 1;
     }
-    a->loaded = 1;
     return 0;
 }
 
@@ -172,8 +199,7 @@ int kp_agent_load(kp_agent *a, kp_node *node, char *err, size_t err_len)
     memset(a, 0, sizeof *a);
     a->node = node;
     a->wordsize = 8;
-    int current = has_current_agent(a, err, err_len);
-    if (current < 0 || (!current && load_modules(a, err, err_len) != 0))
+    if (load_modules(a, err, err_len) != 0)
         return -1;
     return node_facts(a, err, err_len);
 }

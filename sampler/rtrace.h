@@ -40,11 +40,17 @@ typedef struct {
     char cut[32];                    /* END sent by the node's server: why it cut */
     uint64_t max_events, max_duration_ms; /* BEGIN; 0 = the collector's default */
     int64_t ts_ns;                   /* 0 when the event has none (meta events) */
+    uint32_t dropped;                /* KP_RT_OTHER from the NIF: events it dropped */
 } kp_rt_event;
 
 /* Decodes one event (term_to_binary bytes from the trace port). Returns 1,
  * 0 for a term that is not a trace event, -1 for malformed bytes. */
 int kp_rt_decode(const char *buf, size_t len, kp_rt_event *ev);
+
+/* Decodes the message of a begin (`begin` 1: {Id, Bounds}) or end mark
+ * (Id, or {Id, Why}), term_to_binary bytes, into `ev` (kind, id, bounds,
+ * cut; the caller sets pid and time). Returns 0 or -1. */
+int kp_rt_decode_mark(const char *buf, size_t len, int begin, kp_rt_event *ev);
 
 typedef struct kp_rtrace kp_rtrace;
 

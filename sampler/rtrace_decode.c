@@ -150,3 +150,22 @@ int kp_rt_decode(const char *buf, size_t len, kp_rt_event *ev)
     ev->ts_ns = ts;
     return 1;
 }
+
+int kp_rt_decode_mark(const char *buf, size_t len, int begin, kp_rt_event *ev)
+{
+    int i = 0, version, type, size, arity;
+    if (ei_decode_version(buf, &i, &version) != 0)
+        return -1;
+    if (begin) {
+        ev->kind = KP_RT_BEGIN;
+        return decode_begin(buf, &i, ev) == 0 && (size_t)i <= len ? 0 : -1;
+    }
+    ev->kind = KP_RT_END;
+    if (ei_get_type(buf, &i, &type, &size) == 0 && type == ERL_SMALL_TUPLE_EXT)
+        return ei_decode_tuple_header(buf, &i, &arity) == 0 && arity == 2 &&
+                       decode_text(buf, &i, ev->id, sizeof ev->id) == 0 &&
+                       ei_decode_atom(buf, &i, ev->cut) == 0 && (size_t)i <= len
+                   ? 0
+                   : -1;
+    return decode_text(buf, &i, ev->id, sizeof ev->id) == 0 && (size_t)i <= len ? 0 : -1;
+}

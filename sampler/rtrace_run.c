@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "cli.h"
@@ -22,6 +25,7 @@
 #include "rtrace.h"
 #include "trace_stream.h"
 #include "rtrace_run.h"
+#include "nif_stream.h"
 
 
 typedef struct {
@@ -29,6 +33,7 @@ typedef struct {
     kp_node node;
     kp_rtrace *rt;
     kp_trace_stream stream;
+    kp_nif_stream *nif;     /* the kprof_tracer NIF's records, when it runs */
     int64_t offset; /* node monotonic time = local - offset */
     char dir[4096];
     unsigned port;
@@ -63,6 +68,63 @@ static void on_done(void *ctx, const char *id, const erlang_pid *pids, size_t n,
     ei_x_encode_empty_list(&x);
     ei_reg_send(&r->node.ec, r->node.fd, "kprof_rtrace", x.buff, x.index);
     ei_x_free(&x);
+}
+
+static void on_drop(void *ctx, uint32_t count);
+
+static int on_nif_event(void *ctx, const kp_rt_event *ev)
+{
+    run *r = ctx;
+    if (ev->kind == KP_RT_OTHER && ev->dropped)
+        on_drop(ctx, ev->dropped); /* the NIF's buffer was full */
+    else
+        kp_rtrace_event(r->rt, ev);
+    return 0;
+}
+
+/* Session mode: offer the node's kprof_tracer NIF a socket; from then on
+ * the node traces new requests through it (0.4 us a call instead of 2).
+ * Failing that, the ip trace port goes on serving: not an error. */
+static void start_nif(run *r)
+{
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 1) != 0 ||
+        getsockname(l, (struct sockaddr *)&a, &alen) != 0) {
+        if (l >= 0)
+            close(l);
+        return;
+    }
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_list_header(&args, 1);
+    ei_x_encode_ulong(&args, ntohs(a.sin_port));
+    ei_x_encode_empty_list(&args);
+    int i = 0;
+    char tag[MAXATOMLEN] = "";
+    int called = kp_node_rpc(&r->node, "kprof_rtrace", "use_nif", &args, &reply) == 0;
+    if (called && (ei_decode_atom(reply.buff, &i, tag) != 0 || strcmp(tag, "ok") != 0)) {
+        char *why = NULL;
+        i = 0;
+        ei_s_print_term(&why, reply.buff, &i);
+        printf("kprof: traces go through the trace port (the tracer NIF: %s)\n", why ? why : "?");
+        fflush(stdout);
+        free(why);
+    }
+    i = 0;
+    if (called && ei_decode_atom(reply.buff, &i, tag) == 0 && strcmp(tag, "ok") == 0) {
+        struct pollfd p = {.fd = l, .events = POLLIN};
+        if (poll(&p, 1, 2000) == 1) { /* the NIF connected before the rpc returned */
+            int fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0 && !(r->nif = kp_nif_stream_create(fd)))
+                close(fd);
+        }
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    close(l);
 }
 
 static int on_event(void *ctx, const char *term, size_t len)
@@ -234,10 +296,20 @@ static int loop(run *r, int64_t deadline)
             if (kp_rtrace_running(r->rt) == 0)
                 break;
         }
-        struct pollfd fds[2] = {{.fd = r->stream.fd, .events = POLLIN},
-                                {.fd = r->node.fd, .events = POLLIN}};
-        if (poll(fds, 2, 100) < 0 && errno != EINTR)
+        struct pollfd fds[3] = {{.fd = r->stream.fd, .events = POLLIN},
+                                {.fd = r->node.fd, .events = POLLIN},
+                                {.fd = r->nif ? kp_nif_stream_fd(r->nif) : -1, .events = POLLIN}};
+        if (poll(fds, 3, 100) < 0 && errno != EINTR)
             return -1;
+        if (fds[2].revents && r->nif) {
+            int rc = kp_nif_stream_read(r->nif, on_nif_event, r);
+            if (rc <= 0) { /* the NIF went away or sent nonsense: the port still serves */
+                if (rc < 0)
+                    kp_warn("the node's trace records are malformed; reading them no more");
+                kp_nif_stream_free(r->nif);
+                r->nif = NULL;
+            }
+        }
         if (fds[1].revents) {
             erlang_msg msg;
             ei_x_buff x;
@@ -296,6 +368,8 @@ int kp_trace_run(const kp_trace_options *o)
         ei_x_free(&args);
         if (rc == 0)
             rc = kp_trace_stream_connect(&r.stream, target, r.port, err, sizeof err);
+        if (rc == 0)
+            start_nif(&r);
     } else if (o->mfa) {
         rc = start_external(&r, err, sizeof err);
         if (rc == 0)
@@ -350,6 +424,7 @@ int kp_trace_run(const kp_trace_options *o)
     if (r.failed && code == KP_EXIT_OK)
         code = KP_EXIT_FAILURE;
     kp_rtrace_free(r.rt);
+    kp_nif_stream_free(r.nif);
     kp_trace_stream_close(&r.stream);
     kp_node_close(&r.node);
     return code;

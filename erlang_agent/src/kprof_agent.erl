@@ -65,7 +65,7 @@ version() ->
 -spec modules() -> [module()].
 modules() ->
     [kprof_agent, kprof_tiers, kprof, kprof_tier_mark, kprof_session, kprof_http,
-     kprof_httpd, kprof_cowboy, kprof_rtrace, kprof_rtrace_mark].
+     kprof_httpd, kprof_cowboy, kprof_rtrace, kprof_rtrace_mark, kprof_tracer].
 
 %% @doc Starts an agent serving `Owner' (a process of the C node). Fails with
 %% `{error, {busy, Node}}' when another kprof is attached, `{error, {no_process,

@@ -35,14 +35,14 @@
 -module(kprof_rtrace).
 
 -export([begin_trace/2, end_trace/1, defaults/0, collector_config/0, stop/0]).
--export([start_external/1, trace_pid/2, trace_calls/1, stop_calls/1]).
+-export([start_external/1, trace_pid/2, trace_calls/1, stop_calls/1, use_nif/1]).
 %% spawned
 -export([init/2]).
 
 -define(FLAGS, [call, return_to, arity, running, garbage_collection, procs, set_on_spawn,
                 monotonic_timestamp]).
 -define(CALL_TIMEOUT, 10000).
--define(WATCH_MS, 100).
+-define(WATCH_MS, 20). % also how often the NIF's buffer is flushed
 
 %% @doc The settings and their defaults.
 -spec defaults() -> map().
@@ -156,6 +156,18 @@ stop_calls(MFA) ->
         Server -> call(Server, {stop_calls, MFA})
     end.
 
+%% @doc For the collector started by this node: from now on, new traces go
+%% through the kprof_tracer NIF, connected to the collector at
+%% 127.0.0.1:`TcpPort' (events leave as compact records written 64 KB at a
+%% time, instead of a term and a socket write each through the trace
+%% port). `ok', or why not (the trace port then goes on serving).
+-spec use_nif(inet:port_number()) -> ok | {error, term()}.
+use_nif(TcpPort) ->
+    case whereis(?MODULE) of
+        undefined -> {error, not_started};
+        Server -> call(Server, {use_nif, TcpPort})
+    end.
+
 ensure_started() ->
     ensure_started(internal).
 
@@ -189,7 +201,8 @@ ensure_started(Mode) ->
                 last_limited = 0 :: integer(), % when the bucket was last filled, us
                 tokens = 1.0e9 :: float(),      % full: min(Burst, ...) caps it
                 calls = [] :: [mfa()],           % traced by trace_calls/1
-                baseline = 0 :: non_neg_integer()}). % system memory when armed
+                baseline = 0 :: non_neg_integer(), % system memory when armed
+                nif = false :: boolean()}).        % kprof_tracer is connected
 
 %% @private
 -spec init(pid(), internal | {external, node()}) -> no_return().
@@ -314,7 +327,7 @@ handle({begin_trace, Pid, Options}, S0 = #state{traces = Traces}) ->
             S1 = arm(S),
             Seq = S1#state.seq + 1,
             Id = trace_id(Seq),
-            erlang:trace(Pid, true, [{tracer, S1#state.port} | ?FLAGS]),
+            erlang:trace(Pid, true, [tracer(S1) | ?FLAGS]),
             Timer = erlang:send_after(maps:get(max_duration_ms, Settings), self(), {timeout, Id}),
             T = #trace{id = Id, root = Pid, timer = Timer},
             {{ok, Id, maps:with([max_events, max_duration_ms, name], Settings)},
@@ -343,6 +356,16 @@ handle({stop_calls, MFA}, S) ->
         {[], 0} -> {ok, disarm(S1)};
         _ -> {ok, S1}
     end;
+handle({use_nif, TcpPort}, S) ->
+    case catch kprof_tracer:load() of
+        ok ->
+            case catch kprof_tracer:connect(TcpPort) of
+                ok -> {ok, S#state{nif = true}};
+                Other -> {{error, Other}, S}
+            end;
+        Other ->
+            {{error, Other}, S}
+    end;
 handle(collector_config, S = #state{settings = Settings, tcp_port = TcpPort}) ->
     {[{port, TcpPort}, {dir, unicode:characters_to_binary(maps:get(dir, Settings))},
       {time, erlang:monotonic_time(nanosecond)}], S};
@@ -360,7 +383,7 @@ finish(Id, S = #state{traces = Traces}) ->
         {#trace{root = Root, timer = Timer}, Rest} ->
             erlang:cancel_timer(Timer),
             catch erlang:trace(Root, false, ?FLAGS),
-            S1 = S#state{traces = Rest},
+            S1 = flush(S#state{traces = Rest}),
             case {maps:size(Rest), S1#state.calls} of
                 {0, []} -> disarm(S1);
                 _ -> S1
@@ -386,7 +409,8 @@ guard(Server) ->
 %% events) to close it as cut.
 watch(S = #state{armed = false}) ->
     S;
-watch(S = #state{baseline = Base, settings = Settings, traces = Traces}) ->
+watch(S0) ->
+    S = #state{baseline = Base, settings = Settings, traces = Traces} = flush(S0),
     erlang:send_after(?WATCH_MS, self(), watch),
     Limit = maps:get(max_backlog_mb, Settings) * 1048576,
     case erlang:memory(system) - Base > Limit of
@@ -395,17 +419,30 @@ watch(S = #state{baseline = Base, settings = Settings, traces = Traces}) ->
         true ->
             erlang:trace(all, false, ?FLAGS),
             Ids = maps:keys(Traces),
-            cut_marks(S#state.port, Ids, node_backlog),
+            cut_marks(S, Ids, node_backlog),
             logger:warning("kprof: request traces cut: the node's trace queue grew past ~p MB",
                            [maps:get(max_backlog_mb, Settings)]),
             lists:foldl(fun finish/2, S, Ids)
     end.
 
 %% The marks come from this process, traced for the moment it makes them.
-cut_marks(Port, Ids, Why) ->
-    erlang:trace(self(), true, [call, {tracer, Port}]),
+cut_marks(S, Ids, Why) ->
+    erlang:trace(self(), true, [call, tracer(S)]),
     [kprof_rtrace_mark:end_trace({Id, Why}) || Id <- Ids],
-    erlang:trace(self(), false, [call]).
+    erlang:trace(self(), false, [call]),
+    flush(S).
+
+tracer(#state{nif = true}) -> {tracer, kprof_tracer, []};
+tracer(#state{port = Port}) -> {tracer, Port}.
+
+%% What the NIF holds goes out (at a trace's end and every ?FLUSH_MS).
+flush(S = #state{nif = true}) ->
+    case catch kprof_tracer:flush() of
+        ok -> S;
+        _ -> S#state{nif = false} % the collector went away
+    end;
+flush(S) ->
+    S.
 
 arm(S = #state{armed = true}) -> S;
 arm(S) ->
@@ -430,5 +467,6 @@ shutdown(S = #state{traces = Traces, calls = Calls}) ->
     %% processes spawned by traced ones inherited the flags
     erlang:trace(all, false, ?FLAGS),
     disarm(S#state{armed = true}),
+    S#state.nif andalso (catch kprof_tracer:close()),
     catch port_close(S#state.port),
     exit(normal).

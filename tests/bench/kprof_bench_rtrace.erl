@@ -4,7 +4,7 @@
 %%% during a long trace.
 -module(kprof_bench_rtrace).
 
--export([main/1, loop_cost/1, latency/1, memory_growth/1, f/1]).
+-export([main/1, loop_cost/1, latency/1, memory_growth/1, f/1, tracer/0]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -33,6 +33,14 @@ loop_cost(N) ->
                                  fun() -> time_ns(fun() -> loop(N) end) end),
     Calls = 2 * N,
     lists:flatten(io_lib:format("~.3f,~.3f,~p,~p", [Untraced / Calls, Traced / Calls, Calls, 3 * N])).
+
+%% @doc Which tracer a request trace gets now: "nif" (kprof_tracer) or "port".
+-spec tracer() -> string().
+tracer() ->
+    case kprof:trace_request(fun() -> erlang:trace_info(self(), tracer) end) of
+        {tracer, {kprof_tracer, _}} -> "nif";
+        _ -> "port"
+    end.
 
 %% @doc "untraced_median_us,traced_median_us": `N' key-value requests
 %% each, a trace per traced request.

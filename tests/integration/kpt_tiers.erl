@@ -17,7 +17,7 @@
 -export([main/1, load/4, start_load/3, scenarios/1, identity/1, step/0, rec/1, remote_step/0,
          triple/0, recurse/0, spawner/0, reload/1, clean/0, in_node/2,
          http_start/0, kv/3, rtrace_setup/4, fast/0, fast_traces/1, patterns_left/0,
-         stop_rtrace/0, backlog_trace/1]).
+         stop_rtrace/0, backlog_trace/1, tracer_kind/0]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -187,6 +187,15 @@ watch_memory(Parent, Max) ->
 
 spin(0) -> ok;
 spin(N) -> fast(), spin(N - 1).
+
+%% @doc What a request trace's events go through now: "nif" (the
+%% kprof_tracer NIF) or "port" (runtime_tools' ip trace port).
+-spec tracer_kind() -> string().
+tracer_kind() ->
+    case kprof:trace_request(fun() -> erlang:trace_info(self(), tracer) end) of
+        {tracer, {kprof_tracer, _}} -> "nif";
+        _ -> "port"
+    end.
 
 %% @doc Stops request tracing in the node (its collector program too).
 -spec stop_rtrace() -> ok.

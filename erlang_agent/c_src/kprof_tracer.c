@@ -1,0 +1,369 @@
+/* kprof_tracer: an erl_tracer NIF for request traces. Instead of building
+ * a trace message term and sending it through a port (a term encoding and a
+ * socket write per event), each event is appended as a small binary record
+ * to one buffer, written to the kprof collector's socket in 64 KB writes.
+ *
+ * Records (little-endian):
+ *   1..13 EVENT   kind u8, pid u32, arg u32 (MFA id, child pid id, or ~0), ts i64
+ *   100   PID     kind, id u32, len u16, external term bytes of the pid
+ *   101   MFA     kind, id u32, mlen u8, module, flen u8, function, arity u8
+ *   102   MARK    kind, which u8 (1 begin, 2 end), pid u32, ts i64, len u32,
+ *                 external term bytes of the pattern's message (the marks of
+ *                 kprof_rtrace_mark:begin_trace/1 and end_trace/1)
+ *   104   RESET   kind: the pid and MFA ids start afresh
+ *   105   DROP    kind, count u32: that many events were dropped here
+ *
+ * Safety: a scheduler never waits for the collector. Writes do not block;
+ * what the socket does not take waits in a bounded buffer (8 MB), and past
+ * that events are dropped and counted (the collector then cuts the traces
+ * that lost events). A broken connection stops tracing through this
+ * tracer: enabled/3 then says `remove`. */
+#include <erl_nif.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define WRITE_AT (64 * 1024)        /* write once this much is waiting */
+#define BUF_CAP (8 * 1024 * 1024)    /* then drop */
+#define TABLE 65536 /* slots; reset past half full */
+
+enum { EV_CALL = 1, EV_RETURN_TO, EV_IN, EV_OUT, EV_GC_START, EV_GC_END, EV_SPAWN, EV_EXIT,
+       EV_RETURN_FROM, REC_PID = 100, REC_MFA = 101, REC_MARK = 102, REC_RESET = 104,
+       REC_DROP = 105 };
+
+static ErlNifMutex *mu;
+static int fd = -1;
+static unsigned char buf[BUF_CAP];
+static size_t head, len; /* buf[head..len) waits to be written */
+static uint32_t pending_drops;
+static uint64_t pid_keys[TABLE];
+static uint32_t pid_ids[TABLE];
+static uint32_t n_pids;
+static uint64_t mfa_keys[TABLE][3];
+static uint32_t mfa_ids[TABLE];
+static uint32_t n_mfas;
+static uint64_t dropped;
+
+static ERL_NIF_TERM a_trace, a_discard, a_remove, a_trace_status, a_ok, a_error, a_undefined,
+    a_match_spec_result, a_call, a_return_to, a_in, a_out, a_gc_minor_start, a_gc_major_start,
+    a_gc_minor_end, a_gc_major_end, a_spawn, a_exit, a_return_from, a_mark_module,
+    a_begin_trace;
+
+static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
+{
+    (void)priv;
+    (void)info;
+    mu = enif_mutex_create("kprof_tracer");
+#define ATOM(v, s) v = enif_make_atom(env, s)
+    ATOM(a_trace, "trace");
+    ATOM(a_discard, "discard");
+    ATOM(a_remove, "remove");
+    ATOM(a_trace_status, "trace_status");
+    ATOM(a_ok, "ok");
+    ATOM(a_error, "error");
+    ATOM(a_undefined, "undefined");
+    ATOM(a_match_spec_result, "match_spec_result");
+    ATOM(a_call, "call");
+    ATOM(a_return_to, "return_to");
+    ATOM(a_in, "in");
+    ATOM(a_out, "out");
+    ATOM(a_gc_minor_start, "gc_minor_start");
+    ATOM(a_gc_major_start, "gc_major_start");
+    ATOM(a_gc_minor_end, "gc_minor_end");
+    ATOM(a_gc_major_end, "gc_major_end");
+    ATOM(a_spawn, "spawn");
+    ATOM(a_exit, "exit");
+    ATOM(a_return_from, "return_from");
+    ATOM(a_mark_module, "kprof_rtrace_mark");
+    ATOM(a_begin_trace, "begin_trace");
+    return mu ? 0 : 1;
+}
+
+static void unload(ErlNifEnv *env, void *priv)
+{
+    (void)env;
+    (void)priv;
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
+    enif_mutex_destroy(mu);
+}
+
+/* Writes what the socket takes now, without waiting. */
+static void flush_locked(void)
+{
+    while (fd >= 0 && head < len) {
+        ssize_t n = send(fd, buf + head, len - head, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n <= 0) { /* the collector went away: stop tracing through us */
+            close(fd);
+            fd = -1;
+            head = len = 0;
+            return;
+        }
+        head += (size_t)n;
+    }
+    if (head == len)
+        head = len = 0;
+}
+
+/* Room for `need` more bytes, compacting if that helps; 0 if there is none
+ * (the caller drops its record). */
+static int room(size_t need)
+{
+    if (len + need <= sizeof buf)
+        return 1;
+    if (head) {
+        memmove(buf, buf + head, len - head);
+        len -= head;
+        head = 0;
+    }
+    return len + need <= sizeof buf;
+}
+
+static void put8(unsigned v) { buf[len++] = (unsigned char)v; }
+static void put16(unsigned v) { memcpy(buf + len, &(uint16_t){(uint16_t)v}, 2); len += 2; }
+static void put32(uint32_t v) { memcpy(buf + len, &v, 4); len += 4; }
+static void put64(int64_t v) { memcpy(buf + len, &v, 8); len += 8; }
+
+static void reset_tables_locked(void)
+{
+    memset(pid_keys, 0, sizeof pid_keys);
+    memset(mfa_keys, 0, sizeof mfa_keys);
+    n_pids = n_mfas = 0;
+    if (room(1))
+        put8(REC_RESET);
+}
+
+static size_t slot(uint64_t key)
+{
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdULL;
+    key ^= key >> 33;
+    return (size_t)key & (TABLE - 1);
+}
+
+/* Returns the pid's id, defining it in the stream the first time. */
+static uint32_t pid_id(ErlNifEnv *env, ERL_NIF_TERM pid)
+{
+    uint64_t key = (uint64_t)pid | 1; /* 0 marks an empty slot */
+    size_t s = slot(key);
+    while (pid_keys[s] && pid_keys[s] != key)
+        s = (s + 1) & (TABLE - 1);
+    if (pid_keys[s])
+        return pid_ids[s];
+    ErlNifBinary ext;
+    if (!enif_term_to_binary(env, pid, &ext))
+        return UINT32_MAX;
+    if (ext.size > 1000 || !room(ext.size + 16)) {
+        enif_release_binary(&ext);
+        return UINT32_MAX;
+    }
+    pid_keys[s] = key;
+    pid_ids[s] = n_pids++;
+    put8(REC_PID);
+    put32(pid_ids[s]);
+    put16((unsigned)ext.size);
+    memcpy(buf + len, ext.data, ext.size);
+    len += ext.size;
+    enif_release_binary(&ext);
+    return pid_ids[s];
+}
+
+/* {M, F, Arity} (or {M, F, Args}): its id, defined the first time. */
+static uint32_t mfa_id(ErlNifEnv *env, ERL_NIF_TERM mfa)
+{
+    const ERL_NIF_TERM *t;
+    int arity;
+    unsigned a;
+    if (!enif_get_tuple(env, mfa, &arity, &t) || arity != 3)
+        return UINT32_MAX;
+    if (!enif_get_uint(env, t[2], &a) && !enif_get_list_length(env, t[2], &a))
+        return UINT32_MAX;
+    uint64_t k0 = (uint64_t)t[0] | 1, k1 = (uint64_t)t[1], k2 = a;
+    size_t s = slot(k0 * 31 + k1 * 7 + k2);
+    while (mfa_keys[s][0] && (mfa_keys[s][0] != k0 || mfa_keys[s][1] != k1 || mfa_keys[s][2] != k2))
+        s = (s + 1) & (TABLE - 1);
+    if (mfa_keys[s][0])
+        return mfa_ids[s];
+    char m[256], f[256];
+    if (enif_get_atom(env, t[0], m, sizeof m, ERL_NIF_LATIN1) <= 0 ||
+        enif_get_atom(env, t[1], f, sizeof f, ERL_NIF_LATIN1) <= 0)
+        return UINT32_MAX;
+    size_t ml = strlen(m), fl = strlen(f);
+    if (!room(ml + fl + 16))
+        return UINT32_MAX;
+    mfa_keys[s][0] = k0;
+    mfa_keys[s][1] = k1;
+    mfa_keys[s][2] = k2;
+    mfa_ids[s] = n_mfas++;
+    put8(REC_MFA);
+    put32(mfa_ids[s]);
+    put8((unsigned)ml);
+    memcpy(buf + len, m, ml);
+    len += ml;
+    put8((unsigned)fl);
+    memcpy(buf + len, f, fl);
+    len += fl;
+    put8(a > 255 ? 255 : a);
+    return mfa_ids[s];
+}
+
+static ERL_NIF_TERM enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)env;
+    (void)argc;
+    if (fd < 0) /* read without the lock: a stale answer costs one event */
+        return argv[0] == a_trace_status ? a_remove : a_discard;
+    return a_trace;
+}
+
+static int kind_of(ERL_NIF_TERM tag)
+{
+    if (tag == a_call) return EV_CALL;
+    if (tag == a_return_to) return EV_RETURN_TO;
+    if (tag == a_in) return EV_IN;
+    if (tag == a_out) return EV_OUT;
+    if (tag == a_gc_minor_start || tag == a_gc_major_start) return EV_GC_START;
+    if (tag == a_gc_minor_end || tag == a_gc_major_end) return EV_GC_END;
+    if (tag == a_spawn) return EV_SPAWN;
+    if (tag == a_exit) return EV_EXIT;
+    if (tag == a_return_from) return EV_RETURN_FROM;
+    return 0;
+}
+
+/* trace(Tag, State, Tracee, TraceTerm, Opts) */
+static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    int kind = kind_of(argv[0]);
+    if (!kind)
+        return a_ok;
+    int64_t ts = (int64_t)enif_monotonic_time(ERL_NIF_NSEC);
+    enif_mutex_lock(mu);
+    if (fd < 0) {
+        enif_mutex_unlock(mu);
+        return a_ok;
+    }
+    if (n_pids > TABLE / 2 || n_mfas > TABLE / 2)
+        reset_tables_locked();
+    uint32_t pid = pid_id(env, argv[2]);
+    ERL_NIF_TERM msg;
+    const ERL_NIF_TERM *t;
+    int arity;
+    if (pid == UINT32_MAX) { /* no room to define it: the event is lost */
+        pending_drops++;
+        dropped++;
+    } else if (kind == EV_CALL && enif_get_map_value(env, argv[4], a_match_spec_result, &msg) &&
+        enif_get_tuple(env, argv[3], &arity, &t) && arity == 3 && t[0] == a_mark_module) {
+        /* a begin or end mark: its message, whole */
+        ErlNifBinary ext;
+        if (enif_term_to_binary(env, msg, &ext)) {
+            if (room(ext.size + 32)) {
+                put8(REC_MARK);
+                put8(t[1] == a_begin_trace ? 1 : 2);
+                put32(pid);
+                put64(ts);
+                put32((uint32_t)ext.size);
+                memcpy(buf + len, ext.data, ext.size);
+                len += ext.size;
+            }
+            enif_release_binary(&ext);
+        }
+    } else {
+        uint32_t arg = UINT32_MAX;
+        if (kind == EV_SPAWN)
+            arg = pid_id(env, argv[3]);
+        else if (kind != EV_GC_START && kind != EV_GC_END && kind != EV_EXIT)
+            arg = mfa_id(env, argv[3]);
+        if (pending_drops && room(32)) { /* say what was lost before going on */
+            put8(REC_DROP);
+            put32(pending_drops);
+            pending_drops = 0;
+        }
+        if (room(32)) {
+            put8((unsigned)kind);
+            put32(pid);
+            put32(arg);
+            put64(ts);
+        } else {
+            pending_drops++;
+            dropped++;
+        }
+    }
+    if (len - head >= WRITE_AT)
+        flush_locked();
+    enif_mutex_unlock(mu);
+    return a_ok;
+}
+
+/* connect(Port): to the collector on 127.0.0.1. */
+static ERL_NIF_TERM nif_connect(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    unsigned port;
+    if (!enif_get_uint(env, argv[0], &port) || port == 0 || port > 65535)
+        return enif_make_badarg(env);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (s >= 0)
+            close(s);
+        return enif_make_tuple2(env, a_error, enif_make_int(env, errno));
+    }
+    enif_mutex_lock(mu);
+    if (fd >= 0)
+        close(fd);
+    fd = s;
+    head = len = 0;
+    pending_drops = 0;
+    memset(pid_keys, 0, sizeof pid_keys);
+    memset(mfa_keys, 0, sizeof mfa_keys);
+    n_pids = n_mfas = 0;
+    enif_mutex_unlock(mu);
+    return a_ok;
+}
+
+static ERL_NIF_TERM nif_flush(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)env;
+    (void)argc;
+    (void)argv;
+    enif_mutex_lock(mu);
+    flush_locked();
+    int connected = fd >= 0;
+    enif_mutex_unlock(mu);
+    return connected ? a_ok : a_error;
+}
+
+static ERL_NIF_TERM nif_close(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)env;
+    (void)argc;
+    (void)argv;
+    enif_mutex_lock(mu);
+    flush_locked();
+    if (fd >= 0)
+        close(fd);
+    fd = -1;
+    enif_mutex_unlock(mu);
+    return a_ok;
+}
+
+static ErlNifFunc funcs[] = {
+    {"enabled", 3, enabled, 0},
+    {"trace", 5, trace, 0},
+    {"connect", 1, nif_connect, 0},
+    {"flush", 0, nif_flush, 0},
+    {"close", 0, nif_close, 0},
+};
+
+ERL_NIF_INIT(kprof_tracer, funcs, load, NULL, NULL, unload)

@@ -224,7 +224,7 @@ init(Starter, Mode) ->
         {_, undefined} -> exit({failed, "another tracer (e.g. dbg) traces new processes"});
         _ -> exit({failed, "tier tracing runs on this node; request traces wait until it stops"})
     end,
-    case open_port(maps:get(queue_size, Settings)) of
+    case kprof_tiers:open_trace_port(maps:get(queue_size, Settings)) of
         {ok, Port, TcpPort} ->
             Self = self(),
             spawn(fun() -> guard(Self) end),
@@ -238,15 +238,6 @@ init(Starter, Mode) ->
                         last_limited = erlang:monotonic_time(microsecond)});
         {error, Why} ->
             exit({failed, Why})
-    end.
-
-open_port(QSize) ->
-    try
-        Port = (dbg:trace_port(ip, {0, QSize}))(),
-        <<_, TcpPort:16>> = iolist_to_binary(erlang:port_control(Port, $p, "")),
-        {ok, Port, TcpPort}
-    catch
-        _:Why -> {error, {trace_port, Why}}
     end.
 
 %% The collector program, unless a kprof attached from a shell collects

@@ -30,7 +30,7 @@
 %%% used, since match-spec tokens stay in processes) every seq_trace token.
 -module(kprof_tiers).
 
--export([start/2, stop/0, parse_text/1, normalize/1, report/0]).
+-export([start/2, stop/0, parse_text/1, normalize/1, report/0, open_trace_port/1]).
 %% spawned
 -export([agent_init/3, guard_init/4]).
 
@@ -425,6 +425,10 @@ agent_start(Starter, Owner, Config = #{queue_size := QSize}) ->
             ok
     end.
 
+%% @doc Opens runtime_tools' ip trace port (a TCP listener the kprof C
+%% program connects to; it holds `QSize' events, then drops and says so),
+%% owned by the caller. Used by tier tracing and by request traces.
+-spec open_trace_port(pos_integer()) -> {ok, port(), inet:port_number()} | {error, string()}.
 open_trace_port(QSize) ->
     try
         Port = (dbg:trace_port(ip, {0, QSize}))(),

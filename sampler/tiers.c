@@ -111,42 +111,45 @@ static void iso_now(char *out, size_t cap)
     snprintf(out + n, cap - n, ".%03ldZ", ts.tv_nsec / 1000000);
 }
 
-/* One report: the interval's JSON line, the live table, the node's copy. */
+/* One report: the interval's JSON line, the live table, the node's copy.
+ * The since-start line and table are made once: the node gets them every
+ * time, the final report also writes and prints them. */
 static void report(session *s, uint64_t interval_ms, int final)
 {
     char when[64];
-    kp_buf json = {0}, table = {0}, total = {0};
+    kp_buf json = {0}, table = {0}, since = {0}, total = {0};
     kp_tier_match_flush(s->match, final);
     set_counters(s, kp_now_ns());
     iso_now(when, sizeof when);
     kp_tier_stats_json(s->stats, KP_TIER_INTERVAL, when, s->node.target, interval_ms, &json);
-    if (final)
-        kp_tier_stats_json(s->stats, KP_TIER_SINCE_START, when, s->node.target, interval_ms, &json);
-    write_all(s->jsonl_fd, json.data, json.len, s->jsonl_path);
-    kp_tier_stats_table(s->stats, final ? KP_TIER_SINCE_START : KP_TIER_INTERVAL, s->o->stat,
-                        &table);
-    if (!s->o->quiet || final) {
-        printf("%s\n%.*s\n", when, (int)table.len, table.data ? table.data : "");
-        fflush(stdout);
-    }
-    if (!s->lost) {
-        kp_buf since = {0};
-        kp_tier_stats_table(s->stats, KP_TIER_SINCE_START, s->o->stat, &total);
+    if (final || !s->lost) {
         kp_tier_stats_json(s->stats, KP_TIER_SINCE_START, when, s->node.target, interval_ms,
                            &since);
+        kp_tier_stats_table(s->stats, KP_TIER_SINCE_START, s->o->stat, &total);
+    }
+    if (!final)
+        kp_tier_stats_table(s->stats, KP_TIER_INTERVAL, s->o->stat, &table);
+    const kp_buf *shown = final ? &total : &table;
+    write_all(s->jsonl_fd, json.data, json.len, s->jsonl_path);
+    if (final)
+        write_all(s->jsonl_fd, since.data, since.len, s->jsonl_path);
+    if (!s->o->quiet || final) {
+        printf("%s\n%.*s\n", when, (int)shown->len, shown->data ? shown->data : "");
+        fflush(stdout);
+    }
+    if (!s->lost)
         kp_tiers_send_report(&s->node, total.data ? total.data : "", total.len,
                              since.data ? since.data : "", since.len ? since.len - 1 : 0);
-        kp_buf_free(&since);
-    }
     if (final && s->table_path[0]) {
         int fd = open(s->table_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        write_all(fd, table.data, table.len, s->table_path);
+        write_all(fd, total.data, total.len, s->table_path);
         if (fd >= 0)
             close(fd);
     }
     kp_tier_stats_end_interval(s->stats);
     kp_buf_free(&json);
     kp_buf_free(&table);
+    kp_buf_free(&since);
     kp_buf_free(&total);
 }
 

@@ -198,13 +198,17 @@ tracer_kind() ->
     end.
 
 %% @doc A request of 20 key-value calls traced with follow_messages: the
-%% handler, db and accounting processes it calls join the trace. Its id.
+%% handler, db and accounting processes it calls join the trace. A receiver
+%% is traced only after the collector has seen the send (a round trip
+%% through the collector and kprof_rtrace), so the calls are 1 ms apart: a
+%% request over within that round trip would leave nothing to follow. Its id.
 -spec follow_trace() -> string().
 follow_trace() ->
     binary_to_list(kprof:trace_request(
                      #{follow_messages => 4},
                      fun() ->
-                             [kprof_kv:request(<<"GET k1">>) || _ <- lists:seq(1, 20)],
+                             [begin kprof_kv:request(<<"GET k1">>), timer:sleep(1) end
+                              || _ <- lists:seq(1, 20)],
                              kprof:trace_id()
                      end)).
 

@@ -52,7 +52,7 @@ static uint64_t dropped;
 static ERL_NIF_TERM a_trace, a_discard, a_remove, a_trace_status, a_ok, a_error, a_undefined,
     a_match_spec_result, a_call, a_return_to, a_in, a_out, a_gc_minor_start, a_gc_major_start,
     a_gc_minor_end, a_gc_major_end, a_spawn, a_exit, a_return_from, a_mark_module,
-    a_begin_trace, a_send, a_extra;
+    a_begin_trace, a_send, a_extra, a_pending;
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
@@ -83,6 +83,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     ATOM(a_begin_trace, "begin_trace");
     ATOM(a_send, "send");
     ATOM(a_extra, "extra");
+    ATOM(a_pending, "pending");
     return mu ? 0 : 1;
 }
 
@@ -350,9 +351,9 @@ static ERL_NIF_TERM nif_flush(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     (void)argv;
     enif_mutex_lock(mu);
     flush_locked();
-    int connected = fd >= 0;
+    ERL_NIF_TERM r = fd < 0 ? a_error : head < len ? a_pending : a_ok;
     enif_mutex_unlock(mu);
-    return connected ? a_ok : a_error;
+    return r;
 }
 
 static ERL_NIF_TERM nif_close(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])

@@ -206,7 +206,8 @@ ensure_started(Mode) ->
                 tokens = 1.0e9 :: float(),      % full: min(Burst, ...) caps it
                 calls = [] :: [mfa()],           % traced by trace_calls/1
                 baseline = 0 :: non_neg_integer(), % system memory when armed
-                nif = false :: boolean()}).        % kprof_tracer is connected
+                nif = false :: boolean(),          % kprof_tracer is connected
+                flush_timer = false :: boolean()}). % a retry of flush/1 is due
 
 %% @private
 -spec init(pid(), internal | {external, node()}) -> no_return().
@@ -269,6 +270,8 @@ loop(S = #state{settings = Settings}) ->
             loop(finish(Id, S));
         watch ->
             loop(watch(S));
+        flush ->
+            loop(flush(S#state{flush_timer = false}));
         {follow, Id, Pid} when is_binary(Id), is_pid(Pid) ->
             loop(follow(Id, Pid, S));
         {untrace, Pids} when is_list(Pids) ->
@@ -453,10 +456,17 @@ cut_marks(S, Ids, Why) ->
 tracer(#state{nif = true}) -> {tracer, kprof_tracer, []};
 tracer(#state{port = Port}) -> {tracer, Port}.
 
-%% What the NIF holds goes out (at a trace's end and every ?FLUSH_MS).
+%% What the NIF holds goes out: at a trace's end, every ?WATCH_MS while
+%% traces run, and, when the socket did not take it all (the collector is
+%% busy), again ?WATCH_MS later until it has, traces or not: the last
+%% trace's end mark must not wait for the next trace.
 flush(S = #state{nif = true}) ->
     case catch kprof_tracer:flush() of
         ok -> S;
+        pending when S#state.flush_timer -> S;
+        pending ->
+            erlang:send_after(?WATCH_MS, self(), flush),
+            S#state{flush_timer = true};
         _ -> S#state{nif = false} % the collector went away
     end;
 flush(S) ->

@@ -33,8 +33,10 @@ load() ->
 -spec connect(inet:port_number()) -> ok | {error, term()}.
 connect(_Port) -> erlang:nif_error(not_loaded).
 
-%% @doc Writes out what the NIF holds; `error' when the connection is gone.
--spec flush() -> ok | error.
+%% @doc Writes out what the socket takes now, without waiting: `ok' when
+%% nothing is left, `pending' when some is (call again later), `error' when
+%% the connection is gone.
+-spec flush() -> ok | pending | error.
 flush() -> erlang:nif_error(not_loaded).
 
 %% @doc Flushes and closes the connection; tracing through it stops.

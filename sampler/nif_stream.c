@@ -10,7 +10,7 @@
 
 /* record kinds, as kprof_tracer.c writes them */
 enum { EV_CALL = 1, EV_RETURN_TO, EV_IN, EV_OUT, EV_GC_START, EV_GC_END, EV_SPAWN, EV_EXIT,
-       EV_RETURN_FROM, EV_SEND, REC_PID = 100, REC_MFA = 101, REC_MARK = 102, REC_RESET = 104,
+       EV_RETURN_FROM, REC_PID = 100, REC_MFA = 101, REC_MARK = 102, REC_RESET = 104,
        REC_DROP = 105 };
 
 #define MAX_IDS 65536 /* the NIF resets its ids before that */
@@ -79,8 +79,7 @@ static int64_t i64(const unsigned char *p)
 static const kp_rt_kind kinds[] = {
     [EV_CALL] = KP_RT_CALL,       [EV_RETURN_TO] = KP_RT_RETURN_TO, [EV_IN] = KP_RT_IN,
     [EV_OUT] = KP_RT_OUT,         [EV_GC_START] = KP_RT_GC_START,   [EV_GC_END] = KP_RT_GC_END,
-    [EV_SPAWN] = KP_RT_SPAWN,     [EV_EXIT] = KP_RT_EXIT,           [EV_RETURN_FROM] = KP_RT_RETURN_FROM,
-    [EV_SEND] = KP_RT_SEND};
+    [EV_SPAWN] = KP_RT_SPAWN,     [EV_EXIT] = KP_RT_EXIT,           [EV_RETURN_FROM] = KP_RT_RETURN_FROM};
 
 /* One record at p (n bytes available): its size, 0 when incomplete, -1 when
  * malformed. */
@@ -88,7 +87,7 @@ static long one(kp_nif_stream *s, const unsigned char *p, size_t n,
                 int (*on_event)(void *, const kp_rt_event *), void *ctx)
 {
     kp_rt_event ev;
-    if (p[0] >= EV_CALL && p[0] <= EV_SEND) {
+    if (p[0] >= EV_CALL && p[0] <= EV_RETURN_FROM) {
         if (n < 17)
             return 0;
         uint32_t pid = u32(p + 1), arg = u32(p + 5);
@@ -98,11 +97,11 @@ static long one(kp_nif_stream *s, const unsigned char *p, size_t n,
         ev.kind = kinds[p[0]];
         ev.pid = s->pids[pid];
         ev.ts_ns = i64(p + 9);
-        if (p[0] == EV_SPAWN || p[0] == EV_SEND) {
+        if (p[0] == EV_SPAWN) {
             if (arg < MAX_IDS)
                 ev.child = s->pids[arg];
-            else /* not named (the NIF was full), or a send to a name or a port */
-                ev.kind = KP_RT_OTHER;
+            else
+                ev.kind = KP_RT_OTHER; /* the child could not be named (the NIF was full) */
         } else if (arg < MAX_IDS) {
             memcpy(ev.module, s->mfas[arg].module, sizeof ev.module);
             memcpy(ev.function, s->mfas[arg].function, sizeof ev.function);

@@ -25,7 +25,6 @@ typedef struct {
     erlang_pid root;
     int64_t start, last;
     uint64_t events, max_events, max_duration_ns;
-    uint64_t follow_left;      /* receivers it may still take in */
     const char *cut;
     kp_stacks *stacks;
     uint64_t *ns;              /* per stack id */
@@ -334,8 +333,7 @@ static void finish(kp_rtrace *rt, uint32_t k)
 /* ------------------------------------------------------------------ */
 
 static int open_trace(kp_rtrace *rt, const char *id, const erlang_pid *pid, int64_t ts,
-                      uint64_t max_events, uint64_t max_duration_ms, uint64_t follow,
-                      int untimed)
+                      uint64_t max_events, uint64_t max_duration_ms, int untimed)
 {
     int k = 0;
     while (k < MAX_TRACES && rt->traces[k].used)
@@ -347,7 +345,6 @@ static int open_trace(kp_rtrace *rt, const char *id, const erlang_pid *pid, int6
     snprintf(t->id, sizeof t->id, "%s", id);
     t->used = 1;
     t->untimed = untimed;
-    t->follow_left = follow;
     t->root = *pid;
     t->start = t->last = ts;
     t->max_events = max_events ? max_events : rt->o.max_events;
@@ -362,7 +359,7 @@ static int open_trace(kp_rtrace *rt, const char *id, const erlang_pid *pid, int6
 
 int kp_rtrace_open(kp_rtrace *rt, const char *id, const erlang_pid *pid, int64_t ts_ns)
 {
-    return open_trace(rt, id, pid, ts_ns, 0, 0, 0, 0);
+    return open_trace(rt, id, pid, ts_ns, 0, 0, 0);
 }
 
 void kp_rtrace_close(kp_rtrace *rt, const char *id, const char *cut)
@@ -425,7 +422,7 @@ static proc *adopt(kp_rtrace *rt, const kp_rt_event *ev)
         return NULL;
     char id[64];
     snprintf(id, sizeof id, "%s.%u.%llu", "CALL", ev->pid.num, (unsigned long long)rt->adopted + 1);
-    if (open_trace(rt, id, &ev->pid, 0, 0, 0, 0, 1) != 0)
+    if (open_trace(rt, id, &ev->pid, 0, 0, 0, 1) != 0)
         return NULL;
     rt->adopted++;
     proc *p = proc_of(rt, &ev->pid);
@@ -437,8 +434,7 @@ static proc *adopt(kp_rtrace *rt, const kp_rt_event *ev)
 int kp_rtrace_event(kp_rtrace *rt, const kp_rt_event *ev)
 {
     if (ev->kind == KP_RT_BEGIN) {
-        open_trace(rt, ev->id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms,
-                   ev->follow_messages, 0);
+        open_trace(rt, ev->id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms, 0);
         return 0;
     }
     if (ev->kind == KP_RT_END && ev->cut[0]) { /* the node cut it: by id, from its server */
@@ -491,18 +487,6 @@ int kp_rtrace_event(kp_rtrace *rt, const kp_rt_event *ev)
     case KP_RT_SPAWN:
         if (!proc_of(rt, &ev->child)) /* runnable until it first runs */
             add_proc(rt, k, &ev->child, ev->ts_ns, OUT);
-        break;
-    case KP_RT_SEND:
-        /* a receiver nobody traces yet joins, waiting, until its events come */
-        if (t->follow_left && !proc_of(rt, &ev->child)) {
-            proc *q = add_proc(rt, k, &ev->child, ev->ts_ns, OUT);
-            if (!q)
-                break;
-            q->timed = 0; /* its clock starts with its first traced event */
-            t->follow_left--;
-            if (rt->h.on_follow)
-                rt->h.on_follow(rt->h.ctx, t->id, &ev->child);
-        }
         break;
     case KP_RT_EXIT:
         if (pack(&ev->pid) != pack(&t->root))

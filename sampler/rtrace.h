@@ -16,10 +16,8 @@
  *
  * A trace begins with the mark of kprof_rtrace_mark:begin_trace/1 in its
  * process (or kp_rtrace_open() for a process traced from the shell), takes in
- * the processes it spawns (and, with follow_messages, up to that many
- * processes its processes send to), and ends with the end mark, or is cut
- * past its bounds (events, duration; the file then ends with a marker
- * frame). */
+ * the processes it spawns, and ends with the end mark, or is cut past its
+ * bounds (events, duration; the file then ends with a marker frame). */
 #ifndef KP_RTRACE_H
 #define KP_RTRACE_H
 
@@ -29,7 +27,7 @@
 
 typedef enum {
     KP_RT_CALL, KP_RT_RETURN_TO, KP_RT_IN, KP_RT_OUT, KP_RT_GC_START, KP_RT_GC_END,
-    KP_RT_SPAWN, KP_RT_EXIT, KP_RT_BEGIN, KP_RT_END, KP_RT_RETURN_FROM, KP_RT_SEND, KP_RT_OTHER
+    KP_RT_SPAWN, KP_RT_EXIT, KP_RT_BEGIN, KP_RT_END, KP_RT_RETURN_FROM, KP_RT_OTHER
 } kp_rt_kind;
 
 typedef struct {
@@ -37,11 +35,10 @@ typedef struct {
     erlang_pid pid;
     char module[256], function[256]; /* CALL, RETURN_TO, RETURN_FROM */
     unsigned arity;
-    erlang_pid child;                /* SPAWN: the new process; SEND: the receiver */
+    erlang_pid child;                /* SPAWN */
     char id[64];                     /* BEGIN, END */
     char cut[32];                    /* END sent by the node's server: why it cut */
     uint64_t max_events, max_duration_ms; /* BEGIN; 0 = the collector's default */
-    uint64_t follow_messages;        /* BEGIN: receivers of its messages to trace too */
     int64_t ts_ns;                   /* 0 when the event has none (meta events) */
     uint32_t dropped;                /* KP_RT_OTHER from the NIF: events it dropped */
 } kp_rt_event;
@@ -64,9 +61,6 @@ typedef struct {
      * NULL when writing failed (`why` says why) */
     void (*on_done)(void *ctx, const char *id, const erlang_pid *pids, size_t n_pids,
                     const char *written, const char *why);
-    /* a traced process sent to `pid`, which the trace takes in (within its
-     * follow_messages): the node should trace it too; may be NULL */
-    void (*on_follow)(void *ctx, const char *id, const erlang_pid *pid);
 } kp_rtrace_handler;
 
 typedef struct {

@@ -56,8 +56,6 @@ static int decode_begin(const char *buf, int *i, kp_rt_event *ev)
             ev->max_events = v;
         else if (strcmp(key, "max_duration_ms") == 0)
             ev->max_duration_ms = v;
-        else if (strcmp(key, "follow_messages") == 0)
-            ev->follow_messages = v;
     }
     return 0;
 }
@@ -72,7 +70,7 @@ static kp_rt_kind kind_of(const char *tag)
                  {"gc_minor_start", KP_RT_GC_START}, {"gc_major_start", KP_RT_GC_START},
                  {"gc_minor_end", KP_RT_GC_END},     {"gc_major_end", KP_RT_GC_END},
                  {"spawn", KP_RT_SPAWN},     {"exit", KP_RT_EXIT},
-                 {"return_from", KP_RT_RETURN_FROM}, {"send", KP_RT_SEND}};
+                 {"return_from", KP_RT_RETURN_FROM}};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         if (strcmp(tag, kinds[k].tag) == 0)
             return kinds[k].kind;
@@ -131,18 +129,6 @@ int kp_rt_decode(const char *buf, size_t len, kp_rt_event *ev)
     case KP_RT_RETURN_FROM: /* {trace_ts, Pid, return_from, MFA, Value, Ts} */
         rc = decode_mfa(buf, &i, ev) != 0 || ei_skip_term(buf, &i) != 0 ? -1 : 0;
         break;
-    case KP_RT_SEND: { /* {trace_ts, Pid, send, Msg, To, Ts}: To a pid, or a name */
-        int type, size;
-        rc = ei_skip_term(buf, &i);
-        if (rc == 0 && ei_get_type(buf, &i, &type, &size) == 0 &&
-            (type == ERL_PID_EXT || type == ERL_NEW_PID_EXT))
-            rc = ei_decode_pid(buf, &i, &ev->child);
-        else if (rc == 0) {
-            ev->kind = KP_RT_OTHER;
-            rc = ei_skip_term(buf, &i);
-        }
-        break;
-    }
     case KP_RT_SPAWN:
         rc = ei_decode_pid(buf, &i, &ev->child) != 0 || ei_skip_term(buf, &i) != 0 ? -1 : 0;
         break;

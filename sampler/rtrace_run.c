@@ -127,20 +127,6 @@ static void start_nif(run *r)
     close(l);
 }
 
-/* Asks kprof_rtrace to trace a receiver of a traced process's message. */
-static void on_follow(void *ctx, const char *id, const erlang_pid *pid)
-{
-    run *r = ctx;
-    ei_x_buff x;
-    ei_x_new_with_version(&x);
-    ei_x_encode_tuple_header(&x, 3);
-    ei_x_encode_atom(&x, "follow");
-    ei_x_encode_binary(&x, id, (long)strlen(id));
-    ei_x_encode_pid(&x, pid);
-    ei_reg_send(&r->node.ec, r->node.fd, "kprof_rtrace", x.buff, x.index);
-    ei_x_free(&x);
-}
-
 static int on_event(void *ctx, const char *term, size_t len)
 {
     run *r = ctx;
@@ -366,7 +352,7 @@ int kp_trace_run(const kp_trace_options *o)
         return KP_EXIT_NODE;
     }
     kp_rtrace_options ro = {.dir = r.dir, .max_events = 1000000, .max_duration_ms = 5000};
-    kp_rtrace_handler h = {.ctx = &r, .on_done = on_done, .on_follow = on_follow};
+    kp_rtrace_handler h = {.ctx = &r, .on_done = on_done};
     r.rt = kp_rtrace_create(&ro, &h);
     char id[64] = "";
     int rc;

@@ -4,8 +4,7 @@
  * to one buffer, written to the kprof collector's socket in 64 KB writes.
  *
  * Records (little-endian):
- *   1..13 EVENT   kind u8, pid u32, arg u32 (MFA id, child or receiver pid id,
- *                 or ~0), ts i64
+ *   1..13 EVENT   kind u8, pid u32, arg u32 (MFA id, child pid id, or ~0), ts i64
  *   100   PID     kind, id u32, len u16, external term bytes of the pid
  *   101   MFA     kind, id u32, mlen u8, module, flen u8, function, arity u8
  *   102   MARK    kind, which u8 (1 begin, 2 end), pid u32, ts i64, len u32,
@@ -33,7 +32,7 @@
 #define TABLE 65536 /* slots; reset past half full */
 
 enum { EV_CALL = 1, EV_RETURN_TO, EV_IN, EV_OUT, EV_GC_START, EV_GC_END, EV_SPAWN, EV_EXIT,
-       EV_RETURN_FROM, EV_SEND, REC_PID = 100, REC_MFA = 101, REC_MARK = 102, REC_RESET = 104,
+       EV_RETURN_FROM, REC_PID = 100, REC_MFA = 101, REC_MARK = 102, REC_RESET = 104,
        REC_DROP = 105 };
 
 static ErlNifMutex *mu;
@@ -52,7 +51,7 @@ static uint64_t dropped;
 static ERL_NIF_TERM a_trace, a_discard, a_remove, a_trace_status, a_ok, a_error, a_undefined,
     a_match_spec_result, a_call, a_return_to, a_in, a_out, a_gc_minor_start, a_gc_major_start,
     a_gc_minor_end, a_gc_major_end, a_spawn, a_exit, a_return_from, a_mark_module,
-    a_begin_trace, a_send, a_extra, a_pending;
+    a_begin_trace, a_pending;
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
@@ -81,8 +80,6 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     ATOM(a_return_from, "return_from");
     ATOM(a_mark_module, "kprof_rtrace_mark");
     ATOM(a_begin_trace, "begin_trace");
-    ATOM(a_send, "send");
-    ATOM(a_extra, "extra");
     ATOM(a_pending, "pending");
     return mu ? 0 : 1;
 }
@@ -240,7 +237,6 @@ static int kind_of(ERL_NIF_TERM tag)
     if (tag == a_spawn) return EV_SPAWN;
     if (tag == a_exit) return EV_EXIT;
     if (tag == a_return_from) return EV_RETURN_FROM;
-    if (tag == a_send) return EV_SEND;
     return 0;
 }
 
@@ -284,13 +280,8 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         }
     } else {
         uint32_t arg = UINT32_MAX;
-        ERL_NIF_TERM to;
         if (kind == EV_SPAWN)
             arg = pid_id(env, argv[3]);
-        else if (kind == EV_SEND) /* the message itself is never copied */
-            arg = enif_get_map_value(env, argv[4], a_extra, &to) && enif_is_pid(env, to)
-                      ? pid_id(env, to)
-                      : UINT32_MAX;
         else if (kind != EV_GC_START && kind != EV_GC_END && kind != EV_EXIT)
             arg = mfa_id(env, argv[3]);
         if (pending_drops && room(32)) { /* say what was lost before going on */
@@ -308,9 +299,7 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
             dropped++;
         }
     }
-    /* a send is traced only to follow it: the collector must see it now,
-     * while the receiver can still be traced in time */
-    if (len - head >= WRITE_AT || kind == EV_SEND)
+    if (len - head >= WRITE_AT)
         flush_locked();
     enif_mutex_unlock(mu);
     return a_ok;

@@ -41,8 +41,6 @@
 
 -define(FLAGS, [call, return_to, arity, running, garbage_collection, procs, set_on_spawn,
                 monotonic_timestamp]).
-%% what is cleared: also `send', set when a trace follows its messages
--define(ALL_FLAGS, [send | ?FLAGS]).
 -define(CALL_TIMEOUT, 10000).
 -define(WATCH_MS, 20). % also how often the NIF's buffer is flushed
 
@@ -50,7 +48,7 @@
 -spec defaults() -> map().
 defaults() ->
     #{dir => "/tmp/kprof-traces", max_duration_ms => 5000, max_events => 1000000,
-      max_concurrent => 8, queue_size => 10000, max_backlog_mb => 64, follow_messages => 0,
+      max_concurrent => 8, queue_size => 10000, max_backlog_mb => 64,
       idle_ms => 60000}.
 
 settings(Options) ->
@@ -196,9 +194,7 @@ ensure_started(Mode) ->
 %%% ---------------------------------------------------------------------
 %%% The server
 
--record(trace, {id :: binary(), root :: pid(), timer :: reference(), pids = [] :: [pid()],
-                followed = 0 :: non_neg_integer(),   % receivers traced so far
-                follow_max = 0 :: non_neg_integer()}). % follow_messages of this trace
+-record(trace, {id :: binary(), root :: pid(), timer :: reference(), pids = [] :: [pid()]}).
 -record(state, {port :: port(), tcp_port :: inet:port_number(), settings :: map(),
                 collector :: port() | undefined, traces = #{} :: #{binary() => #trace{}},
                 armed = false :: boolean(), seq = 0 :: non_neg_integer(),
@@ -272,10 +268,8 @@ loop(S = #state{settings = Settings}) ->
             loop(watch(S));
         flush ->
             loop(flush(S#state{flush_timer = false}));
-        {follow, Id, Pid} when is_binary(Id), is_pid(Pid) ->
-            loop(follow(Id, Pid, S));
         {untrace, Pids} when is_list(Pids) ->
-            [catch erlang:trace(P, false, ?ALL_FLAGS) || P <- Pids, is_pid(P)],
+            [catch erlang:trace(P, false, ?FLAGS) || P <- Pids, is_pid(P)],
             loop(S);
         {Port, {data, {_, Line}}} when Port =:= S#state.collector ->
             logger:notice("~ts", [Line]),
@@ -327,13 +321,10 @@ handle({begin_trace, Pid, Options}, S0 = #state{traces = Traces}) ->
             S1 = arm(S),
             Seq = S1#state.seq + 1,
             Id = trace_id(Seq),
-            Follow = maps:get(follow_messages, Settings, 0),
-            Send = [send || is_integer(Follow), Follow > 0],
-            erlang:trace(Pid, true, [tracer(S1) | Send ++ ?FLAGS]),
+            erlang:trace(Pid, true, [tracer(S1) | ?FLAGS]),
             Timer = erlang:send_after(maps:get(max_duration_ms, Settings), self(), {timeout, Id}),
-            T = #trace{id = Id, root = Pid, timer = Timer,
-                       follow_max = case Send of [] -> 0; _ -> Follow end},
-            {{ok, Id, maps:with([max_events, max_duration_ms, follow_messages], Settings)},
+            T = #trace{id = Id, root = Pid, timer = Timer},
+            {{ok, Id, maps:with([max_events, max_duration_ms, name], Settings)},
              S1#state{seq = Seq, traces = Traces#{Id => T}}}
     end;
 handle({end_trace, Id}, S) ->
@@ -375,24 +366,6 @@ handle(collector_config, S = #state{settings = Settings, tcp_port = TcpPort}) ->
 handle(_, S) ->
     {{error, unknown_request}, S}.
 
-%% The collector saw a traced process send to `Pid': trace it too, within
-%% the trace's `follow_messages' (and only a process nobody traces). It
-%% starts late by the round trip through the collector: what `Pid' did with
-%% that first message may be missed, later ones are not.
-follow(Id, Pid, S = #state{traces = Traces}) ->
-    case Traces of
-        #{Id := T = #trace{followed = N, follow_max = Max}} when node(Pid) =:= node() ->
-            case N < Max andalso erlang:trace_info(Pid, tracer) =:= {tracer, []} of
-                true ->
-                    catch erlang:trace(Pid, true, [tracer(S) | ?FLAGS]),
-                    S#state{traces = Traces#{Id := T#trace{followed = N + 1}}};
-                false ->
-                    S
-            end;
-        _ ->
-            S
-    end.
-
 %% Ids: time-based and unique, never from request data.
 trace_id(Seq) ->
     Rand = erlang:phash2({node(), erlang:unique_integer(), erlang:system_time()}, 1 bsl 24),
@@ -403,7 +376,7 @@ finish(Id, S = #state{traces = Traces}) ->
     case maps:take(Id, Traces) of
         {#trace{root = Root, timer = Timer}, Rest} ->
             erlang:cancel_timer(Timer),
-            catch erlang:trace(Root, false, ?ALL_FLAGS),
+            catch erlang:trace(Root, false, ?FLAGS),
             S1 = flush(S#state{traces = Rest}),
             case {maps:size(Rest), S1#state.calls} of
                 {0, []} -> disarm(S1);
@@ -417,7 +390,7 @@ finish(Id, S = #state{traces = Traces}) ->
 guard(Server) ->
     Ref = monitor(process, Server),
     receive {'DOWN', Ref, process, Server, _} -> ok end,
-    erlang:trace(all, false, ?ALL_FLAGS),
+    erlang:trace(all, false, ?FLAGS),
     erlang:trace_pattern({'_', '_', '_'}, false, [local]),
     erlang:trace_pattern({'_', '_', '_'}, false, [meta]).
 
@@ -438,7 +411,7 @@ watch(S0) ->
         false ->
             S;
         true ->
-            erlang:trace(all, false, ?ALL_FLAGS),
+            erlang:trace(all, false, ?FLAGS),
             Ids = maps:keys(Traces),
             cut_marks(S, Ids, node_backlog),
             logger:warning("kprof: request traces cut: the node's trace queue grew past ~p MB",
@@ -491,9 +464,9 @@ disarm(S) ->
 
 shutdown(S = #state{traces = Traces, calls = Calls}) ->
     [erlang:trace_pattern(MFA, false, [meta]) || MFA <- Calls],
-    [catch erlang:trace(R, false, ?ALL_FLAGS) || #trace{root = R} <- maps:values(Traces)],
+    [catch erlang:trace(R, false, ?FLAGS) || #trace{root = R} <- maps:values(Traces)],
     %% processes spawned by traced ones inherited the flags
-    erlang:trace(all, false, ?ALL_FLAGS),
+    erlang:trace(all, false, ?FLAGS),
     disarm(S#state{armed = true}),
     S#state.nif andalso (catch kprof_tracer:close()),
     catch port_close(S#state.port),

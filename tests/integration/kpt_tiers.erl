@@ -17,7 +17,7 @@
 -export([main/1, load/4, start_load/3, scenarios/1, identity/1, step/0, rec/1, remote_step/0,
          triple/0, recurse/0, spawner/0, reload/1, clean/0, in_node/2,
          http_start/0, kv/3, rtrace_setup/4, fast/0, fast_traces/1, patterns_left/0,
-         stop_rtrace/0, backlog_trace/1, tracer_kind/0, follow_trace/0]).
+         stop_rtrace/0, backlog_trace/1, tracer_kind/0]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -196,21 +196,6 @@ tracer_kind() ->
         {tracer, {kprof_tracer, _}} -> "nif";
         _ -> "port"
     end.
-
-%% @doc A request of 20 key-value calls traced with follow_messages: the
-%% handler, db and accounting processes it calls join the trace. A receiver
-%% is traced only after the collector has seen the send (a round trip
-%% through the collector and kprof_rtrace), so the calls are 1 ms apart: a
-%% request over within that round trip would leave nothing to follow. Its id.
--spec follow_trace() -> string().
-follow_trace() ->
-    binary_to_list(kprof:trace_request(
-                     #{follow_messages => 4},
-                     fun() ->
-                             [begin kprof_kv:request(<<"GET k1">>), timer:sleep(1) end
-                              || _ <- lists:seq(1, 20)],
-                             kprof:trace_id()
-                     end)).
 
 %% @doc Stops request tracing in the node (its collector program too).
 -spec stop_rtrace() -> ok.

@@ -51,6 +51,14 @@ static uint64_t proc_key(uint32_t num, uint32_t serial)
  * afresh (the next sample of each process then has delta 0, as a first one). */
 #define PROC_LIMIT 200000
 
+/* The slot of `key` in a table of `cap` (a power of two) slots. The high bits
+ * of the product: its low bits depend only on the key's low bits, the serial,
+ * which is the same for almost every process. */
+static size_t proc_slot(uint64_t key, size_t cap)
+{
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+}
+
 static proc *find_proc(kp_profile *p, uint32_t num, uint32_t serial, int create)
 {
     uint64_t key = proc_key(num, serial);
@@ -66,7 +74,7 @@ static proc *find_proc(kp_profile *p, uint32_t num, uint32_t serial, int create)
         for (size_t i = 0; i < p->proc_cap; i++) {
             if (!p->procs[i].key)
                 continue;
-            size_t j = (size_t)(p->procs[i].key * 0x9E3779B97F4A7C15ull) & (cap - 1);
+            size_t j = proc_slot(p->procs[i].key, cap);
             while (t[j].key)
                 j = (j + 1) & (cap - 1);
             t[j] = p->procs[i];
@@ -77,7 +85,7 @@ static proc *find_proc(kp_profile *p, uint32_t num, uint32_t serial, int create)
     }
     if (!p->proc_cap)
         return NULL;
-    size_t j = (size_t)(key * 0x9E3779B97F4A7C15ull) & (p->proc_cap - 1);
+    size_t j = proc_slot(key, p->proc_cap);
     while (p->procs[j].key && p->procs[j].key != key)
         j = (j + 1) & (p->proc_cap - 1);
     if (p->procs[j].key)

@@ -72,8 +72,11 @@ static kp_status init_compressor(kp_sink *s, int level)
         memset(&s->gz, 0, sizeof s->gz);
         s->gz.zalloc = kp_zlib_alloc;
         s->gz.zfree = kp_zlib_free;
-        /* 15 + 16: a gzip header, which FlameScope and speedscope recognise */
-        if (deflateInit2(&s->gz, level ? level : 6, Z_DEFLATED, 15 + 16, 8,
+        /* 15 + 16: a gzip header, which FlameScope and speedscope recognise.
+         * Level 1 by default: a recording at 100 x 100 Hz writes about 4 MB/s
+         * of text, and zlib's default level 6 spent 1.7% of a core on it
+         * against 0.7% at level 1 (for a file 35% larger) */
+        if (deflateInit2(&s->gz, level ? level : 1, Z_DEFLATED, 15 + 16, 8,
                          Z_DEFAULT_STRATEGY) != Z_OK)
             return KP_ERR_NOMEM;
         s->gz_ready = 1;

@@ -1,0 +1,175 @@
+/* What kprof record knows of a node's processes (sampler/profile.c): decoded
+ * agent samples become full stacks (status ; pid ; label ; code, root first)
+ * with per-process deltas, across thousands of processes, and an unchanged
+ * sample repeats the previous one with zero deltas. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "profile.h"
+
+#define MAX_SEEN 20000
+
+typedef struct {
+    kp_frames *frames;
+    kp_stacks *stacks;
+    kp_profile *profile;
+    const kp_batch_handler *h;
+    kp_profile_sample seen[MAX_SEEN];
+    size_t n_seen;
+} fixture;
+
+static int on_out(void *ctx, const kp_profile_sample *s)
+{
+    fixture *f = ctx;
+    assert_true(f->n_seen < MAX_SEEN);
+    f->seen[f->n_seen++] = *s;
+    return 0;
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->frames = kp_frames_create(0);
+    f->stacks = kp_stacks_create();
+    f->profile = kp_profile_create(f->frames, f->stacks, 8, NULL, on_out, f);
+    assert_non_null(f->profile);
+    f->h = kp_profile_handler(f->profile);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    kp_profile_free(f->profile);
+    kp_stacks_free(f->stacks);
+    kp_frames_free(f->frames);
+    free(f);
+    return 0;
+}
+
+/* A full sample of <0.num.0>, reductions `reds`, stack of agent MFA ids. */
+static void sample(fixture *f, uint32_t num, const char *status, int64_t reds,
+                   const uint32_t *mfa_ids, size_t depth)
+{
+    uint32_t frames[2 * 16];
+    kp_raw_sample s;
+    memset(&s, 0, sizeof s);
+    s.num = num;
+    snprintf(s.status, sizeof s.status, "%s", status);
+    s.metrics[KP_METRIC_REDUCTIONS] = reds;
+    s.metrics[KP_METRIC_TOTAL_HEAP] = 100; /* words */
+    for (size_t d = 0; d < depth; d++) {
+        frames[2 * d] = mfa_ids[d];
+        frames[2 * d + 1] = 0;
+    }
+    s.frames = frames;
+    s.depth = depth;
+    assert_int_equal(f->h->on_sample(f->h->ctx, &s), 0);
+}
+
+static void unchanged(fixture *f, uint32_t num)
+{
+    kp_raw_sample s;
+    memset(&s, 0, sizeof s);
+    s.num = num;
+    s.unchanged = 1;
+    assert_int_equal(f->h->on_sample(f->h->ctx, &s), 0);
+}
+
+/* The symbol of frame k (root first) of a stack; symbols are not
+ * NUL-terminated. */
+static const char *frame_text(fixture *f, uint32_t stack, size_t k)
+{
+    static char text[128];
+    size_t n, len;
+    const uint32_t *ids = kp_stacks_get(f->stacks, stack, &n);
+    assert_true(k < n);
+    const char *sym = kp_frames_symbol(f->frames, ids[k], &len);
+    snprintf(text, sizeof text, "%.*s", (int)len, sym);
+    return text;
+}
+
+static void test_stack_root_first_with_pseudo_frames(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(f->h->on_mfa(f->h->ctx, 0, "m", "leaf", 1), 0);
+    assert_int_equal(f->h->on_mfa(f->h->ctx, 1, "m", "root", 0), 0);
+    assert_int_equal(f->h->on_label(f->h->ctx, 7, 0, 1, "my_server", 9), 0);
+    uint32_t leaf_first[] = {0, 1};
+    sample(f, 7, "running", 50, leaf_first, 2);
+    assert_int_equal(f->n_seen, 1);
+    size_t n;
+    kp_stacks_get(f->stacks, f->seen[0].stack, &n);
+    assert_int_equal(n, 5);
+    assert_string_equal(frame_text(f, f->seen[0].stack, 0), "running");
+    assert_string_equal(frame_text(f, f->seen[0].stack, 1), "<0.7.0>");
+    assert_string_equal(frame_text(f, f->seen[0].stack, 2), "my_server");
+    assert_string_equal(frame_text(f, f->seen[0].stack, 3), "m:root/0");
+    assert_string_equal(frame_text(f, f->seen[0].stack, 4), "m:leaf/1");
+    /* words become bytes */
+    assert_int_equal(f->seen[0].value[KP_METRIC_TOTAL_HEAP], 800);
+}
+
+/* Thousands of processes whose pids differ only in their number (the
+ * serial is 0 for nearly every process): each keeps its own previous
+ * values, and the table holds them all. */
+static void test_many_processes_keep_their_own_deltas(void **state)
+{
+    fixture *f = *state;
+    enum { N = 5000 };
+    assert_int_equal(f->h->on_mfa(f->h->ctx, 0, "m", "loop", 1), 0);
+    uint32_t stack[] = {0};
+    for (uint32_t p = 0; p < N; p++)
+        sample(f, 100 + p, "waiting", 1000 * p, stack, 1);
+    for (uint32_t p = 0; p < N; p++)
+        sample(f, 100 + p, "waiting", 1000 * p + p, stack, 1);
+    assert_int_equal(kp_profile_processes(f->profile), N);
+    assert_int_equal(f->n_seen, 2 * N);
+    for (uint32_t p = 0; p < N; p++) {
+        assert_int_equal(f->seen[p].num, 100 + p);
+        assert_int_equal(f->seen[p].delta[KP_METRIC_REDUCTIONS], 0); /* first: never a jump */
+        assert_int_equal(f->seen[N + p].num, 100 + p);
+        assert_int_equal(f->seen[N + p].value[KP_METRIC_REDUCTIONS], 1000 * p + p);
+        assert_int_equal(f->seen[N + p].delta[KP_METRIC_REDUCTIONS], p);
+    }
+}
+
+static void test_unchanged_repeats_previous_with_zero_deltas(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(f->h->on_mfa(f->h->ctx, 0, "m", "wait", 0), 0);
+    uint32_t stack[] = {0};
+    sample(f, 9, "waiting", 10, stack, 1);
+    sample(f, 9, "waiting", 25, stack, 1);
+    unchanged(f, 9);
+    unchanged(f, 12345); /* never seen: nothing to repeat, skipped */
+    assert_int_equal(f->n_seen, 3);
+    const kp_profile_sample *again = &f->seen[2];
+    assert_int_equal(again->num, 9);
+    assert_int_equal(again->stack, f->seen[1].stack);
+    assert_string_equal(again->status, "waiting");
+    assert_int_equal(again->value[KP_METRIC_REDUCTIONS], 25);
+    for (int m = 0; m < KP_METRIC_COUNT; m++)
+        assert_int_equal(again->delta[m], 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_stack_root_first_with_pseudo_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_processes_keep_their_own_deltas, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_unchanged_repeats_previous_with_zero_deltas, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -176,11 +176,14 @@ guard_init(Starter, Agent, OwnerNode, Depth) ->
 -record(state, {owner :: pid(),
                 opts :: map(),
                 own :: [pid()],                 % never selected
-                selection = [] :: [pid()],
+                %% the selection, in order, with what was sent of each: a list,
+                %% not a map, because every tick walks all of it and rebuilding
+                %% a map of 100 entries cost more than reading the processes
+                selected = [] :: [{pid(), #proc{}}],
                 selected_at = undefined :: integer() | undefined,
                 window = #{} :: #{pid() => integer()}, % snapshot for ranking by change
-                procs = #{} :: #{pid() => #proc{}},
                 labelled = #{} :: #{pid() => true},   % labels already sent
+                names = [] :: [{pid(), tuple()}],     % labels for the next reply
                 mfas = #{} :: #{mfa() => non_neg_integer()},
                 new_mfas = [] :: [{non_neg_integer(), module(), atom(), arity()}],
                 reset = false :: boolean()}).
@@ -212,7 +215,7 @@ loop(State = #state{opts = #{idle_timeout_ms := Idle}}) ->
             loop(State1);
         {select, From, Seq} when is_pid(From) ->
             State1 = select(State),
-            From ! {kprof_selected, Seq, length(State1#state.selection)},
+            From ! {kprof_selected, Seq, length(State1#state.selected)},
             loop(State1);
         stop ->
             ok;
@@ -261,22 +264,27 @@ snapshot(_) ->
 
 select(State = #state{opts = #{pids := Pids}}) when Pids =/= [] ->
     Alive = [P || P <- Pids, is_process_alive(P)],
-    State#state{selection = Alive, selected_at = now_ms(),
-                procs = maps:with(Alive, State#state.procs)};
+    State#state{selected = keep(Alive, State#state.selected), selected_at = now_ms()};
 select(State = #state{opts = #{select_by := By, top := Top, reselect_ms := Every},
-                     window = Old, procs = Procs, selected_at = Before}) ->
+                     window = Old, selected = Current, selected_at = Before}) ->
     New = snapshot(State),
     %% the first window began while kprof's own rpc calls were being served:
     %% rex's activity in it is ours
     Ours = case Before of undefined -> [whereis(rex)]; _ -> [] end,
+    Procs = maps:from_list(Current),
     Ranked = [{rank(By, P, V, Old, Procs), P} || {P, V} <- maps:to_list(New),
                                                  not lists:member(P, Ours)],
     Busy = [X || X = {K, _} <- Ranked, K > 0],
     Selection = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort(Busy)), Top)],
-    Kept = maps:map(fun(_, Proc) -> Proc#proc{queried = 0} end, maps:with(Selection, Procs)),
     %% the first window is short: choose again after one second
     At = case Before of undefined -> now_ms() - Every + 1000; _ -> now_ms() end,
-    State#state{selection = Selection, selected_at = At, window = New, procs = Kept}.
+    State#state{selected = keep(Selection, Current), selected_at = At, window = New}.
+
+%% The new selection, keeping what was sent of the processes already in it.
+keep(Selection, Current) ->
+    Known = maps:from_list(Current),
+    [{P, case Known of #{P := Proc} -> Proc#proc{queried = 0}; _ -> #proc{} end}
+     || P <- Selection].
 
 rank(By, P, V, Old, Procs) ->
     case by_change(By) of
@@ -301,18 +309,17 @@ sample(State0 = #state{opts = #{reselect_ms := Every}, selected_at = At}) ->
              end,
     State = reset_mfas_if_full(State1),
     Time = erlang:monotonic_time(microsecond),
-    {Samples, Names, Procs, State2, Queried, Reused} = sample_all(State#state.selection, State),
-    Selection = [P || P <- State2#state.selection, maps:is_key(P, Procs)],
+    {Samples, Selected, State2, Queried, Reused} = sample_all(State),
     %% what the batch cost here, so that kprof can report it
     Busy = erlang:monotonic_time(microsecond) - Time,
-    Reply = {Time, lists:reverse(State2#state.new_mfas), Names, Samples, State2#state.reset,
-             {Queried, Reused, Busy}},
-    {Reply, State2#state{selection = Selection, procs = Procs, new_mfas = [], reset = false}}.
+    Reply = {Time, lists:reverse(State2#state.new_mfas), State2#state.names, Samples,
+             State2#state.reset, {Queried, Reused, Busy}},
+    {Reply, State2#state{selected = Selected, names = [], new_mfas = [], reset = false}}.
 
 reset_mfas_if_full(State = #state{mfas = Mfas}) when map_size(Mfas) >= ?MAX_MFAS ->
     %% the C side drops its id map and every cached stack is re-sent
-    Procs = maps:map(fun(_, P) -> P#proc{reds = -1} end, State#state.procs),
-    State#state{mfas = #{}, new_mfas = [], reset = true, procs = Procs};
+    Selected = [{P, Proc#proc{reds = -1}} || {P, Proc} <- State#state.selected],
+    State#state{mfas = #{}, new_mfas = [], reset = true, selected = Selected};
 reset_mfas_if_full(State) ->
     State.
 
@@ -328,64 +335,66 @@ reset_mfas_if_full(State) ->
 %% A process that has not answered a stack query by then is skipped this tick.
 -define(STACK_DEADLINE_MS, 2000).
 
-%% Three passes: the cheap items of every process (read without waking it),
+%% Two passes: the cheap items of every process (read without waking it),
 %% then the stacks of those that ran, queried in parallel because each query
-%% waits for its process to be scheduled, then the samples.
-sample_all(Pids, State) ->
-    Cheap = [{P, Info} || P <- Pids, (Info = process_info(P, ?CHEAP)) =/= undefined],
-    Ran = [P || {P, [{reductions, Reds} | _]} <- Cheap, ran(P, Reds, State#state.procs)],
-    Stacks = query_stacks(Ran),
-    {Samples, Names, Procs, State1} = build(Cheap, Stacks, State, [], [], #{}),
-    {Samples, Names, Procs, State1, length(Ran), length(Cheap) - length(Ran)}.
+%% waits for its process to be scheduled. A process that died, or did not
+%% answer its stack query in time, leaves the selection until the next one.
+sample_all(State = #state{selected = Entries}) ->
+    {Out, Ran, Reused} = check(Entries, [], [], []),
+    Stacks = query_stacks([P || {P, _, _, _, _} <- Ran]),
+    {Out1, Kept, State1} = finish(lists:reverse(Ran), Stacks, State, Out, Reused),
+    {lists:reverse(Out1), lists:reverse(Kept), State1, length(Ran), length(Reused)}.
 
-ran(P, Reds, Procs) ->
-    case Procs of
-        %% our own stack query added one reduction
-        #{P := #proc{reds = Last}} -> Last < 0 orelse Reds > Last + 1;
-        _ -> true
+%% The processes that have not run since their last sample (reductions at
+%% most one more: our own stack query added one) are sampled here: as the bare
+%% pid when status and queue are the same too (most samples of a mostly idle
+%% top-N: a tenth of the bytes to encode, send and decode), else with the
+%% last stack and sizes (`same'): a process that did not run did not change
+%% its heap or collect. The others are returned in Ran, to be queried.
+check([], Out, Ran, Kept) ->
+    {Out, Ran, Kept};
+check([{P, Proc} | Rest], Out, Ran, Kept) ->
+    case process_info(P, ?CHEAP) of
+        [{reductions, R}, {status, S}, {message_queue_len, Q}] ->
+            case Proc of
+                #proc{reds = Last, status = S, queue = Q} when Last >= 0, R =< Last + 1 ->
+                    check(Rest, [P | Out], Ran, [{P, Proc#proc{reds = R}} | Kept]);
+                #proc{reds = Last, memory = Mem, gc = Gc, gc_opts = GcOpts}
+                  when Last >= 0, R =< Last + 1 ->
+                    Sample = sample_tuple(P, S, R, Q, Mem, Gc, GcOpts, same),
+                    check(Rest, [Sample | Out], Ran,
+                          [{P, Proc#proc{reds = R, status = S, queue = Q}} | Kept]);
+                _ ->
+                    check(Rest, Out, [{P, Proc, R, S, Q} | Ran], Kept)
+            end;
+        undefined ->
+            check(Rest, Out, Ran, Kept)
     end.
 
-build([], _Stacks, State, Samples, Names, Procs) ->
-    {lists:reverse(Samples), Names, Procs, State};
-build([{P, Info} | Rest], Stacks, State, Samples, Names, Procs) ->
-    [{reductions, Reds}, {status, Status}, {message_queue_len, Queue}] = Info,
-    {Names1, State1} = label(P, Names, State),
-    Proc0 = maps:get(P, State#state.procs, #proc{}),
+finish([], _Stacks, State, Out, Kept) ->
+    {Out, Kept, State};
+finish([{P, Proc0, R, S, Q} | Rest], Stacks, State, Out, Kept) ->
     case Stacks of
-        #{P := {Stack, Memory, Gc, GcOpts}} ->
+        #{P := {Stack, Mem, Gc, GcOpts}} ->
+            State1 = label(P, State),
             {StackBin, State2} = encode_stack(Stack, State1, <<>>),
-            Proc = #proc{reds = Reds + 1, stack = StackBin, memory = Memory, gc = Gc,
-                         gc_opts = GcOpts, status = Status, queue = Queue,
+            Proc = #proc{reds = R + 1, stack = StackBin, memory = Mem, gc = Gc,
+                         gc_opts = GcOpts, status = S, queue = Q,
                          queried = Proc0#proc.queried + 1},
-            S = sample_tuple(P, Status, Reds, Queue, Memory, Gc, GcOpts, StackBin),
-            build(Rest, Stacks, State2, [S | Samples], Names1, Procs#{P => Proc});
-        #{P := gone} ->
-            %% died, or did not answer in time: skipped this tick
-            build(Rest, Stacks, State1, Samples, Names, Procs);
-        #{} when Proc0#proc.reds >= 0, Status =:= Proc0#proc.status,
-                 Queue =:= Proc0#proc.queue ->
-            %% has not run, same status and queue: the whole sample is the last
-            %% one again, sent as the bare pid (most samples of a mostly idle
-            %% top-N: a tenth of the bytes to encode, send and decode)
-            build(Rest, Stacks, State1, [P | Samples], Names1, Procs#{P => Proc0#proc{reds = Reds}});
-        #{} when Proc0#proc.reds >= 0 ->
-            %% has not run: its heap, stack and collections are as last time
-            #proc{memory = Memory, gc = Gc, gc_opts = GcOpts} = Proc0,
-            S = sample_tuple(P, Status, Reds, Queue, Memory, Gc, GcOpts, same),
-            build(Rest, Stacks, State1, [S | Samples], Names1,
-                  Procs#{P => Proc0#proc{reds = Reds, status = Status, queue = Queue}});
+            Sample = sample_tuple(P, S, R, Q, Mem, Gc, GcOpts, StackBin),
+            finish(Rest, Stacks, State2, [Sample | Out], [{P, Proc} | Kept]);
         #{} ->
-            build(Rest, Stacks, State1, Samples, Names, Procs)
+            finish(Rest, Stacks, State, Out, Kept)
     end.
 
 %% The label of each process is sent once, and remembered across selections
 %% (bounded: past 10 times --top the memory starts afresh and labels are resent).
-label(P, Names, State = #state{labelled = Labelled, opts = #{top := Top}}) ->
+label(P, State = #state{labelled = Labelled, names = Names, opts = #{top := Top}}) ->
     case Labelled of
-        #{P := _} -> {Names, State};
+        #{P := _} -> State;
         _ ->
             L = case map_size(Labelled) >= 10 * Top of true -> #{}; false -> Labelled end,
-            {[{P, process_label(P)} | Names], State#state{labelled = L#{P => true}}}
+            State#state{names = [{P, process_label(P)} | Names], labelled = L#{P => true}}
     end.
 
 query_stacks(Pids) when length(Pids) < ?PARALLEL_FROM ->

@@ -4,6 +4,22 @@
 
 #include "kp/alloc.h"
 
+/* Recent samples' text, for repeats. A recorder writes the same sample again
+ * and again for every process that has not run (same stack, same values,
+ * zero deltas): only the time differs, so the text around it is kept and
+ * reused, which skips formatting, name checks and frame lookups. */
+#define CACHE_SLOTS 2048        /* direct-mapped by (tid, stack) */
+#define CACHE_METRICS 16        /* records with more metrics are not cached */
+#define CACHE_TEXT_MAX 4096     /* nor samples longer than this */
+
+typedef struct {
+    char *blob; /* the metric names, each NUL-terminated, then head and tail */
+    uint32_t pid, tid, cpu, stack;
+    uint64_t period;
+    uint32_t n_metrics, names_len, head_len, tail_len;
+    int64_t value[CACHE_METRICS], delta[CACHE_METRICS];
+} cached;
+
 struct kp_perf_writer {
     char comm[16];
     char event[64];
@@ -12,6 +28,7 @@ struct kp_perf_writer {
     uint64_t last_time;    /* ordering floor: the last time before the .000000 bump */
     uint64_t last_written; /* the time the last sample carries */
     uint64_t clamped;
+    cached *cache;         /* CACHE_SLOTS entries, allocated at the first sample */
 };
 
 static int valid_comm(const char *s)
@@ -63,7 +80,78 @@ kp_status kp_perf_writer_create(const char *comm, const char *event, const kp_fr
 
 void kp_perf_writer_free(kp_perf_writer *w)
 {
+    if (!w)
+        return;
+    if (w->cache)
+        for (size_t i = 0; i < CACHE_SLOTS; i++)
+            kp_free(w->cache[i].blob);
+    kp_free(w->cache);
     kp_free(w);
+}
+
+static size_t cache_slot(const kp_perf_record *r)
+{
+    uint64_t h = ((uint64_t)r->tid << 32 | r->stack) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 40) & (CACHE_SLOTS - 1);
+}
+
+/* The cached entry for a record with exactly this content but the time. */
+static const cached *cache_find(const kp_perf_writer *w, const kp_perf_record *r)
+{
+    if (!w->cache || r->n_metrics > CACHE_METRICS)
+        return NULL;
+    const cached *c = &w->cache[cache_slot(r)];
+    if (!c->blob || c->pid != r->pid || c->tid != r->tid || c->cpu != r->cpu ||
+        c->stack != r->stack || c->period != r->period || c->n_metrics != r->n_metrics)
+        return NULL;
+    const char *name = c->blob;
+    for (size_t i = 0; i < r->n_metrics; i++) {
+        const kp_metric *m = &r->metrics[i];
+        if (m->value != c->value[i] || m->delta != c->delta[i] || !m->name ||
+            strcmp(m->name, name) != 0)
+            return NULL;
+        name += strlen(name) + 1;
+    }
+    return c;
+}
+
+/* Keeps the text of a formatted record, without its time (`head` is what
+ * comes before it, `tail` what comes after). Out of memory, nothing is kept:
+ * the cache only saves time. */
+static void cache_store(kp_perf_writer *w, const kp_perf_record *r, const char *head,
+                        size_t head_len, const char *tail, size_t tail_len)
+{
+    if (r->n_metrics > CACHE_METRICS || head_len + tail_len > CACHE_TEXT_MAX)
+        return;
+    if (!w->cache && !(w->cache = kp_calloc(CACHE_SLOTS, sizeof *w->cache)))
+        return;
+    size_t names_len = 0;
+    for (size_t i = 0; i < r->n_metrics; i++)
+        names_len += strlen(r->metrics[i].name) + 1;
+    cached *c = &w->cache[cache_slot(r)];
+    kp_free(c->blob);
+    c->blob = kp_malloc(names_len + head_len + tail_len + 1);
+    if (!c->blob)
+        return;
+    char *d = c->blob;
+    for (size_t i = 0; i < r->n_metrics; i++) {
+        size_t len = strlen(r->metrics[i].name) + 1;
+        memcpy(d, r->metrics[i].name, len);
+        d += len;
+        c->value[i] = r->metrics[i].value;
+        c->delta[i] = r->metrics[i].delta;
+    }
+    memcpy(d, head, head_len);
+    memcpy(d + head_len, tail, tail_len);
+    c->pid = r->pid;
+    c->tid = r->tid;
+    c->cpu = r->cpu;
+    c->stack = r->stack;
+    c->period = r->period;
+    c->n_metrics = (uint32_t)r->n_metrics;
+    c->names_len = (uint32_t)names_len;
+    c->head_len = (uint32_t)head_len;
+    c->tail_len = (uint32_t)tail_len;
 }
 
 static kp_status append_time(kp_buf *b, uint64_t us)
@@ -96,7 +184,8 @@ kp_status kp_perf_writer_format(kp_perf_writer *w, const kp_perf_record *r, kp_b
 {
     if (r->stack >= kp_stacks_count(w->stacks))
         return KP_ERR_INVAL;
-    for (size_t i = 0; i < r->n_metrics; i++)
+    const cached *c = cache_find(w, r);
+    for (size_t i = 0; i < r->n_metrics && !c; i++)
         if (!r->metrics[i].name || !valid_name(r->metrics[i].name, 64, 0))
             return KP_ERR_INVAL;
     uint64_t t = r->time_us;
@@ -108,12 +197,26 @@ kp_status kp_perf_writer_format(kp_perf_writer *w, const kp_perf_record *r, kp_b
         t++;
     size_t start = out->len;
     kp_status st;
+    if (c) {
+        const char *head = c->blob + c->names_len;
+        if ((st = kp_buf_append(out, head, c->head_len)) != KP_OK ||
+            (st = append_time(out, t)) != KP_OK ||
+            (st = kp_buf_append(out, head + c->head_len, c->tail_len)) != KP_OK)
+            goto fail;
+        goto done;
+    }
+    size_t time_at = 0, time_end = 0;
     /* the header */
     if ((st = kp_buf_append_str(out, w->comm)) != KP_OK || (st = kp_buf_append_char(out, ' ')) ||
         (st = kp_buf_append_u64(out, r->pid)) || (st = kp_buf_append_char(out, '/')) ||
         (st = kp_buf_append_u64(out, r->tid)) || (st = kp_buf_append(out, " [", 2)) ||
-        (st = append_cpu(out, r->cpu)) || (st = kp_buf_append(out, "] ", 2)) ||
-        (st = append_time(out, t)) || (st = kp_buf_append(out, ": ", 2)) ||
+        (st = append_cpu(out, r->cpu)) || (st = kp_buf_append(out, "] ", 2)))
+        goto fail;
+    time_at = out->len;
+    if ((st = append_time(out, t)))
+        goto fail;
+    time_end = out->len;
+    if ((st = kp_buf_append(out, ": ", 2)) ||
         (st = kp_buf_append_u64(out, r->period)) || (st = kp_buf_append_char(out, ' ')) ||
         (st = kp_buf_append_str(out, w->event)) || (st = kp_buf_append_char(out, ':')))
         goto fail;
@@ -168,6 +271,9 @@ kp_status kp_perf_writer_format(kp_perf_writer *w, const kp_perf_record *r, kp_b
     out->len = (size_t)(d - out->data);
     if ((st = kp_buf_append_char(out, '\n')))
         goto fail;
+    cache_store(w, r, out->data + start, time_at - start, out->data + time_end,
+                out->len - time_end);
+done:
     w->last_time = ordered;
     w->last_written = t;
     w->clamped += raised;

@@ -361,6 +361,70 @@ static void test_format_out_of_memory(void **state)
     kp_perf_writer_free(ref);
 }
 
+/* A repeated sample (same everything but the time) is written from the
+ * writer's cache of recent texts: its text must be exactly what formatting
+ * from scratch gives, with the time rules applied, and any difference in
+ * what the record says (value, delta, metric name, stack, tid) must not be
+ * served from the cache. */
+static kp_buf fresh_text(fixture *fx, const kp_perf_record *r)
+{
+    kp_perf_writer *w;
+    kp_buf b = KP_BUF_INIT;
+    assert_int_equal(kp_perf_writer_create("beam.smp", "cpu-clock", fx->frames, fx->stacks, &w),
+                     KP_OK);
+    assert_int_equal(kp_perf_writer_format(w, r, &b), KP_OK);
+    kp_perf_writer_free(w);
+    return b;
+}
+
+static void assert_same_as_fresh(fixture *fx, const kp_perf_record *r)
+{
+    kp_buf_clear(&fx->out);
+    assert_int_equal(kp_perf_writer_format(fx->w, r, &fx->out), KP_OK);
+    kp_buf want = fresh_text(fx, r);
+    if (want.len != fx->out.len || memcmp(want.data, fx->out.data, want.len) != 0)
+        fail_msg("got:\n%.*s\nwant:\n%.*s", (int)fx->out.len, fx->out.data, (int)want.len,
+                 want.data);
+    kp_buf_free(&want);
+}
+
+static void test_repeated_samples_same_text(void **state)
+{
+    fixture *fx = *state;
+    kp_metric m[] = {{"reductions", 500, 0}, {"memory", 2048, 0}};
+    kp_perf_record r = {4242, 123, 0, 1700000000012345u, 1, m, 2, fx->stack};
+    assert_same_as_fresh(fx, &r);
+    r.time_us += 10000;
+    assert_same_as_fresh(fx, &r); /* from the cache */
+    r.time_us = 1700000001000000u;  /* whole second: bumped by 1 us */
+    assert_same_as_fresh(fx, &r);
+    assert_true(contains(&fx->out, "1700000001.000001:", 18));
+    r.time_us = 1700000001000002u;
+    m[1].value = 4096; /* a changed value */
+    assert_same_as_fresh(fx, &r);
+    assert_true(contains(&fx->out, "metric_memory: 4096, 0", 22));
+    m[0].delta = 7; /* a changed delta */
+    assert_same_as_fresh(fx, &r);
+    assert_true(contains(&fx->out, "metric_reductions: 500, 7", 25));
+    m[0].name = "reds"; /* a changed name, same values */
+    assert_same_as_fresh(fx, &r);
+    assert_true(contains(&fx->out, "metric_reds: 500, 7", 19));
+    m[0].name = "bad name"; /* invalid, even where a valid one was cached */
+    assert_int_equal(kp_perf_writer_format(fx->w, &r, &fx->out), KP_ERR_INVAL);
+    m[0].name = "reds";
+    r.stack = fx->empty; /* another stack */
+    assert_same_as_fresh(fx, &r);
+    r.tid = 124; /* another process */
+    assert_same_as_fresh(fx, &r);
+    r.n_metrics = 1; /* fewer metrics */
+    assert_same_as_fresh(fx, &r);
+    r.time_us -= 5; /* earlier than the last one: raised, cache or not */
+    kp_buf_clear(&fx->out);
+    assert_int_equal(kp_perf_writer_format(fx->w, &r, &fx->out), KP_OK);
+    assert_true(contains(&fx->out, "1700000001.000002:", 18));
+    assert_int_equal(kp_perf_writer_clamped(fx->w), 1);
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -375,6 +439,7 @@ int main(void)
         T(test_encoded_frames),
         T(test_create_out_of_memory),
         T(test_format_out_of_memory),
+        T(test_repeated_samples_same_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,6 +51,10 @@ kp_status kp_perf_writer_create(const char *comm, const char *event, const kp_fr
 void kp_perf_writer_free(kp_perf_writer *writer);
 
 /* Appends the text of one sample, its empty line included, to `out`.
+ * A sample equal to a recent one but for its time is written from a copy of
+ * that one's text: the writer keeps up to 2048 such copies of at most 4 KB
+ * each (by tid and stack), freed with the writer; out of memory, it formats
+ * from scratch. The output is the same either way.
  * Timestamps never go backwards in one writer: an earlier time is raised to
  * the last one written (counted in kp_perf_writer_clamped). A time that is a
  * whole second is written one microsecond later, because FlameScope fails on

@@ -39,3 +39,18 @@ int kp_bad_value(const char *option, const char *value, const char *expected)
     kp_error("invalid %s '%s': %s", option, value, expected);
     return KP_EXIT_USAGE;
 }
+
+int kp_bad_option(const char *command, int opt, const char *arg)
+{
+    if (opt == ':')
+        kp_error("option '%s' needs a value; see 'kprof %s --help'", arg, command);
+    else
+        kp_error("unknown option '%s'; see 'kprof %s --help'", arg, command);
+    return KP_EXIT_USAGE;
+}
+
+int kp_unexpected_argument(const char *command, const char *arg)
+{
+    kp_error("unexpected argument '%s'; see 'kprof %s --help'", arg, command);
+    return KP_EXIT_USAGE;
+}

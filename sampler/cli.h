@@ -31,6 +31,16 @@ const char *kp_status_reason(kp_status status, int saved_errno);
  * KP_EXIT_USAGE, for option parsers. */
 int kp_bad_value(const char *option, const char *value, const char *expected);
 
+/* For getopt_long's ':' (`opt`, a value missing) or '?' (an unknown option)
+ * on `arg` (argv[optind - 1]): prints "option 'ARG' needs a value" or
+ * "unknown option 'ARG'", then "; see 'kprof COMMAND --help'", and returns
+ * KP_EXIT_USAGE. */
+int kp_bad_option(const char *command, int opt, const char *arg);
+
+/* Prints "unexpected argument 'ARG'; see 'kprof COMMAND --help'" and returns
+ * KP_EXIT_USAGE, for an operand a command does not take. */
+int kp_unexpected_argument(const char *command, const char *arg);
+
 /* Returns 1 if `s` ends with `suffix`. */
 int kp_ends_with(const char *s, const char *suffix);
 

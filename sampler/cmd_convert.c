@@ -308,12 +308,8 @@ int kp_cmd_convert(int argc, char **argv)
         case 'h':
             fputs(convert_usage, stdout);
             return KP_EXIT_OK;
-        case ':':
-            kp_error("option '%s' needs a value; see 'kprof convert --help'", argv[optind - 1]);
-            return KP_EXIT_USAGE;
         default:
-            kp_error("unknown option '%s'; see 'kprof convert --help'", argv[optind - 1]);
-            return KP_EXIT_USAGE;
+            return kp_bad_option("convert", opt, argv[optind - 1]);
         }
     }
     if (optind >= argc) {

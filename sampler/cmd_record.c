@@ -189,21 +189,11 @@ static int run(int argc, char **argv, int dump)
         case 'h':
             fputs(dump ? dump_usage : record_usage, stdout);
             return KP_EXIT_OK;
-        case ':':
-            kp_error("option '%s' needs a value; see 'kprof %s --help'", argv[optind - 1],
-                     dump ? "dump" : "record");
-            return KP_EXIT_USAGE;
-        default:
-            kp_error("unknown option '%s'; see 'kprof %s --help'", argv[optind - 1],
-                     dump ? "dump" : "record");
-            return KP_EXIT_USAGE;
+        default: return kp_bad_option(dump ? "dump" : "record", opt, argv[optind - 1]);
         }
     }
-    if (optind < argc) {
-        kp_error("unexpected argument '%s'; see 'kprof %s --help'", argv[optind],
-                 dump ? "dump" : "record");
-        return KP_EXIT_USAGE;
-    }
+    if (optind < argc)
+        return kp_unexpected_argument(dump ? "dump" : "record", argv[optind]);
     if (!o.n_nodes) {
         kp_error("which node? add --node NAME@HOST");
         return KP_EXIT_USAGE;

@@ -143,18 +143,11 @@ int kp_cmd_tiers(int argc, char **argv)
         case OPT_SESSION: o.session = 1; break;
         case 'q': o.quiet = 1; break;
         case 'h': fputs(tiers_usage, stdout); return KP_EXIT_OK;
-        case ':':
-            kp_error("option '%s' needs a value; see 'kprof tiers --help'", argv[optind - 1]);
-            return KP_EXIT_USAGE;
-        default:
-            kp_error("unknown option '%s'; see 'kprof tiers --help'", argv[optind - 1]);
-            return KP_EXIT_USAGE;
+        default: return kp_bad_option("tiers", opt, argv[optind - 1]);
         }
     }
-    if (optind < argc) {
-        kp_error("unexpected argument '%s'; see 'kprof tiers --help'", argv[optind]);
-        return KP_EXIT_USAGE;
-    }
+    if (optind < argc)
+        return kp_unexpected_argument("tiers", argv[optind]);
     if (!o.node) {
         kp_error("which node? add --node NAME@HOST");
         return KP_EXIT_USAGE;

@@ -99,18 +99,11 @@ int kp_cmd_trace(int argc, char **argv)
             o.connect_timeout_ms = (unsigned)(v / 1000);
             break;
         case 'h': fputs(trace_usage, stdout); return KP_EXIT_OK;
-        case ':':
-            kp_error("option '%s' needs a value; see 'kprof trace --help'", argv[optind - 1]);
-            return KP_EXIT_USAGE;
-        default:
-            kp_error("unknown option '%s'; see 'kprof trace --help'", argv[optind - 1]);
-            return KP_EXIT_USAGE;
+        default: return kp_bad_option("trace", opt, argv[optind - 1]);
         }
     }
-    if (optind < argc) {
-        kp_error("unexpected argument '%s'; see 'kprof trace --help'", argv[optind]);
-        return KP_EXIT_USAGE;
-    }
+    if (optind < argc)
+        return kp_unexpected_argument("trace", argv[optind]);
     if (!o.node) {
         kp_error("which node? add --node NAME@HOST");
         return KP_EXIT_USAGE;

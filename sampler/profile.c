@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "profile.h"
+#include "u64_map.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,6 @@ static const int in_words[KP_METRIC_COUNT] = {0, 0, 0, 1, 1, 1, 1, 1, 0};
 #define NO_FRAME UINT32_MAX
 
 typedef struct {
-    uint64_t key; /* num << 32 | serial, + 1 so that 0 means empty */
     uint32_t pid_frame;
     uint32_t label_frame;
     uint32_t code_stack; /* NO_FRAME until a stack arrived */
@@ -35,7 +35,8 @@ struct kp_profile {
     void *ctx;
     uint32_t *mfa_frames; /* agent MFA id -> frame id */
     size_t mfa_cap;
-    proc *procs;          /* open addressing */
+    kp_u64_map index;     /* process key -> its place in procs */
+    proc *procs;
     size_t proc_cap, n_procs;
     uint32_t *ids;        /* scratch for building stacks */
     size_t ids_cap;
@@ -44,67 +45,44 @@ struct kp_profile {
 
 static uint64_t proc_key(uint32_t num, uint32_t serial)
 {
-    return ((uint64_t)num << 32 | serial) + 1;
+    return (uint64_t)num << 32 | serial;
 }
 
 /* Processes come and go over a long run: past this many, the table starts
  * afresh (the next sample of each process then has delta 0, as a first one). */
 #define PROC_LIMIT 200000
 
-/* The slot of `key` in a table of `cap` (a power of two) slots. The high bits
- * of the product: its low bits depend only on the key's low bits, the serial,
- * which is the same for almost every process. */
-static size_t proc_slot(uint64_t key, size_t cap)
-{
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
-}
-
 static proc *find_proc(kp_profile *p, uint32_t num, uint32_t serial, int create)
 {
     uint64_t key = proc_key(num, serial);
-    if (create && p->n_procs >= PROC_LIMIT) {
-        memset(p->procs, 0, p->proc_cap * sizeof *p->procs);
+    uint32_t at;
+    if (kp_u64_map_get(&p->index, key, &at))
+        return &p->procs[at];
+    if (!create)
+        return NULL;
+    if (p->n_procs >= PROC_LIMIT) {
+        kp_u64_map_clear(&p->index);
         p->n_procs = 0;
     }
-    if (create && (p->n_procs + 1) * 2 > p->proc_cap) {
+    if (p->n_procs == p->proc_cap) {
         size_t cap = p->proc_cap ? p->proc_cap * 2 : 256;
-        proc *t = calloc(cap, sizeof *t);
+        proc *t = realloc(p->procs, cap * sizeof *t);
         if (!t)
             return NULL;
-        for (size_t i = 0; i < p->proc_cap; i++) {
-            if (!p->procs[i].key)
-                continue;
-            size_t j = proc_slot(p->procs[i].key, cap);
-            while (t[j].key)
-                j = (j + 1) & (cap - 1);
-            t[j] = p->procs[i];
-        }
-        free(p->procs);
         p->procs = t;
         p->proc_cap = cap;
     }
-    if (!p->proc_cap)
-        return NULL;
-    size_t j = proc_slot(key, p->proc_cap);
-    while (p->procs[j].key && p->procs[j].key != key)
-        j = (j + 1) & (p->proc_cap - 1);
-    if (p->procs[j].key)
-        return &p->procs[j];
-    if (!create)
-        return NULL;
-    proc *n = &p->procs[j];
+    proc *n = &p->procs[p->n_procs];
     memset(n, 0, sizeof *n);
-    n->key = key;
     n->label_frame = NO_FRAME;
     n->code_stack = NO_FRAME;
     n->full_stack = NO_FRAME;
     n->status_frame = NO_FRAME;
     char text[48];
     int len = snprintf(text, sizeof text, "<0.%u.%u>", num, serial);
-    if (kp_frames_intern_pseudo(p->frames, text, (size_t)len, "process", &n->pid_frame) != KP_OK) {
-        n->key = 0;
+    if (kp_frames_intern_pseudo(p->frames, text, (size_t)len, "process", &n->pid_frame) != KP_OK ||
+        kp_u64_map_put(&p->index, key, (uint32_t)p->n_procs) != 0)
         return NULL;
-    }
     p->n_procs++;
     return n;
 }
@@ -269,6 +247,7 @@ void kp_profile_free(kp_profile *p)
     if (!p)
         return;
     free(p->mfa_frames);
+    kp_u64_map_free(&p->index);
     free(p->procs);
     free(p->ids);
     free(p);

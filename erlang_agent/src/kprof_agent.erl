@@ -165,7 +165,6 @@ guard_init(Starter, Agent, OwnerNode, Depth) ->
 %%% The agent.
 
 -record(proc, {reds = -1 :: integer(),       % reductions at the last sample
-               stack = <<>> :: binary(),      % the last stack sent
                memory = 0 :: non_neg_integer(),
                gc = [] :: list(),              % garbage_collection_info then
                gc_opts = [] :: list(),         % garbage_collection then
@@ -264,7 +263,8 @@ snapshot(_) ->
 
 select(State = #state{opts = #{pids := Pids}}) when Pids =/= [] ->
     Alive = [P || P <- Pids, is_process_alive(P)],
-    State#state{selected = keep(Alive, State#state.selected), selected_at = now_ms()};
+    Known = maps:from_list(State#state.selected),
+    State#state{selected = keep(Alive, Known), selected_at = now_ms()};
 select(State = #state{opts = #{select_by := By, top := Top, reselect_ms := Every},
                      window = Old, selected = Current, selected_at = Before}) ->
     New = snapshot(State),
@@ -278,11 +278,11 @@ select(State = #state{opts = #{select_by := By, top := Top, reselect_ms := Every
     Selection = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort(Busy)), Top)],
     %% the first window is short: choose again after one second
     At = case Before of undefined -> now_ms() - Every + 1000; _ -> now_ms() end,
-    State#state{selected = keep(Selection, Current), selected_at = At, window = New}.
+    State#state{selected = keep(Selection, Procs), selected_at = At, window = New}.
 
-%% The new selection, keeping what was sent of the processes already in it.
-keep(Selection, Current) ->
-    Known = maps:from_list(Current),
+%% The new selection, keeping what was sent of the processes already in it
+%% (`Known', the current selection as a map).
+keep(Selection, Known) ->
     [{P, case Known of #{P := Proc} -> Proc#proc{queried = 0}; _ -> #proc{} end}
      || P <- Selection].
 
@@ -378,7 +378,7 @@ finish([{P, Proc0, R, S, Q} | Rest], Stacks, State, Out, Kept) ->
         #{P := {Stack, Mem, Gc, GcOpts}} ->
             State1 = label(P, State),
             {StackBin, State2} = encode_stack(Stack, State1, <<>>),
-            Proc = #proc{reds = R + 1, stack = StackBin, memory = Mem, gc = Gc,
+            Proc = #proc{reds = R + 1, memory = Mem, gc = Gc,
                          gc_opts = GcOpts, status = S, queue = Q,
                          queried = Proc0#proc.queried + 1},
             Sample = sample_tuple(P, S, R, Q, Mem, Gc, GcOpts, StackBin),

@@ -23,6 +23,14 @@ void kp_warn(const char *fmt, ...)
     va_end(ap);
 }
 
+int kp_looks_like_pid(const char *text)
+{
+    unsigned a, b, c;
+    char end;
+    return sscanf(text, "<%u.%u.%u%c", &a, &b, &c, &end) == 4 && end == '>' &&
+           text[strlen(text) - 1] == '>';
+}
+
 int kp_ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);

@@ -41,6 +41,9 @@ int kp_bad_option(const char *command, int opt, const char *arg);
  * KP_EXIT_USAGE, for an operand a command does not take. */
 int kp_unexpected_argument(const char *command, const char *arg);
 
+/* Returns 1 if `text` is written like an Erlang pid, "<A.B.C>", else 0. */
+int kp_looks_like_pid(const char *text);
+
 /* Returns 1 if `s` ends with `suffix`. */
 int kp_ends_with(const char *s, const char *suffix);
 

@@ -142,13 +142,8 @@ static int run(int argc, char **argv, int dump)
         case 'p':
             if (o.n_pids == sizeof pids / sizeof *pids)
                 return kp_bad_value("--pid", optarg, "at most 256 --pid options");
-            {
-                unsigned a, b, c;
-                char end;
-                if (sscanf(optarg, "<%u.%u.%u%c", &a, &b, &c, &end) != 4 || end != '>' ||
-                    optarg[strlen(optarg) - 1] != '>')
-                    return kp_bad_value("--pid", optarg, "write it as <0.123.0>");
-            }
+            if (!kp_looks_like_pid(optarg))
+                return kp_bad_value("--pid", optarg, "write it as <0.123.0>");
             pids[o.n_pids++] = optarg;
             break;
         case OPT_DEPTH:

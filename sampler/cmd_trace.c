@@ -64,15 +64,11 @@ int kp_cmd_trace(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, ":n:p:m:c:d:o:h", options, NULL)) != -1) {
         switch (opt) {
         case 'n': o.node = optarg; break;
-        case 'p': {
-            unsigned a, b, c;
-            char end;
-            if (sscanf(optarg, "<%u.%u.%u%c", &a, &b, &c, &end) != 4 || end != '>' ||
-                optarg[strlen(optarg) - 1] != '>')
+        case 'p':
+            if (!kp_looks_like_pid(optarg))
                 return kp_bad_value("--pid", optarg, "write it as <0.123.0>");
             o.pid = optarg;
             break;
-        }
         case 'm': {
             int used = 0;
             if (sscanf(optarg, "%255[^:]:%255[^/]/%u%n", o.mfa_module, o.mfa_function, &o.mfa_arity,

@@ -7,6 +7,16 @@
 #include <string.h>
 
 #include "agent_modules.h"
+#include "stop.h"
+
+static int decode_int(const char *buf, int *i, int64_t *v)
+{
+    long long x;
+    if (ei_decode_longlong(buf, i, &x) != 0)
+        return -1;
+    *v = x;
+    return 0;
+}
 
 /* Prints a decoded term into `out` for error messages. */
 static void term_text(const char *buf, int index, char *out, size_t cap)
@@ -243,14 +253,49 @@ int kp_agent_attach(kp_agent *a, kp_node *node, const kp_agent_options *o, char 
     return rc;
 }
 
-int kp_agent_request(kp_agent *a)
+int kp_agent_clock_offset(kp_agent *a, int64_t *offset_us, char *err, size_t err_len)
+{
+    uint64_t best_rtt = UINT64_MAX;
+    for (int k = 0; k < 3; k++) {
+        ei_x_buff args, reply;
+        ei_x_new(&args);
+        ei_x_new(&reply);
+        ei_x_encode_list_header(&args, 1);
+        ei_x_encode_atom(&args, "microsecond");
+        ei_x_encode_empty_list(&args);
+        uint64_t t0 = kp_now_us();
+        int rc = rpc(a, "erlang", "monotonic_time", &args, &reply, err, err_len);
+        uint64_t t1 = kp_now_us();
+        int i = 0;
+        int64_t node_now;
+        if (rc == 0 && decode_int(reply.buff, &i, &node_now) != 0) {
+            snprintf(err, err_len, "unexpected reply from erlang:monotonic_time/1 on %s",
+                     a->node->target);
+            rc = -1;
+        }
+        ei_x_free(&args);
+        ei_x_free(&reply);
+        if (rc != 0)
+            return -1;
+        if (t1 - t0 < best_rtt) {
+            best_rtt = t1 - t0;
+            *offset_us = (int64_t)(t0 + (t1 - t0) / 2) - node_now;
+        }
+    }
+    return 0;
+}
+
+int kp_agent_request(kp_agent *a, unsigned ticks, uint64_t interval_us, int64_t first_us)
 {
     ei_x_buff x;
     ei_x_new_with_version(&x);
-    ei_x_encode_tuple_header(&x, 3);
+    ei_x_encode_tuple_header(&x, 6);
     ei_x_encode_atom(&x, "sample");
     ei_x_encode_pid(&x, &a->node->self);
     ei_x_encode_long(&x, ++a->seq);
+    ei_x_encode_ulong(&x, ticks ? ticks : 1);
+    ei_x_encode_ulonglong(&x, interval_us);
+    ei_x_encode_longlong(&x, first_us);
     int rc = ei_send(a->node->fd, &a->pid, x.buff, x.index) < 0 ? -1 : 0;
     ei_x_free(&x);
     return rc;
@@ -258,22 +303,18 @@ int kp_agent_request(kp_agent *a)
 
 void kp_agent_detach(kp_agent *a)
 {
-    if (a->node->fd < 0)
+    if (a->reply.buff) {
+        ei_x_free(&a->reply);
+        a->reply.buff = NULL;
+    }
+    a->ticks_left = 0;
+    if (!a->node || a->node->fd < 0)
         return;
     ei_x_buff x;
     ei_x_new_with_version(&x);
     ei_x_encode_atom(&x, "stop");
     ei_send(a->node->fd, &a->pid, x.buff, x.index);
     ei_x_free(&x);
-}
-
-static int decode_int(const char *buf, int *i, int64_t *v)
-{
-    long long x;
-    if (ei_decode_longlong(buf, i, &x) != 0)
-        return -1;
-    *v = x;
-    return 0;
 }
 
 static int decode_pid_numbers(const char *buf, int *i, uint32_t *num, uint32_t *serial)
@@ -393,13 +434,14 @@ static int decode_samples(const char *buf, int *i, const kp_batch_handler *h)
     return n ? ei_decode_list_header(buf, i, &n) : 0;
 }
 
-static int decode_batch(kp_agent *a, const char *buf, int *i, const kp_batch_handler *h,
-                        int64_t *time_us)
+/* One tick (see agent.h) at *i. */
+static int decode_tick(kp_agent *a, const char *buf, int *i, const kp_batch_handler *h)
 {
     int arity, rc;
+    int64_t time_us;
     char reset[MAXATOMLEN];
     if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 6 ||
-        decode_int(buf, i, time_us) != 0)
+        decode_int(buf, i, &time_us) != 0)
         return -1;
     /* the reset flag is last on the wire but must act first: look ahead */
     int j = *i;
@@ -411,49 +453,86 @@ static int decode_batch(kp_agent *a, const char *buf, int *i, const kp_batch_han
     if ((rc = decode_mfas(buf, i, h)) != 0 || (rc = decode_labels(buf, i, h)) != 0 ||
         (rc = decode_samples(buf, i, h)) != 0)
         return rc;
-    int64_t queried, reused, busy;
+    int64_t queried, reused, busy, delay;
     if (ei_skip_term(buf, i) != 0 || /* the reset flag, already acted on */
-        ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 3 ||
+        ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 4 ||
         decode_int(buf, i, &queried) != 0 || decode_int(buf, i, &reused) != 0 ||
-        decode_int(buf, i, &busy) != 0)
+        decode_int(buf, i, &busy) != 0 || decode_int(buf, i, &delay) != 0)
         return -1;
     a->batches++;
     a->stacks_queried += (uint64_t)queried;
     a->stacks_reused += (uint64_t)reused;
     a->busy_us += (uint64_t)busy;
+    a->tick_busy_us = (uint64_t)busy;
+    a->tick_delay_us = (uint64_t)delay;
     return 0;
 }
 
-int kp_agent_receive(kp_agent *a, unsigned ms, const kp_batch_handler *h, int64_t *time_us)
+int kp_agent_tick_time(const kp_agent *a, int64_t *time_us)
 {
-    ei_x_buff x;
-    ei_x_new(&x);
-    int result = 0;
+    if (a->ticks_left <= 0)
+        return 0;
+    int i = a->reply_index, arity;
+    *time_us = 0; /* when malformed: kp_agent_next_tick() reports it */
+    if (ei_decode_tuple_header(a->reply.buff, &i, &arity) == 0)
+        decode_int(a->reply.buff, &i, time_us);
+    return 1;
+}
+
+int kp_agent_next_tick(kp_agent *a, const kp_batch_handler *h)
+{
+    if (a->ticks_left <= 0)
+        return 0;
+    a->ticks_left--;
+    if (decode_tick(a, a->reply.buff, &a->reply_index, h) != 0) {
+        a->ticks_left = 0;
+        return -2;
+    }
+    return 0;
+}
+
+/* The header of a reply (see agent.h) to request `seq`, up to its tick
+ * list. Returns 1 for ours, 0 for another message (or a stale reply), -1 for
+ * a malformed one. */
+static int decode_reply_header(kp_agent *a, const char *buf, int *i)
+{
+    int version, arity, n;
+    long seq;
+    char tag[MAXATOMLEN];
+    if (ei_decode_version(buf, i, &version) != 0 || ei_decode_tuple_header(buf, i, &arity) != 0 ||
+        arity != 5 || ei_decode_atom(buf, i, tag) != 0 || strcmp(tag, "kprof_samples") != 0 ||
+        ei_decode_long(buf, i, &seq) != 0)
+        return 0; /* not ours */
+    if (seq != a->seq)
+        return 0; /* a late answer to an abandoned request */
+    int64_t now, missed;
+    if (decode_int(buf, i, &now) != 0 || decode_int(buf, i, &missed) != 0 ||
+        ei_decode_list_header(buf, i, &n) != 0)
+        return -1;
+    a->node_now_us = now;
+    a->missed += (uint64_t)missed;
+    a->ticks_left = n;
+    return 1;
+}
+
+int kp_agent_receive(kp_agent *a, unsigned ms)
+{
+    if (!a->reply.buff)
+        ei_x_new(&a->reply);
+    a->ticks_left = 0;
     for (;;) {
         erlang_msg msg;
-        int rc = ei_xreceive_msg_tmo(a->node->fd, &msg, &x, ms);
+        int rc = ei_xreceive_msg_tmo(a->node->fd, &msg, &a->reply, ms);
         if (rc == ERL_TICK)
             continue;
-        if (rc == ERL_ERROR) {
-            result = erl_errno == ETIMEDOUT ? 0 : -1;
-            break;
-        }
+        if (rc == ERL_ERROR)
+            return erl_errno == ETIMEDOUT ? 0 : -1;
         if (msg.msgtype != ERL_SEND && msg.msgtype != ERL_REG_SEND)
             continue;
-        int i = 0, version, arity;
-        long seq;
-        char tag[MAXATOMLEN];
-        if (ei_decode_version(x.buff, &i, &version) != 0 ||
-            ei_decode_tuple_header(x.buff, &i, &arity) != 0 || arity != 3 ||
-            ei_decode_atom(x.buff, &i, tag) != 0 || strcmp(tag, "kprof_samples") != 0 ||
-            ei_decode_long(x.buff, &i, &seq) != 0)
-            continue; /* not ours */
-        if (seq != a->seq)
-            continue; /* a late answer to an abandoned request */
-        /* a malformed batch and a failed callback both end the recording */
-        result = decode_batch(a, x.buff, &i, h, time_us) == 0 ? 1 : -2;
-        break;
+        a->reply_index = 0;
+        int ours = decode_reply_header(a, a->reply.buff, &a->reply_index);
+        if (ours == 0)
+            continue;
+        return ours == 1 ? 1 : -2;
     }
-    ei_x_free(&x);
-    return result;
 }

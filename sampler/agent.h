@@ -1,9 +1,12 @@
 /* The C side of the agent protocol: loading the embedded agent into a node,
- * starting it, asking for batches of samples and decoding them.
+ * starting it, asking for rounds of samples and decoding them.
  *
- * Wire format of a batch (sent by kprof_agent:sample/1):
- *   {kprof_samples, Seq, {TimeUs, NewMfas, Labels, Samples, Reset,
- *                         {StacksQueried, StacksReused, AgentBusyUs}}}
+ * A request asks for a round of ticks, taken on the agent's own clock:
+ *   {sample, From, Seq, Ticks, IntervalUs, FirstUs}
+ * and its reply holds every tick of the round, oldest first:
+ *   {kprof_samples, Seq, NodeNowUs, MissedTicks, [Tick]}
+ *   Tick    = {TimeUs, NewMfas, Labels, Samples, Reset,
+ *              {StacksQueried, StacksReused, AgentBusyUs, DelayUs}}
  *   NewMfas = [{Id, Module, Function, Arity}]      each MFA once per session
  *   Labels  = [{Pid, {registered | initial, Text}}] once per process
  *   Samples = [{Pid, Status, Reductions, QueueLen, Memory, TotalHeap, Heap,
@@ -11,7 +14,8 @@
  *              | Pid]       a bare pid: the process's previous sample again
  *                           (it has not run, its status and queue are the same)
  *   StackBin = <<MfaId:32, Line:32, ...>> leaf first
- * Sizes other than Memory are in words. */
+ * Times are the node's monotonic clock; sizes other than Memory are in
+ * words. */
 #ifndef KP_AGENT_H
 #define KP_AGENT_H
 
@@ -37,8 +41,17 @@ typedef struct {
     long os_pid;    /* the BEAM's OS pid */
     unsigned wordsize;
     int loaded;     /* 1 if this session loaded the agent's code */
-    /* totals over the batches received: what sampling cost in the node */
+    /* totals over the ticks decoded: what sampling cost in the node */
     uint64_t batches, stacks_queried, stacks_reused, busy_us;
+    /* the last reply: its ticks are decoded one at a time (see
+     * kp_agent_next_tick), so that several nodes' ticks can be merged */
+    ei_x_buff reply;
+    int reply_index;     /* of the next tick in reply.buff */
+    int ticks_left;      /* in the reply */
+    int64_t node_now_us; /* the node's clock when it sent the reply */
+    uint64_t missed;     /* ticks the agent skipped, over every reply */
+    /* of the last decoded tick: how late it started and what it cost */
+    uint64_t tick_delay_us, tick_busy_us;
 } kp_agent;
 
 enum { KP_METRIC_REDUCTIONS, KP_METRIC_QUEUE, KP_METRIC_MEMORY, KP_METRIC_TOTAL_HEAP,
@@ -78,18 +91,37 @@ int kp_agent_load(kp_agent *agent, kp_node *node, char *err, size_t err_len);
 int kp_agent_attach(kp_agent *agent, kp_node *node, const kp_agent_options *options, char *err,
                     size_t err_len);
 
-/* Sends the next sample request. Returns 0 or -1 (connection lost). */
-int kp_agent_request(kp_agent *agent);
+/* Measures our CLOCK_MONOTONIC (kp_now_us) minus the node's monotonic
+ * clock, in microseconds, from the quickest of a few rpc round trips (a
+ * fraction of a millisecond off on a local network). Returns 0, or -1 with
+ * one sentence in `err`. */
+int kp_agent_clock_offset(kp_agent *agent, int64_t *offset_us, char *err, size_t err_len);
 
-/* Waits up to `ms` for the reply to the last request and decodes it through
- * `handler`, whose callbacks return 0 to go on. Returns 1 when a batch was
- * handled (`*time_us` = the node's monotonic time of the batch), 0 on timeout,
- * -1 when the connection is lost, -2 for a malformed reply or a callback
- * failure. */
-int kp_agent_receive(kp_agent *agent, unsigned ms, const kp_batch_handler *handler,
-                     int64_t *time_us);
+/* Asks for the next round: `ticks` samples of every selected process,
+ * `interval_us` apart from `first_us` on the node's monotonic clock (the
+ * agent caps a round at 10 s). The previous reply stays readable until the
+ * next kp_agent_receive(). Returns 0 or -1 (connection lost). */
+int kp_agent_request(kp_agent *agent, unsigned ticks, uint64_t interval_us, int64_t first_us);
 
-/* Asks the agent to stop (its guard restores the node's settings). */
+/* Waits up to `ms` for the reply to the last request and keeps it for
+ * kp_agent_next_tick(); replies to abandoned requests are dropped. Returns 1
+ * when the reply arrived (agent->ticks_left, node_now_us and missed are
+ * updated), 0 on timeout, -1 when the connection is lost, -2 for a malformed
+ * reply. */
+int kp_agent_receive(kp_agent *agent, unsigned ms);
+
+/* Sets `*time_us` to the node's monotonic time (us; it may be negative) of
+ * the next undecoded tick of the reply and returns 1; returns 0 when every
+ * tick has been decoded. */
+int kp_agent_tick_time(const kp_agent *agent, int64_t *time_us);
+
+/* Decodes the next tick of the reply through `handler`, whose callbacks
+ * return 0 to go on. Returns 0, or -2 for a malformed tick or a callback
+ * failure (the rest of the reply is then dropped). */
+int kp_agent_next_tick(kp_agent *agent, const kp_batch_handler *handler);
+
+/* Asks the agent to stop (its guard restores the node's settings) and frees
+ * the last reply. */
 void kp_agent_detach(kp_agent *agent);
 
 #endif

@@ -10,6 +10,7 @@
 #include "node.h"
 #include "profile.h"
 #include "record.h"
+#include "stop.h"
 
 typedef struct {
     kp_frames *frames;
@@ -74,10 +75,14 @@ int kp_dump_run(const kp_record_options *o)
     /* the ranking needs a window: the agent took its first snapshot at start */
     struct timespec window = {0, 250 * 1000 * 1000};
     nanosleep(&window, NULL);
-    int64_t t;
-    int res = d.profile && kp_agent_request(&agent) == 0
-                  ? kp_agent_receive(&agent, 10000, kp_profile_handler(d.profile), &t)
+    /* one tick, now on the node's clock (the interval does not matter) */
+    int64_t offset = 0;
+    int res = d.profile && kp_agent_clock_offset(&agent, &offset, err, sizeof err) == 0 &&
+                      kp_agent_request(&agent, 1, 1000000, (int64_t)kp_now_us() - offset) == 0
+                  ? kp_agent_receive(&agent, 10000)
                   : -1;
+    if (res == 1 && kp_agent_next_tick(&agent, kp_profile_handler(d.profile)) != 0)
+        res = -2;
     kp_agent_detach(&agent);
     kp_node_close(&node);
     kp_profile_free(d.profile);

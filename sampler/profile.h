@@ -36,7 +36,7 @@ kp_profile *kp_profile_create(kp_frames *frames, kp_stacks *stacks, unsigned wor
                               const char *node, kp_profile_sink sink, void *ctx);
 void kp_profile_free(kp_profile *profile);
 
-/* The handler to pass to kp_agent_receive(). */
+/* The handler to pass to kp_agent_next_tick(). */
 const kp_batch_handler *kp_profile_handler(kp_profile *profile);
 
 /* Processes currently tracked. */

@@ -1,6 +1,6 @@
-/* The sampling loop: absolute deadlines with jitter, one batch request in
- * flight per node, a deadline on every wait, lateness reported instead of
- * assumed away. Samples go to perf-script segments as they arrive and into
+/* The sampling loop: rounds of ticks that each agent takes on its own clock
+ * (with jitter), one request in flight per node, a deadline on every wait,
+ * lateness reported instead of assumed away. Samples go to perf-script segments as they arrive and into
  * per-metric folded aggregates written at the end (outputs.c). */
 #define _GNU_SOURCE
 #include "record.h"
@@ -29,20 +29,54 @@ typedef struct {
     kp_agent agent;
     kp_profile *profile;
     kp_outputs *outputs; /* shared */
-    uint64_t time_us;    /* of the batch being decoded */
+    uint64_t time_us;    /* of the tick being decoded, on our clock */
+    int64_t offset_us;   /* our clock minus the node's */
     int attached;
 } session;
 
+/* A round of ticks lasts about this long: the agents keep the schedule, and
+ * kprof wakes once a round instead of once a tick. */
+#define ROUND_US 200000u
 
-static void sleep_until(uint64_t deadline_us)
+/* Asks every node for the next round of up to `per_round` ticks (fewer when
+ * `wanted`, if not 0, would be passed), due from `*next_round` on our clock,
+ * which moves past the round. The rounds of all nodes cover the same span of
+ * time, so that merging their ticks keeps a file in time order. Returns the
+ * ticks asked for (0: none left), with `*lost_node` set when a request could
+ * not be sent. */
+static unsigned send_round(session *s, size_t n, unsigned per_round, uint64_t wanted,
+                           uint64_t interval, uint64_t *next_round, uint64_t *requested,
+                           uint64_t *skipped, const char **lost_node)
 {
-    struct timespec ts = {(time_t)(deadline_us / 1000000u), (long)(deadline_us % 1000000u) * 1000};
-    while (!kp_stop_requested() &&
-           clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
+    uint64_t now = kp_now_us();
+    if (now > *next_round + interval) {
+        /* kprof itself fell behind (a slow disk, a descheduled process):
+         * the ticks that passed are late, not made up for in a burst */
+        uint64_t behind = (now - *next_round) / interval;
+        *skipped += behind;
+        *requested += behind;
+        *next_round += behind * interval;
+    }
+    unsigned round = per_round;
+    if (wanted && wanted - *requested < round)
+        round = (unsigned)(wanted - *requested);
+    if (!round)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (kp_agent_request(&s[i].agent, round, interval,
+                             (int64_t)*next_round - s[i].offset_us) != 0) {
+            *lost_node = s[i].target;
+            return 0;
+        }
+    }
+    *next_round += (uint64_t)round * interval;
+    *requested += round;
+    return round;
 }
 
-/* The latest batch latencies, for the median and 99th percentile. */
+
+/* The latest ticks' latencies in the node (how late each started plus its
+ * run time), for the median and 99th percentile. */
 #define LATENCY_RING 4096
 typedef struct {
     uint32_t us[LATENCY_RING];
@@ -171,15 +205,25 @@ static size_t connected_nodes(kp_node *first, char names[][512], size_t cap)
     return n;
 }
 
-static void status_line(const kp_outputs *out, uint64_t elapsed_us, double rate, uint64_t batches,
-                        uint64_t late)
+/* Ticks taken (or, with `late`, skipped) per node, averaged over the nodes. */
+static double node_average(const session *s, size_t n, int late)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += late ? s[i].agent.missed : s[i].agent.batches;
+    return n ? (double)sum / (double)n : 0.0;
+}
+
+static void status_line(const kp_outputs *out, uint64_t elapsed_us, double rate,
+                        const session *s, size_t n, uint64_t skipped)
 {
     double secs = (double)elapsed_us / 1e6;
     uint64_t samples = kp_outputs_samples(out);
     fprintf(stderr,
-            "\r%.1fs  %llu samples (%.0f/s)  ticks %.1f/s of %.6g  late %llu  written %.1f MB   ",
+            "\r%.1fs  %llu samples (%.0f/s)  ticks %.1f/s of %.6g  late %.0f  written %.1f MB   ",
             secs, (unsigned long long)samples, secs > 0 ? (double)samples / secs : 0.0,
-            secs > 0 ? (double)batches / secs : 0.0, rate, (unsigned long long)late,
+            secs > 0 ? node_average(s, n, 0) / secs : 0.0, rate,
+            node_average(s, n, 1) + (double)skipped,
             (double)kp_outputs_segment_stats(out)->bytes / 1e6);
     fflush(stderr);
 }
@@ -224,6 +268,11 @@ static size_t attach_all(const kp_record_options *o, const char *cookie, session
             return 0;
         }
         se->attached = 1;
+        if (kp_agent_clock_offset(&se->agent, &se->offset_us, err, sizeof err) != 0) {
+            kp_error("%s", err);
+            detach_all(s, i + 1);
+            return 0;
+        }
     }
     return n;
 }
@@ -311,81 +360,101 @@ int kp_record_run(const kp_record_options *o)
     nanosleep(&window, NULL);
 
     int rc = KP_EXIT_OK;
-    uint64_t start = kp_now_us(), base = start, last_status = start, ticks = 0, late = 0;
-    uint64_t slow_since = 0;
+    /* ticks per round: a round lasts about ROUND_US (at least one tick) */
+    unsigned per_round = interval >= ROUND_US ? 1u : (unsigned)(ROUND_US / interval);
+    uint64_t wanted = o->duration_us ? (o->duration_us + interval - 1) / interval : 0;
+    uint64_t start = kp_now_us(), last_status = start, slow_since = 0;
+    /* the schedule on our clock: when the next round's first tick is due */
+    uint64_t next_round = start, requested = 0;
     int warned = 0;
-    unsigned seed = (unsigned)start;
     const char *lost = NULL, *lost_node = NULL;
     static latencies lat;
-    while (!kp_stop_requested() && !lost && rc == KP_EXIT_OK) {
-        uint64_t t = kp_now_us();
-        if (o->duration_us && t - start >= o->duration_us)
-            break;
-        /* jitter of up to +-10% keeps the schedule from aliasing with
-         * periodic work in the node, while `base` keeps the average rate */
-        int64_t jitter = (int64_t)(rand_r(&seed) % (interval / 5 + 1)) - (int64_t)(interval / 10);
-        sleep_until((uint64_t)((int64_t)base + jitter));
-        if (kp_stop_requested())
-            break;
-        uint64_t sent = kp_now_us();
-        for (size_t i = 0; i < n && !lost; i++) {
-            /* one timestamp per batch, taken when it was asked for */
-            sessions[i].time_us = sent;
-            if (kp_agent_request(&sessions[i].agent) != 0) {
-                lost = "sending a request";
-                lost_node = sessions[i].target;
-            }
-        }
+    uint64_t skipped = 0; /* ticks kprof was too late to ask for */
+    unsigned in_flight = send_round(sessions, n, per_round, wanted, interval, &next_round,
+                                    &requested, &skipped, &lost_node);
+    if (lost_node)
+        lost = "sending a request";
+    while (in_flight && !lost && rc == KP_EXIT_OK) {
+        uint64_t missed_before = 0, missed_after = 0;
         for (size_t i = 0; i < n && !lost && rc == KP_EXIT_OK; i++) {
-            int64_t node_time;
+            session *se = &sessions[i];
+            missed_before += se->agent.missed;
             uint64_t wait_start = kp_now_us();
             for (;;) {
-                int res = kp_agent_receive(&sessions[i].agent, 200,
-                                           kp_profile_handler(sessions[i].profile), &node_time);
+                int res = kp_agent_receive(&se->agent, 200);
                 if (res == 1)
                     break;
                 if (res == -1) {
                     lost = "waiting for samples";
                 } else if (res == -2) {
                     kp_error("malformed reply from the agent on %s; please report this",
-                             sessions[i].target);
+                             se->target);
                     rc = KP_EXIT_FAILURE;
-                } else if (kp_now_us() - wait_start > 10000000u) {
+                } else if (kp_now_us() - wait_start > (uint64_t)in_flight * interval + 10000000u) {
                     lost = "waiting for samples (no answer for 10 s)";
                 } else if (kp_stop_requested() && kp_now_us() - wait_start > 1000000u) {
-                    rc = KP_EXIT_OK;
                     break;
                 } else {
                     continue;
                 }
-                lost_node = sessions[i].target;
+                lost_node = se->target;
                 break;
             }
+            missed_after += se->agent.missed;
         }
-        if (lost || rc != KP_EXIT_OK || kp_outputs_error(out, NULL) != KP_OK)
+        if (lost || rc != KP_EXIT_OK)
             break;
-        ticks++;
+        /* the next round goes out before this one is written: the agents
+         * sample while kprof formats */
+        uint64_t skipped_before = skipped;
+        in_flight = kp_stop_requested() ? 0
+                                        : send_round(sessions, n, per_round, wanted, interval,
+                                                     &next_round, &requested, &skipped,
+                                                     &lost_node);
+        if (lost_node) {
+            lost = "sending a request";
+            break;
+        }
+        /* the ticks of every node, oldest first: files are in time order */
+        for (;;) {
+            session *next = NULL;
+            int64_t next_time = 0, t;
+            for (size_t i = 0; i < n; i++) {
+                if (kp_agent_tick_time(&sessions[i].agent, &t) &&
+                    (t += sessions[i].offset_us, !next || t < next_time)) {
+                    next = &sessions[i];
+                    next_time = t;
+                }
+            }
+            if (!next)
+                break;
+            next->time_us = next_time > 0 ? (uint64_t)next_time : 0;
+            if (kp_agent_next_tick(&next->agent, kp_profile_handler(next->profile)) != 0) {
+                kp_error("malformed reply from the agent on %s; please report this",
+                         next->target);
+                rc = KP_EXIT_FAILURE;
+                break;
+            }
+            latency_add(&lat, next->agent.tick_delay_us + next->agent.tick_busy_us);
+        }
+        if (rc != KP_EXIT_OK || kp_outputs_error(out, NULL) != KP_OK)
+            break;
         uint64_t done = kp_now_us();
-        latency_add(&lat, done - sent);
-        base += interval;
-        if (done > base) {
-            /* late: skip the ticks that passed instead of bursting */
-            uint64_t missed = (done - base) / interval + 1;
-            late += missed;
-            base += missed * interval;
+        if (missed_after > missed_before || skipped > skipped_before) {
             if (!slow_since)
                 slow_since = done;
         } else {
             slow_since = 0;
         }
         if (slow_since && done - slow_since > 3000000u && !warned && !o->quiet) {
-            fprintf(stderr, "%skprof: warning: sampling falls behind: a batch takes %.1f ms, "
-                    "the interval is %.1f ms; lower --rate or --top\n",
-                    tty ? "\n" : "", (double)(done - sent) / 1e3, (double)interval / 1e3);
+            fprintf(stderr, "%skprof: warning: sampling falls behind: a tick takes %.1f ms in "
+                    "the node, the interval is %.1f ms; lower --rate or --top\n",
+                    tty ? "\n" : "", (double)sessions[0].agent.tick_busy_us / 1e3,
+                    (double)interval / 1e3);
             warned = 1;
         }
         if (tty && done - last_status >= 500000u) {
-            status_line(out, done - start, o->rate, ticks, late);
+            status_line(out, done - start, o->rate, sessions, n, skipped);
             last_status = done;
         }
     }
@@ -394,6 +463,8 @@ int kp_record_run(const kp_record_options *o)
         fputc('\n', stderr);
     size_t processes = 0;
     uint64_t agent_batches = 0, queried = 0, reused = 0, busy_us = 0;
+    double ticks = node_average(sessions, n, 0);
+    double late = node_average(sessions, n, 1) + (double)skipped;
     for (size_t i = 0; i < n; i++) {
         processes += kp_profile_processes(sessions[i].profile);
         agent_batches += sessions[i].agent.batches;
@@ -429,10 +500,10 @@ int kp_record_run(const kp_record_options *o)
         double secs = (double)elapsed / 1e6;
         fprintf(stderr,
                 "kprof: %llu samples of %zu processes in %.1f s (%.1f ticks/s of %.6g "
-                "requested, %llu late)\n",
-                (unsigned long long)samples, processes, secs,
-                secs > 0 ? (double)ticks / secs : 0.0, o->rate, (unsigned long long)late);
-        if (ticks)
+                "requested, %.0f late)\n",
+                (unsigned long long)samples, processes, secs, secs > 0 ? ticks / secs : 0.0,
+                o->rate, late);
+        if (ticks > 0)
             fprintf(stderr, "kprof: batch latency: median %.2f ms, 99th percentile %.2f ms\n",
                     latency_quantile(&lat, 0.5), latency_quantile(&lat, 0.99));
         if (agent_batches)

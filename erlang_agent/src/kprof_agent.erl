@@ -10,8 +10,13 @@
 %%% <ul>
 %%% <li>the <em>agent</em>, registered as `kprof_agent', running at high
 %%%   priority (at normal priority a batch waits behind busy processes). It
-%%%   answers `{sample, From, Seq}' requests with one message holding every
-%%%   selected process's metrics and stack.</li>
+%%%   answers `{sample, From, Seq, Ticks, IntervalUs, FirstUs}' requests: it
+%%%   takes `Ticks' samples of every selected process, `IntervalUs' apart from
+%%%   `FirstUs' on the node's monotonic clock, and sends them in one
+%%%   message. At 100 Hz one request per tick
+%%%   cost kprof a wake-up, a send and a receive per tick (about a quarter of
+%%%   its CPU) and the node a distribution message to decode; a request per
+%%%   round of ticks does not.</li>
 %%% <li>the <em>guard</em>, which owns every node-global setting kprof changes
 %%%   (today: `backtrace_depth'). It monitors the agent and the C node, and
 %%%   restores the settings and kills the agent as soon as either goes away, so
@@ -43,6 +48,10 @@
 
 -define(MAX_MFAS, 100000).
 -define(MAX_TOP, 100000).
+%% A round of ticks lasts at most this long, so that `stop' and a vanished
+%% C node are noticed and replies stay small; ticks at most this often.
+-define(MAX_ROUND_US, 10000000).
+-define(MIN_INTERVAL_US, 50).
 
 -type select_by() :: reductions | memory | message_queue_len | bin_vheap | total_heap_size.
 -type options() :: #{top => pos_integer(),
@@ -208,10 +217,18 @@ agent_init(Starter, Owner, Opts) ->
 
 loop(State = #state{opts = #{idle_timeout_ms := Idle}}) ->
     receive
-        {sample, From, Seq} when is_pid(From) ->
-            {Reply, State1} = sample(State),
-            From ! {kprof_samples, Seq, Reply},
-            loop(State1);
+        {sample, From, Seq, Ticks, IntervalUs, FirstUs}
+          when is_pid(From), is_integer(Ticks), Ticks >= 1, is_integer(IntervalUs),
+               IntervalUs >= ?MIN_INTERVAL_US, is_integer(FirstUs) ->
+            N = min(Ticks, max(1, ?MAX_ROUND_US div IntervalUs)),
+            case round(State, N, IntervalUs, FirstUs) of
+                stop ->
+                    ok;
+                {Replies, Missed, State1} ->
+                    From ! {kprof_samples, Seq, erlang:monotonic_time(microsecond), Missed,
+                            Replies},
+                    loop(State1)
+            end;
         {select, From, Seq} when is_pid(From) ->
             State1 = select(State),
             From ! {kprof_selected, Seq, length(State1#state.selected)},
@@ -300,9 +317,47 @@ rank(By, P, V, Old, Procs) ->
             end
     end.
 
+%%% Rounds of ticks
+
+%% Takes N ticks, Interval microseconds apart from First (the node's
+%% monotonic clock), each within a tenth of an interval of its time (jitter
+%% keeps the schedule from aliasing with periodic work in the node). kprof
+%% sets First so that rounds follow each other, and the rounds of several
+%% nodes line up. A tick already a whole interval late is skipped and counted
+%% in Missed: a slow node (or a slow kprof) lowers the rate instead of
+%% bursting. Returns `stop' when asked to stop while waiting.
+round(State, N, Interval, First0) ->
+    Now = erlang:monotonic_time(microsecond),
+    %% a start too far ahead is not believed
+    First = min(First0, Now + ?MAX_ROUND_US),
+    ticks(State, 0, N, Interval, First, [], 0).
+
+ticks(State, K, N, _Interval, _First, Acc, Missed) when K >= N ->
+    {lists:reverse(Acc), Missed, State};
+ticks(State, K, N, Interval, First, Acc, Missed) ->
+    Base = First + K * Interval,
+    Now = erlang:monotonic_time(microsecond),
+    case Now - Base of
+        Behind when Behind >= Interval ->
+            Skip = min(N - K, Behind div Interval),
+            ticks(State, K + Skip, N, Interval, First, Acc, Missed + Skip);
+        _ ->
+            Jitter = rand:uniform(Interval div 5 + 1) - 1 - Interval div 10,
+            %% whole milliseconds only: a tick less than 1 ms early is taken now
+            Wait = max(0, Base + Jitter - Now) div 1000,
+            receive
+                stop -> stop
+            after Wait ->
+                {Reply, State1} = sample(State, max(0, erlang:monotonic_time(microsecond) - Base)),
+                ticks(State1, K + 1, N, Interval, First, [Reply | Acc], Missed)
+            end
+    end.
+
 %%% Sampling
 
-sample(State0 = #state{opts = #{reselect_ms := Every}, selected_at = At}) ->
+%% One tick: a sample of every selected process. Delay is how late the tick
+%% started (us), reported with what the tick cost here.
+sample(State0 = #state{opts = #{reselect_ms := Every}, selected_at = At}, Delay) ->
     State1 = case At =:= undefined orelse now_ms() - At >= Every of
                  true -> select(State0);
                  false -> State0
@@ -313,7 +368,7 @@ sample(State0 = #state{opts = #{reselect_ms := Every}, selected_at = At}) ->
     %% what the batch cost here, so that kprof can report it
     Busy = erlang:monotonic_time(microsecond) - Time,
     Reply = {Time, lists:reverse(State2#state.new_mfas), State2#state.names, Samples,
-             State2#state.reset, {Queried, Reused, Busy}},
+             State2#state.reset, {Queried, Reused, Busy, Delay}},
     {Reply, State2#state{selected = Selected, names = [], new_mfas = [], reset = false}}.
 
 reset_mfas_if_full(State = #state{mfas = Mfas}) when map_size(Mfas) >= ?MAX_MFAS ->

@@ -16,3 +16,61 @@ version_matches_app_file_test() ->
     ok = application:load(kprof),
     {ok, Vsn} = application:get_key(kprof, vsn),
     ?assertEqual(kprof_agent:version(), Vsn).
+
+%%% Rounds of ticks (kprof_agent's request protocol, see sampler/agent.h).
+
+%% An agent sampling one parked process, and that process.
+start_agent() ->
+    Parked = spawn(fun() -> receive stop -> ok end end),
+    {ok, Agent} = kprof_agent:start(self(), #{pids => [pid_to_list(Parked)]}),
+    {Agent, Parked}.
+
+stop_agent({_Agent, Parked}) ->
+    ok = kprof_agent:stop(),
+    Parked ! stop.
+
+round(Agent, Ticks, IntervalUs, FirstUs) ->
+    Agent ! {sample, self(), 7, Ticks, IntervalUs, FirstUs},
+    receive
+        {kprof_samples, 7, _NodeNow, Missed, Replies} -> {Missed, Replies}
+    after 5000 -> error(no_reply)
+    end.
+
+round_takes_every_tick_on_its_schedule_test() ->
+    {Agent, Parked} = Started = start_agent(),
+    Interval = 20000,
+    First = erlang:monotonic_time(microsecond) + 5000,
+    {Missed, Replies} = round(Agent, 3, Interval, First),
+    stop_agent(Started),
+    Times = [T || {T, _, _, _, _, _} <- Replies],
+    %% the machine may be slow: a late tick is skipped and counted, never lost
+    ?assertEqual(3, length(Replies) + Missed),
+    ?assertEqual(Times, lists:sort(Times)),
+    %% never early by more than the jitter (a tenth) and a millisecond
+    [?assert(T >= First + K * Interval - Interval div 10 - 1000)
+     || {K, T} <- lists:zip(lists:seq(0, length(Times) - 1), Times), Missed =:= 0],
+    %% the parked process: in full the first time, then as its bare pid
+    [{_, _, _, [First1], _, _} | Rest] = Replies,
+    ?assertMatch({Parked, waiting, _, 0, _, _, _, _, _, _, _, _}, First1),
+    [?assertEqual([Parked], Samples) || {_, _, _, Samples, _, _} <- Rest].
+
+late_round_skips_the_ticks_that_passed_test() ->
+    {Agent, _} = Started = start_agent(),
+    Interval = 10000,
+    %% kprof was 10 intervals late asking for this round
+    First = erlang:monotonic_time(microsecond) - 10 * Interval,
+    {Missed, Replies} = round(Agent, 15, Interval, First),
+    stop_agent(Started),
+    ?assert(Missed >= 10),
+    ?assertEqual(15, length(Replies) + Missed).
+
+stop_ends_a_round_at_once_test() ->
+    {Agent, Parked} = start_agent(),
+    Ref = monitor(process, Agent),
+    %% a round of 10 s: one tick now, the next a second later
+    Agent ! {sample, self(), 8, 10, 1000000, erlang:monotonic_time(microsecond)},
+    timer:sleep(100),
+    Agent ! stop,
+    receive {'DOWN', Ref, process, Agent, _} -> ok after 500 -> error(still_running) end,
+    receive {kprof_samples, 8, _, _, _} -> error(replied) after 0 -> ok end,
+    Parked ! stop.

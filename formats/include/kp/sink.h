@@ -45,7 +45,8 @@ kp_status kp_sink_open_fd(int fd, kp_compression compression, int level, kp_sink
 kp_status kp_sink_write(kp_sink *sink, const void *data, size_t len);
 
 /* Uncompressed bytes accepted so far, and bytes handed to the file so far
- * (compressed output lags behind the input by the compressor's buffer). */
+ * (compressed output lags behind the input: 64 KB of input is gathered
+ * before it is compressed, and the compressor keeps its own buffer). */
 uint64_t kp_sink_bytes_in(const kp_sink *sink);
 uint64_t kp_sink_bytes_out(const kp_sink *sink);
 

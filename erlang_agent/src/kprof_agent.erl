@@ -408,10 +408,13 @@ sample_all(State = #state{selected = Entries}) ->
 %% its heap or collect. The others are returned in Ran, to be queried.
 check([], Out, Ran, Kept) ->
     {Out, Ran, Kept};
-check([{P, Proc} | Rest], Out, Ran, Kept) ->
+check([Entry = {P, Proc} | Rest], Out, Ran, Kept) ->
     case process_info(P, ?CHEAP) of
         [{reductions, R}, {status, S}, {message_queue_len, Q}] ->
             case Proc of
+                #proc{reds = R, status = S, queue = Q} ->
+                    %% the usual case: the entry stays as it is, nothing allocated
+                    check(Rest, [P | Out], Ran, [Entry | Kept]);
                 #proc{reds = Last, status = S, queue = Q} when Last >= 0, R =< Last + 1 ->
                     check(Rest, [P | Out], Ran, [{P, Proc#proc{reds = R}} | Kept]);
                 #proc{reds = Last, memory = Mem, gc = Gc, gc_opts = GcOpts}

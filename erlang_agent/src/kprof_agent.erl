@@ -173,10 +173,14 @@ guard_init(Starter, Agent, OwnerNode, Depth) ->
 %%% ---------------------------------------------------------------------
 %%% The agent.
 
+%% From garbage_collection_info and garbage_collection, in the order of the
+%% sample tuple: {TotalHeap, Heap, Stack, BinVheap, BinOldVheap, MinorGcs}.
+-type sizes() :: {non_neg_integer(), non_neg_integer(), non_neg_integer(),
+                  non_neg_integer(), non_neg_integer(), non_neg_integer()}.
+
 -record(proc, {reds = -1 :: integer(),       % reductions at the last sample
                memory = 0 :: non_neg_integer(),
-               gc = [] :: list(),              % garbage_collection_info then
-               gc_opts = [] :: list(),         % garbage_collection then
+               sizes = {0, 0, 0, 0, 0, 0} :: sizes(), % then
                status = undefined :: atom(),   % status and queue length sent last
                queue = -1 :: integer(),
                queried = 0 :: non_neg_integer()}).  % stack queries since selection
@@ -417,9 +421,9 @@ check([Entry = {P, Proc} | Rest], Out, Ran, Kept) ->
                     check(Rest, [P | Out], Ran, [Entry | Kept]);
                 #proc{reds = Last, status = S, queue = Q} when Last >= 0, R =< Last + 1 ->
                     check(Rest, [P | Out], Ran, [{P, Proc#proc{reds = R}} | Kept]);
-                #proc{reds = Last, memory = Mem, gc = Gc, gc_opts = GcOpts}
+                #proc{reds = Last, memory = Mem, sizes = Sizes}
                   when Last >= 0, R =< Last + 1 ->
-                    Sample = sample_tuple(P, S, R, Q, Mem, Gc, GcOpts, same),
+                    Sample = sample_tuple(P, S, R, Q, Mem, Sizes, same),
                     check(Rest, [Sample | Out], Ran,
                           [{P, Proc#proc{reds = R, status = S, queue = Q}} | Kept]);
                 _ ->
@@ -433,13 +437,12 @@ finish([], _Stacks, State, Out, Kept) ->
     {Out, Kept, State};
 finish([{P, Proc0, R, S, Q} | Rest], Stacks, State, Out, Kept) ->
     case Stacks of
-        #{P := {Stack, Mem, Gc, GcOpts}} ->
+        #{P := {Frames, Mem, Sizes}} ->
             State1 = label(P, State),
-            {StackBin, State2} = encode_stack(Stack, State1, <<>>),
-            Proc = #proc{reds = R + 1, memory = Mem, gc = Gc,
-                         gc_opts = GcOpts, status = S, queue = Q,
+            {StackBin, State2} = encode_stack(Frames, State1, <<>>),
+            Proc = #proc{reds = R + 1, memory = Mem, sizes = Sizes, status = S, queue = Q,
                          queried = Proc0#proc.queried + 1},
-            Sample = sample_tuple(P, S, R, Q, Mem, Gc, GcOpts, StackBin),
+            Sample = sample_tuple(P, S, R, Q, Mem, Sizes, StackBin),
             finish(Rest, Stacks, State2, [Sample | Out], [{P, Proc} | Kept]);
         #{} ->
             finish(Rest, Stacks, State, Out, Kept)
@@ -477,35 +480,50 @@ collect(Ref, N, Deadline, Acc) ->
         Acc
     end.
 
-%% {Stack, Memory, GcInfo, GcOpts} or gone.
+%% {Frames, Memory, Sizes} or gone, Frames = [{{M, F, Arity}, Line}] leaf
+%% first. This runs in the helpers when there are several queries: the
+%% conversion happens in parallel, and what is copied to the agent is a few
+%% words per frame instead of a stack with file names and option lists.
 stack_query(P) ->
     case process_info(P, [current_stacktrace, memory | ?GC]) of
         undefined ->
             gone;
         [{current_stacktrace, []}, {memory, Mem}, {_, Gc}, {_, GcOpts}] ->
             case process_info(P, current_function) of
-                {current_function, {M, F, A}} -> {[{M, F, A, []}], Mem, Gc, GcOpts};
-                _ -> {[], Mem, Gc, GcOpts}
+                {current_function, {_, _, _} = Mfa} -> {[{Mfa, 0}], Mem, sizes(Gc, GcOpts)};
+                _ -> {[], Mem, sizes(Gc, GcOpts)}
             end;
         [{current_stacktrace, Stack}, {memory, Mem}, {_, Gc}, {_, GcOpts}] ->
-            {Stack, Mem, Gc, GcOpts}
+            {frames(Stack), Mem, sizes(Gc, GcOpts)}
     end.
 
-%% OTP 25 returns garbage_collection_info in this order: match it in one go
-%% (this runs for every sample), with proplists as the fallback.
-sample_tuple(P, Status, Reds, Queue, Memory,
-             [{old_heap_block_size, OldBlock}, {heap_block_size, Block}, {mbuf_size, Mbuf},
-              {recent_size, _}, {stack_size, Stack}, {old_heap_size, _}, {heap_size, Heap},
-              {bin_vheap_size, Bin}, {bin_vheap_block_size, _}, {bin_old_vheap_size, OldBin}
-              | _],
-             GcOpts, StackBin) ->
-    {P, Status, Reds, Queue, Memory, OldBlock + Block + Mbuf, Heap, Stack, Bin, OldBin,
-     minor_gcs(GcOpts), StackBin};
-sample_tuple(P, Status, Reds, Queue, Memory, Gc, GcOpts, StackBin) ->
-    {P, Status, Reds, Queue, Memory, total_heap(Gc),
-     proplists:get_value(heap_size, Gc, 0), proplists:get_value(stack_size, Gc, 0),
-     proplists:get_value(bin_vheap_size, Gc, 0), proplists:get_value(bin_old_vheap_size, Gc, 0),
-     minor_gcs(GcOpts), StackBin}.
+frames(Stack) ->
+    [{{M, F, arity(ArityOrArgs)}, line(Location)} || {M, F, ArityOrArgs, Location} <- Stack].
+
+arity(N) when is_integer(N) -> N;
+arity(Args) -> length(Args).
+
+line(Location) ->
+    case lists:keyfind(line, 1, Location) of
+        {line, L} when is_integer(L) -> L;
+        _ -> 0
+    end.
+
+%% OTP 25 returns garbage_collection_info in this order: match it in one go,
+%% with proplists as the fallback.
+sizes([{old_heap_block_size, OldBlock}, {heap_block_size, Block}, {mbuf_size, Mbuf},
+       {recent_size, _}, {stack_size, Stack}, {old_heap_size, _}, {heap_size, Heap},
+       {bin_vheap_size, Bin}, {bin_vheap_block_size, _}, {bin_old_vheap_size, OldBin} | _],
+      GcOpts) ->
+    {OldBlock + Block + Mbuf, Heap, Stack, Bin, OldBin, minor_gcs(GcOpts)};
+sizes(Gc, GcOpts) ->
+    {total_heap(Gc), proplists:get_value(heap_size, Gc, 0),
+     proplists:get_value(stack_size, Gc, 0), proplists:get_value(bin_vheap_size, Gc, 0),
+     proplists:get_value(bin_old_vheap_size, Gc, 0), minor_gcs(GcOpts)}.
+
+sample_tuple(P, Status, Reds, Queue, Memory, {TotalHeap, Heap, Stack, Bin, OldBin, Minor},
+             StackBin) ->
+    {P, Status, Reds, Queue, Memory, TotalHeap, Heap, Stack, Bin, OldBin, Minor, StackBin}.
 
 minor_gcs(GcOpts) ->
     case lists:keyfind(minor_gcs, 1, GcOpts) of
@@ -517,13 +535,9 @@ minor_gcs(GcOpts) ->
 %% reply so each is sent once.
 encode_stack([], State, Acc) ->
     {Acc, State};
-encode_stack([{M, F, ArityOrArgs, Location} | Rest], State, Acc) ->
-    A = case ArityOrArgs of N when is_integer(N) -> N; Args -> length(Args) end,
-    Line = case lists:keyfind(line, 1, Location) of {line, L} when is_integer(L) -> L; _ -> 0 end,
-    {Id, State1} = mfa_id({M, F, A}, State),
-    encode_stack(Rest, State1, <<Acc/binary, Id:32, Line:32>>);
-encode_stack([_ | Rest], State, Acc) ->
-    encode_stack(Rest, State, Acc).
+encode_stack([{Mfa, Line} | Rest], State, Acc) ->
+    {Id, State1} = mfa_id(Mfa, State),
+    encode_stack(Rest, State1, <<Acc/binary, Id:32, Line:32>>).
 
 mfa_id(Mfa = {M, F, A}, State = #state{mfas = Mfas, new_mfas = New}) ->
     case Mfas of

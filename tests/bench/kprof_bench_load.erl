@@ -10,9 +10,10 @@
 %%%   - a logger writing "SystemTimeUs Units" to LogFile every 50 ms, read
 %%%     after the run to get throughput over any time window;
 %%%   - when Watch is true, a watcher that traces kprof_agent's scheduling
-%%%     (`running', no message copies) and logs, per agent lifetime, the
-%%%     batch latency (request picked up -> back in its receive) and the
-%%%     agent's own run time per batch. Tracing adds a little cost of its own.
+%%%     (`running', no message copies) and logs, per agent lifetime, how long
+%%%     each request (a round of ticks) took from being picked up to the agent
+%%%     being back in its receive, the agent's own run time per request, and
+%%%     its whole run time over the span. Tracing adds a little cost of its own.
 -module(kprof_bench_load).
 
 -export([start/1]).
@@ -112,7 +113,7 @@ watch(Log, Ref, Agent, St, Batches, Lat, Run) ->
                     Acc1 = Acc + (Ts - In),
                     case Mfa of
                         {kprof_agent, loop, 1} ->
-                            watch(Log, Ref, Agent, idle, Batches + 1, [Ts - B0 | Lat],
+                            watch(Log, Ref, Agent, idle, Batches + 1, [{B0, Ts} | Lat],
                                   [Acc1 | Run]);
                         _ ->
                             watch(Log, Ref, Agent, {busy, B0, undefined, Acc1}, Batches, Lat, Run)
@@ -128,15 +129,21 @@ watch(Log, Ref, Agent, St, Batches, Lat, Run) ->
 
 report(_Log, 0, _, _) ->
     ok;
+%% A batch is one request: a round of ticks (see kprof_agent). Besides its
+%% latency and run time, the line gives the agent's whole run time and the
+%% span of time it covers, from the first request to the last reply.
 report(Log, Batches, Lat0, Run0) ->
     Us = fun(Native) -> erlang:convert_time_unit(Native, native, microsecond) end,
-    Lat = lists:sort([Us(X) || X <- Lat0]),
+    Lat = lists:sort([Us(End - Start) || {Start, End} <- Lat0]),
     Run = lists:sort([Us(X) || X <- Run0]),
+    {_, LastEnd} = hd(Lat0),
+    {FirstStart, _} = lists:last(Lat0),
     P = fun(L, Q) -> lists:nth(max(1, min(length(L), round(Q * length(L)))), L) end,
     Log ! {line, io_lib:format(
                           "# agent ~s batches ~b latency_us median ~b p90 ~b p99 ~b max ~b "
-                          "run_us median ~b mean ~b max ~b~n",
+                          "run_us median ~b mean ~b max ~b run_total_us ~b span_us ~b~n",
                           [integer_to_list(os:system_time(microsecond)), Batches,
                            P(Lat, 0.5), P(Lat, 0.9), P(Lat, 0.99), lists:last(Lat),
-                           P(Run, 0.5), lists:sum(Run) div length(Run), lists:last(Run)])},
+                           P(Run, 0.5), lists:sum(Run) div length(Run), lists:last(Run),
+                           lists:sum(Run), max(1, Us(LastEnd - FirstStart))])},
     ok.

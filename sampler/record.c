@@ -48,17 +48,21 @@ static unsigned send_round(session *s, size_t n, unsigned per_round, uint64_t wa
                            uint64_t interval, uint64_t *next_round, uint64_t *requested,
                            uint64_t *skipped, const char **lost_node)
 {
+    if (wanted && *requested >= wanted)
+        return 0;
     uint64_t now = kp_now_us();
     if (now > *next_round + interval) {
         /* kprof itself fell behind (a slow disk, a descheduled process):
          * the ticks that passed are late, not made up for in a burst */
         uint64_t behind = (now - *next_round) / interval;
+        if (wanted && behind > wanted - *requested)
+            behind = wanted - *requested;
         *skipped += behind;
         *requested += behind;
         *next_round += behind * interval;
     }
     unsigned round = per_round;
-    if (wanted && wanted - *requested < round)
+    if (wanted && wanted - *requested < round) /* 0 when kprof skipped to the end */
         round = (unsigned)(wanted - *requested);
     if (!round)
         return 0;
@@ -456,6 +460,15 @@ int kp_record_run(const kp_record_options *o)
         if (tty && done - last_status >= 500000u) {
             status_line(out, done - start, o->rate, sessions, n, skipped);
             last_status = done;
+        }
+    }
+    if (o->duration_us && !lost && rc == KP_EXIT_OK) {
+        /* the last tick's interval is part of the recording: a run of
+         * --duration lasts that long, at any rate */
+        while (!kp_stop_requested() && kp_now_us() - start < o->duration_us) {
+            uint64_t left = o->duration_us - (kp_now_us() - start);
+            struct timespec nap = {(time_t)(left / 1000000u), (long)(left % 1000000u) * 1000};
+            nanosleep(&nap, NULL);
         }
     }
     uint64_t elapsed = kp_now_us() - start;

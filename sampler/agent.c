@@ -42,18 +42,32 @@ static int rpc(kp_agent *a, const char *mod, const char *fun, ei_x_buff *args, e
     return 0;
 }
 
+/* rpc of mod:fun() with no argument (`atom` NULL) or with the one atom
+ * `atom`. `reply` is initialised here and the caller frees it, whatever the
+ * outcome. */
+static int rpc_atom(kp_agent *a, const char *mod, const char *fun, const char *atom,
+                    ei_x_buff *reply, char *err, size_t err_len)
+{
+    ei_x_buff args;
+    ei_x_new(&args);
+    ei_x_new(reply);
+    if (atom) {
+        ei_x_encode_list_header(&args, 1);
+        ei_x_encode_atom(&args, atom);
+    }
+    ei_x_encode_empty_list(&args);
+    int rc = rpc(a, mod, fun, &args, reply, err, err_len);
+    ei_x_free(&args);
+    return rc;
+}
+
 /* 1 if the node has module `m` loaded with exactly this build's code (a
  * version string would not tell two builds of one version apart), 0 if
  * not, -1 if the connection failed. */
 static int module_is_current(kp_agent *a, const kp_agent_module *m, char *err, size_t err_len)
 {
-    ei_x_buff args, reply;
-    ei_x_new(&args);
-    ei_x_new(&reply);
-    ei_x_encode_list_header(&args, 1);
-    ei_x_encode_atom(&args, "md5");
-    ei_x_encode_empty_list(&args);
-    int rc = rpc(a, m->name, "module_info", &args, &reply, err, err_len);
+    ei_x_buff reply;
+    int rc = rpc_atom(a, m->name, "module_info", "md5", &reply, err, err_len);
     if (rc == 0) {
         /* a 16-byte binary; anything else ({badrpc, ...}: not loaded) differs */
         unsigned char md5[16];
@@ -65,7 +79,6 @@ static int module_is_current(kp_agent *a, const kp_agent_module *m, char *err, s
                  ? 1
                  : 0;
     }
-    ei_x_free(&args);
     ei_x_free(&reply);
     return rc;
 }
@@ -74,19 +87,13 @@ static int module_is_current(kp_agent *a, const kp_agent_module *m, char *err, s
  * (or there was none), 0 when some still does, -1 on a lost connection. */
 static int soft_purge(kp_agent *a, const char *module, char *err, size_t err_len)
 {
-    ei_x_buff args, reply;
-    ei_x_new(&args);
-    ei_x_new(&reply);
-    ei_x_encode_list_header(&args, 1);
-    ei_x_encode_atom(&args, module);
-    ei_x_encode_empty_list(&args);
-    int rc = rpc(a, "code", "soft_purge", &args, &reply, err, err_len);
+    ei_x_buff reply;
+    int rc = rpc_atom(a, "code", "soft_purge", module, &reply, err, err_len);
     if (rc == 0) {
         int i = 0;
         char tag[MAXATOMLEN];
         rc = ei_decode_atom(reply.buff, &i, tag) == 0 && strcmp(tag, "true") == 0 ? 1 : 0;
     }
-    ei_x_free(&args);
     ei_x_free(&reply);
     return rc;
 }
@@ -151,11 +158,8 @@ static int load_modules(kp_agent *a, char *err, size_t err_len)
 
 static int node_facts(kp_agent *a, char *err, size_t err_len)
 {
-    ei_x_buff args, reply;
-    ei_x_new(&args);
-    ei_x_new(&reply);
-    ei_x_encode_empty_list(&args);
-    int rc = rpc(a, "os", "getpid", &args, &reply, err, err_len);
+    ei_x_buff reply;
+    int rc = rpc_atom(a, "os", "getpid", NULL, &reply, err, err_len);
     if (rc == 0) {
         char text[32];
         int i = 0;
@@ -163,21 +167,15 @@ static int node_facts(kp_agent *a, char *err, size_t err_len)
             a->os_pid = strtol(text, NULL, 10);
     }
     ei_x_free(&reply);
-    ei_x_new(&reply);
-    ei_x_free(&args);
-    ei_x_new(&args);
-    ei_x_encode_list_header(&args, 1);
-    ei_x_encode_atom(&args, "wordsize");
-    ei_x_encode_empty_list(&args);
-    if (rc == 0)
-        rc = rpc(a, "erlang", "system_info", &args, &reply, err, err_len);
+    if (rc != 0)
+        return rc;
+    rc = rpc_atom(a, "erlang", "system_info", "wordsize", &reply, err, err_len);
     if (rc == 0) {
         long w = 8;
         int i = 0;
         ei_decode_long(reply.buff, &i, &w);
         a->wordsize = (unsigned)w;
     }
-    ei_x_free(&args);
     ei_x_free(&reply);
     return rc;
 }
@@ -257,14 +255,9 @@ int kp_agent_clock_offset(kp_agent *a, int64_t *offset_us, char *err, size_t err
 {
     uint64_t best_rtt = UINT64_MAX;
     for (int k = 0; k < 3; k++) {
-        ei_x_buff args, reply;
-        ei_x_new(&args);
-        ei_x_new(&reply);
-        ei_x_encode_list_header(&args, 1);
-        ei_x_encode_atom(&args, "microsecond");
-        ei_x_encode_empty_list(&args);
+        ei_x_buff reply;
         uint64_t t0 = kp_now_us();
-        int rc = rpc(a, "erlang", "monotonic_time", &args, &reply, err, err_len);
+        int rc = rpc_atom(a, "erlang", "monotonic_time", "microsecond", &reply, err, err_len);
         uint64_t t1 = kp_now_us();
         int i = 0;
         int64_t node_now;
@@ -273,7 +266,6 @@ int kp_agent_clock_offset(kp_agent *a, int64_t *offset_us, char *err, size_t err
                      a->node->target);
             rc = -1;
         }
-        ei_x_free(&args);
         ei_x_free(&reply);
         if (rc != 0)
             return -1;

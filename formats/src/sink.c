@@ -15,7 +15,7 @@
 #define OUT_CAP (128 * 1024)
 /* Input for a compressor is gathered up to this size first: kprof writes a
  * few hundred bytes at a time, and zlib called once per sample cost about a
- * third more CPU than called once per 64 KB (its tables stay in cache). */
+ * tenth more CPU than called once per 64 KB (its tables stay in cache). */
 #define IN_CAP (64 * 1024)
 
 static kp_write_fn write_fn = write;

@@ -451,7 +451,7 @@ static int decode_tick(kp_agent *a, const char *buf, int *i, const kp_batch_hand
         decode_int(buf, i, &queried) != 0 || decode_int(buf, i, &reused) != 0 ||
         decode_int(buf, i, &busy) != 0 || decode_int(buf, i, &delay) != 0)
         return -1;
-    a->batches++;
+    a->ticks++;
     a->stacks_queried += (uint64_t)queried;
     a->stacks_reused += (uint64_t)reused;
     a->busy_us += (uint64_t)busy;
@@ -492,16 +492,14 @@ static int decode_reply_header(kp_agent *a, const char *buf, int *i)
     long seq;
     char tag[MAXATOMLEN];
     if (ei_decode_version(buf, i, &version) != 0 || ei_decode_tuple_header(buf, i, &arity) != 0 ||
-        arity != 5 || ei_decode_atom(buf, i, tag) != 0 || strcmp(tag, "kprof_samples") != 0 ||
+        arity != 4 || ei_decode_atom(buf, i, tag) != 0 || strcmp(tag, "kprof_samples") != 0 ||
         ei_decode_long(buf, i, &seq) != 0)
         return 0; /* not ours */
     if (seq != a->seq)
         return 0; /* a late answer to an abandoned request */
-    int64_t now, missed;
-    if (decode_int(buf, i, &now) != 0 || decode_int(buf, i, &missed) != 0 ||
-        ei_decode_list_header(buf, i, &n) != 0)
+    int64_t missed;
+    if (decode_int(buf, i, &missed) != 0 || ei_decode_list_header(buf, i, &n) != 0)
         return -1;
-    a->node_now_us = now;
     a->missed += (uint64_t)missed;
     a->ticks_left = n;
     return 1;

@@ -4,7 +4,7 @@
  * A request asks for a round of ticks, taken on the agent's own clock:
  *   {sample, From, Seq, Ticks, IntervalUs, FirstUs}
  * and its reply holds every tick of the round, oldest first:
- *   {kprof_samples, Seq, NodeNowUs, MissedTicks, [Tick]}
+ *   {kprof_samples, Seq, MissedTicks, [Tick]}
  *   Tick    = {TimeUs, NewMfas, Labels, Samples, Reset,
  *              {StacksQueried, StacksReused, AgentBusyUs, DelayUs}}
  *   NewMfas = [{Id, Module, Function, Arity}]      each MFA once per session
@@ -42,13 +42,12 @@ typedef struct {
     unsigned wordsize;
     int loaded;     /* 1 if this session loaded the agent's code */
     /* totals over the ticks decoded: what sampling cost in the node */
-    uint64_t batches, stacks_queried, stacks_reused, busy_us;
+    uint64_t ticks, stacks_queried, stacks_reused, busy_us;
     /* the last reply: its ticks are decoded one at a time (see
      * kp_agent_next_tick), so that several nodes' ticks can be merged */
     ei_x_buff reply;
     int reply_index;     /* of the next tick in reply.buff */
     int ticks_left;      /* in the reply */
-    int64_t node_now_us; /* the node's clock when it sent the reply */
     uint64_t missed;     /* ticks the agent skipped, over every reply */
     /* of the last decoded tick: how late it started and what it cost */
     uint64_t tick_delay_us, tick_busy_us;
@@ -105,8 +104,8 @@ int kp_agent_request(kp_agent *agent, unsigned ticks, uint64_t interval_us, int6
 
 /* Waits up to `ms` for the reply to the last request and keeps it for
  * kp_agent_next_tick(); replies to abandoned requests are dropped. Returns 1
- * when the reply arrived (agent->ticks_left, node_now_us and missed are
- * updated), 0 on timeout, -1 when the connection is lost, -2 for a malformed
+ * when the reply arrived (agent->ticks_left and missed are updated), 0 on
+ * timeout, -1 when the connection is lost, -2 for a malformed
  * reply. */
 int kp_agent_receive(kp_agent *agent, unsigned ms);
 

@@ -1,7 +1,8 @@
 /* The sampling loop: rounds of ticks that each agent takes on its own clock
  * (with jitter), one request in flight per node, a deadline on every wait,
- * lateness reported instead of assumed away. Samples go to perf-script segments as they arrive and into
- * per-metric folded aggregates written at the end (outputs.c). */
+ * lateness reported instead of assumed away. Samples go to perf-script
+ * segments as they arrive and into per-metric folded aggregates written at
+ * the end (outputs.c). */
 #define _GNU_SOURCE
 #include "record.h"
 
@@ -77,7 +78,6 @@ static unsigned send_round(session *s, size_t n, unsigned per_round, uint64_t wa
     *requested += round;
     return round;
 }
-
 
 /* The latest ticks' latencies in the node (how late each started plus its
  * run time), for the median and 99th percentile. */
@@ -214,7 +214,7 @@ static double node_average(const session *s, size_t n, int late)
 {
     uint64_t sum = 0;
     for (size_t i = 0; i < n; i++)
-        sum += late ? s[i].agent.missed : s[i].agent.batches;
+        sum += late ? s[i].agent.missed : s[i].agent.ticks;
     return n ? (double)sum / (double)n : 0.0;
 }
 
@@ -379,10 +379,9 @@ int kp_record_run(const kp_record_options *o)
     if (lost_node)
         lost = "sending a request";
     while (in_flight && !lost && rc == KP_EXIT_OK) {
-        uint64_t missed_before = 0, missed_after = 0;
+        double missed_before = node_average(sessions, n, 1);
         for (size_t i = 0; i < n && !lost && rc == KP_EXIT_OK; i++) {
             session *se = &sessions[i];
-            missed_before += se->agent.missed;
             uint64_t wait_start = kp_now_us();
             for (;;) {
                 int res = kp_agent_receive(&se->agent, 200);
@@ -404,7 +403,6 @@ int kp_record_run(const kp_record_options *o)
                 lost_node = se->target;
                 break;
             }
-            missed_after += se->agent.missed;
         }
         if (lost || rc != KP_EXIT_OK)
             break;
@@ -444,7 +442,7 @@ int kp_record_run(const kp_record_options *o)
         if (rc != KP_EXIT_OK || kp_outputs_error(out, NULL) != KP_OK)
             break;
         uint64_t done = kp_now_us();
-        if (missed_after > missed_before || skipped > skipped_before) {
+        if (node_average(sessions, n, 1) > missed_before || skipped > skipped_before) {
             if (!slow_since)
                 slow_since = done;
         } else {
@@ -475,12 +473,12 @@ int kp_record_run(const kp_record_options *o)
     if (tty)
         fputc('\n', stderr);
     size_t processes = 0;
-    uint64_t agent_batches = 0, queried = 0, reused = 0, busy_us = 0;
+    uint64_t agent_ticks = 0, queried = 0, reused = 0, busy_us = 0;
     double ticks = node_average(sessions, n, 0);
     double late = node_average(sessions, n, 1) + (double)skipped;
     for (size_t i = 0; i < n; i++) {
         processes += kp_profile_processes(sessions[i].profile);
-        agent_batches += sessions[i].agent.batches;
+        agent_ticks += sessions[i].agent.ticks;
         queried += sessions[i].agent.stacks_queried;
         reused += sessions[i].agent.stacks_reused;
         busy_us += sessions[i].agent.busy_us;
@@ -517,13 +515,14 @@ int kp_record_run(const kp_record_options *o)
                 (unsigned long long)samples, processes, secs, secs > 0 ? ticks / secs : 0.0,
                 o->rate, late);
         if (ticks > 0)
-            fprintf(stderr, "kprof: batch latency: median %.2f ms, 99th percentile %.2f ms\n",
+            fprintf(stderr,
+                    "kprof: tick latency in the node: median %.2f ms, 99th percentile %.2f ms\n",
                     latency_quantile(&lat, 0.5), latency_quantile(&lat, 0.99));
-        if (agent_batches)
+        if (agent_ticks)
             fprintf(stderr, "kprof: in the node: %.0f%% of stacks reused, %llu queried; the agent "
-                    "spent %.2f ms per batch\n",
+                    "spent %.2f ms per tick\n",
                     queried + reused ? 100.0 * (double)reused / (double)(queried + reused) : 0.0,
-                    (unsigned long long)queried, (double)busy_us / 1e3 / (double)agent_batches);
+                    (unsigned long long)queried, (double)busy_us / 1e3 / (double)agent_ticks);
         if (samples < 2)
             fprintf(stderr, "kprof: too few samples for a profile; is the node idle? try "
                             "--select-by or a longer --duration\n");

@@ -18,7 +18,7 @@ typedef struct {
     uint64_t reselect_us;
     const char **pids;
     size_t n_pids;
-    double rate;               /* batches per second = samples/s per process */
+    double rate;               /* ticks per second = samples/s per process */
     uint64_t duration_us;      /* 0 = until Ctrl-C */
     const char *output_dir;    /* NULL = kprof-<node>-<UTC time> */
     uint64_t rotate_bytes;

@@ -13,10 +13,10 @@
 %%%   answers `{sample, From, Seq, Ticks, IntervalUs, FirstUs}' requests: it
 %%%   takes `Ticks' samples of every selected process, `IntervalUs' apart from
 %%%   `FirstUs' on the node's monotonic clock, and sends them in one
-%%%   message. At 100 Hz one request per tick
-%%%   cost kprof a wake-up, a send and a receive per tick (about a quarter of
-%%%   its CPU) and the node a distribution message to decode; a request per
-%%%   round of ticks does not.</li>
+%%%   message. At 100 Hz one request per tick cost kprof a wake-up, a send
+%%%   and a receive per tick (about a quarter of its CPU) and the node a
+%%%   distribution message to decode; a request per round of ticks does
+%%%   not.</li>
 %%% <li>the <em>guard</em>, which owns every node-global setting kprof changes
 %%%   (today: `backtrace_depth'). It monitors the agent and the C node, and
 %%%   restores the settings and kills the agent as soon as either goes away, so
@@ -229,8 +229,7 @@ loop(State = #state{opts = #{idle_timeout_ms := Idle}}) ->
                 stop ->
                     ok;
                 {Replies, Missed, State1} ->
-                    From ! {kprof_samples, Seq, erlang:monotonic_time(microsecond), Missed,
-                            Replies},
+                    From ! {kprof_samples, Seq, Missed, Replies},
                     loop(State1)
             end;
         {select, From, Seq} when is_pid(From) ->

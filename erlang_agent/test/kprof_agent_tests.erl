@@ -32,7 +32,7 @@ stop_agent({_Agent, Parked}) ->
 round(Agent, Ticks, IntervalUs, FirstUs) ->
     Agent ! {sample, self(), 7, Ticks, IntervalUs, FirstUs},
     receive
-        {kprof_samples, 7, _NodeNow, Missed, Replies} -> {Missed, Replies}
+        {kprof_samples, 7, Missed, Replies} -> {Missed, Replies}
     after 5000 -> error(no_reply)
     end.
 
@@ -72,5 +72,5 @@ stop_ends_a_round_at_once_test() ->
     timer:sleep(100),
     Agent ! stop,
     receive {'DOWN', Ref, process, Agent, _} -> ok after 500 -> error(still_running) end,
-    receive {kprof_samples, 8, _, _, _} -> error(replied) after 0 -> ok end,
+    receive {kprof_samples, 8, _, _} -> error(replied) after 0 -> ok end,
     Parked ! stop.

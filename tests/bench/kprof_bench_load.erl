@@ -83,7 +83,7 @@ logger(C, Fd) ->
     end,
     logger(C, Fd).
 
-%%% Optional: batch latency and run time of kprof's agent, from scheduling
+%%% Optional: round duration and run time of kprof's agent, from scheduling
 %%% events of the agent process.
 
 watcher(Log) ->

@@ -124,7 +124,15 @@ watch(Log, Ref, Agent, St, Batches, Lat, Run) ->
         {trace_ts, Agent, _, _, _} ->
             watch(Log, Ref, Agent, St, Batches, Lat, Run);
         {'DOWN', Ref, process, Agent, _} ->
-            report(Log, Batches, Lat, Run)
+            case St of
+                %% kprof asks for the next round before the agent replies to
+                %% the last, so the agent may never wait in its loop: what it
+                %% ran since it last did is a batch ending now
+                {busy, B0, _, Acc} ->
+                    report(Log, Batches + 1, [{B0, erlang:monotonic_time()} | Lat], [Acc | Run]);
+                idle ->
+                    report(Log, Batches, Lat, Run)
+            end
     end.
 
 report(_Log, 0, _, _) ->

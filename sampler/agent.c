@@ -18,19 +18,6 @@ static int decode_int(const char *buf, int *i, int64_t *v)
     return 0;
 }
 
-/* Prints a decoded term into `out` for error messages. */
-static void term_text(const char *buf, int index, char *out, size_t cap)
-{
-    char *s = NULL;
-    int i = index;
-    if (ei_s_print_term(&s, buf, &i) >= 0 && s) {
-        snprintf(out, cap, "%s", s);
-        free(s);
-    } else {
-        snprintf(out, cap, "(unprintable term)");
-    }
-}
-
 static int rpc(kp_agent *a, const char *mod, const char *fun, ei_x_buff *args, ei_x_buff *reply,
                char *err, size_t err_len)
 {
@@ -141,7 +128,7 @@ static int load_modules(kp_agent *a, char *err, size_t err_len)
             if (ei_decode_tuple_header(reply.buff, &i, &arity) != 0 || arity != 2 ||
                 ei_decode_atom(reply.buff, &i, tag) != 0 || strcmp(tag, "module") != 0) {
                 char what[256];
-                term_text(reply.buff, 0, what, sizeof what);
+                kp_term_text(reply.buff, 0, "(unprintable term)", what, sizeof what);
                 snprintf(err, err_len, "node %s refused to load kprof's agent module %s: %s",
                          a->node->target, mod->name, what);
                 rc = -1;
@@ -235,7 +222,7 @@ int kp_agent_attach(kp_agent *a, kp_node *node, const kp_agent_options *o, char 
             rc = 0;
         } else {
             char what[512];
-            term_text(reply.buff, 0, what, sizeof what);
+            kp_term_text(reply.buff, 0, "(unprintable term)", what, sizeof what);
             if (strstr(what, "busy"))
                 snprintf(err, err_len, "another kprof is already attached to %s (%s); stop it "
                          "first", node->target, what);

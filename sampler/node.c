@@ -245,3 +245,12 @@ int kp_node_rpc(kp_node *node, const char *mod, const char *fun, const ei_x_buff
                ? -1
                : 0;
 }
+
+const char *kp_term_text(const char *buf, int index, const char *fallback, char *out, size_t cap)
+{
+    char *s = NULL;
+    int i = index;
+    snprintf(out, cap, "%s", ei_s_print_term(&s, buf, &i) >= 0 && s ? s : fallback);
+    free(s);
+    return out;
+}

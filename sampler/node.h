@@ -38,4 +38,10 @@ void kp_node_close(kp_node *node);
 int kp_node_rpc(kp_node *node, const char *mod, const char *fun, const ei_x_buff *args,
                 ei_x_buff *reply);
 
+/* Writes the term at `index` of `buf` (no version byte, e.g. an rpc reply)
+ * into `out` as Erlang text, for messages: cut to `cap` - 1 bytes, and
+ * `fallback` when it cannot be decoded. Returns `out`. */
+const char *kp_term_text(const char *buf, int index, const char *fallback, char *out,
+                         size_t cap);
+
 #endif

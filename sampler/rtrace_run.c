@@ -106,12 +106,10 @@ static void start_nif(run *r)
     char tag[MAXATOMLEN] = "";
     int called = kp_node_rpc(&r->node, "kprof_rtrace", "use_nif", &args, &reply) == 0;
     if (called && (ei_decode_atom(reply.buff, &i, tag) != 0 || strcmp(tag, "ok") != 0)) {
-        char *why = NULL;
-        i = 0;
-        ei_s_print_term(&why, reply.buff, &i);
-        printf("kprof: traces go through the trace port (the tracer NIF: %s)\n", why ? why : "?");
+        char why[512];
+        printf("kprof: traces go through the trace port (the tracer NIF: %s)\n",
+               kp_term_text(reply.buff, 0, "?", why, sizeof why));
         fflush(stdout);
-        free(why);
     }
     i = 0;
     if (called && ei_decode_atom(reply.buff, &i, tag) == 0 && strcmp(tag, "ok") == 0) {
@@ -159,12 +157,9 @@ static int config_call(run *r, const char *mod, const char *fun, ei_x_buff *args
     if (rc != 0) {
         snprintf(err, err_len, "lost the connection to %s", r->node.target);
     } else if (ei_decode_list_header(reply.buff, &i, &n) != 0 || n == 0) {
-        char *s = NULL;
-        i = 0;
-        ei_s_print_term(&s, reply.buff, &i);
+        char s[512];
         snprintf(err, err_len, "request tracing did not start on %s: %s", r->node.target,
-                 s ? s : "(no reply)");
-        free(s);
+                 kp_term_text(reply.buff, 0, "(no reply)", s, sizeof s));
         rc = -1;
     } else {
         for (int k = 0; k < n && rc == 0; k++) {
@@ -224,12 +219,9 @@ static int calls_rpc(run *r, const char *fun, char *err, size_t err_len)
     int i = 0;
     char tag[MAXATOMLEN] = "";
     if (rc == 0 && (ei_decode_atom(reply.buff, &i, tag) != 0 || strcmp(tag, "ok") != 0)) {
-        char *s = NULL;
-        i = 0;
-        ei_s_print_term(&s, reply.buff, &i);
+        char s[512];
         snprintf(err, err_len, "cannot trace calls of %s on %s: %s", r->o->mfa, r->node.target,
-                 s ? s : "(no reply)");
-        free(s);
+                 kp_term_text(reply.buff, 0, "(no reply)", s, sizeof s));
         rc = -1;
     } else if (rc != 0) {
         snprintf(err, err_len, "lost the connection to %s", r->node.target);
@@ -268,13 +260,9 @@ static int begin_pid_trace(run *r, char *id, size_t id_len, char *err, size_t er
         if (rc != 0)
             snprintf(err, err_len, "out of memory");
     } else {
-        char *s = NULL;
-        i = 0;
-        if (rc == 0)
-            ei_s_print_term(&s, reply.buff, &i);
+        char s[512];
         snprintf(err, err_len, "cannot trace %s on %s: %s", r->o->pid, r->node.target,
-                 rc ? "connection lost" : s ? s : "(no reply)");
-        free(s);
+                 rc ? "connection lost" : kp_term_text(reply.buff, 0, "(no reply)", s, sizeof s));
         rc = -1;
     }
     ei_x_free(&args);

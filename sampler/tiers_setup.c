@@ -215,12 +215,9 @@ int kp_tiers_start(kp_node *node, const char *text, size_t len, unsigned queue_s
                 snprintf(err, err_len, "%s", why);
                 rc = config ? KP_TIERS_START_BAD_CONFIG : KP_TIERS_START_REFUSED;
             } else {
-                char *s = NULL;
-                i = 0;
-                ei_s_print_term(&s, reply.buff, &i);
+                char s[512];
                 snprintf(err, err_len, "tier tracing did not start on %s: %s", node->target,
-                         s ? s : "(unprintable reply)");
-                free(s);
+                         kp_term_text(reply.buff, 0, "(unprintable reply)", s, sizeof s));
                 rc = KP_TIERS_START_REFUSED;
             }
         }

@@ -1,7 +1,10 @@
 #include "cli.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "units.h"
 
 void kp_error(const char *fmt, ...)
 {
@@ -46,6 +49,15 @@ int kp_bad_value(const char *option, const char *value, const char *expected)
 {
     kp_error("invalid %s '%s': %s", option, value, expected);
     return KP_EXIT_USAGE;
+}
+
+int kp_parse_connect_timeout(const char *text, unsigned *ms)
+{
+    uint64_t us;
+    if (kp_parse_duration(text, &us) != 0 || us < 1000 || us > 600000000u)
+        return kp_bad_value("--connect-timeout", text, "a duration from 1ms to 10m, such as 5s");
+    *ms = (unsigned)(us / 1000);
+    return 0;
 }
 
 int kp_bad_option(const char *command, int opt, const char *arg)

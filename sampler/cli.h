@@ -41,6 +41,11 @@ int kp_bad_option(const char *command, int opt, const char *arg);
  * KP_EXIT_USAGE, for an operand a command does not take. */
 int kp_unexpected_argument(const char *command, const char *arg);
 
+/* Parses the value of --connect-timeout, the same for every command: a
+ * duration from 1ms to 10m, into `*ms`. Returns 0, or prints why not and
+ * returns KP_EXIT_USAGE. */
+int kp_parse_connect_timeout(const char *text, unsigned *ms);
+
 /* Returns 1 if `text` is written like an Erlang pid, "<A.B.C>", else 0. */
 int kp_looks_like_pid(const char *text);
 

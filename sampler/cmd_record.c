@@ -115,9 +115,8 @@ static int run(int argc, char **argv, int dump)
         case OPT_ALL_NODES: o.all_nodes = 1; break;
         case OPT_COOKIE: o.cookie_file = optarg; break;
         case OPT_CONNECT:
-            if (kp_parse_duration(optarg, &v) != 0 || v > 600000000u)
-                return kp_bad_value("--connect-timeout", optarg, "a duration such as 5s, up to 10m");
-            o.connect_timeout_ms = (unsigned)(v / 1000 ? v / 1000 : 1);
+            if (kp_parse_connect_timeout(optarg, &o.connect_timeout_ms) != 0)
+                return KP_EXIT_USAGE;
             break;
         case 't':
             if (kp_parse_uint(optarg, 1, 100000, &v) != 0)

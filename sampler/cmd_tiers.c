@@ -136,9 +136,8 @@ int kp_cmd_tiers(int argc, char **argv)
             break;
         case OPT_COOKIE: o.cookie_file = optarg; break;
         case OPT_CONNECT:
-            if (duration("--connect-timeout", optarg, 1000, &v))
+            if (kp_parse_connect_timeout(optarg, &o.connect_timeout_ms) != 0)
                 return KP_EXIT_USAGE;
-            o.connect_timeout_ms = (unsigned)(v / 1000);
             break;
         case OPT_SESSION: o.session = 1; break;
         case 'q': o.quiet = 1; break;

@@ -90,9 +90,8 @@ int kp_cmd_trace(int argc, char **argv)
         case OPT_SESSION: o.session = 1; break;
         case OPT_COOKIE: o.cookie_file = optarg; break;
         case OPT_CONNECT:
-            if (kp_parse_duration(optarg, &v) != 0 || v < 1000 || v > 600000000u)
-                return kp_bad_value("--connect-timeout", optarg, "a duration such as 5s, up to 10m");
-            o.connect_timeout_ms = (unsigned)(v / 1000);
+            if (kp_parse_connect_timeout(optarg, &o.connect_timeout_ms) != 0)
+                return KP_EXIT_USAGE;
             break;
         case 'h': fputs(trace_usage, stdout); return KP_EXIT_OK;
         default: return kp_bad_option("trace", opt, argv[optind - 1]);

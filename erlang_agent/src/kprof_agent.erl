@@ -232,10 +232,6 @@ loop(State = #state{opts = #{idle_timeout_ms := Idle}}) ->
                     From ! {kprof_samples, Seq, Missed, Replies},
                     loop(State1)
             end;
-        {select, From, Seq} when is_pid(From) ->
-            State1 = select(State),
-            From ! {kprof_selected, Seq, length(State1#state.selected)},
-            loop(State1);
         stop ->
             ok;
         _Other ->

@@ -108,6 +108,32 @@ static double latency_quantile(latencies *l, double q)
     return l->us[(size_t)(q * (double)(n - 1))] / 1e3;
 }
 
+/* Writes the ticks of the latest round of every node, oldest first on our
+ * clock, so that files stay in time order. Returns 0, or -1 with the error
+ * printed when a reply cannot be decoded. */
+static int write_ticks(session *s, size_t n, latencies *lat)
+{
+    for (;;) {
+        session *next = NULL;
+        int64_t next_time = 0, t;
+        for (size_t i = 0; i < n; i++) {
+            if (kp_agent_tick_time(&s[i].agent, &t) &&
+                (t += s[i].offset_us, !next || t < next_time)) {
+                next = &s[i];
+                next_time = t;
+            }
+        }
+        if (!next)
+            return 0;
+        next->time_us = next_time > 0 ? (uint64_t)next_time : 0;
+        if (kp_agent_next_tick(&next->agent, kp_profile_handler(next->profile)) != 0) {
+            kp_error("malformed reply from the agent on %s; please report this", next->target);
+            return -1;
+        }
+        latency_add(lat, next->agent.tick_delay_us + next->agent.tick_busy_us);
+    }
+}
+
 static int on_profile_sample(void *ctx, const kp_profile_sample *s)
 {
     session *se = ctx;
@@ -209,6 +235,32 @@ static size_t connected_nodes(kp_node *first, char names[][512], size_t cap)
     return n;
 }
 
+/* Opens the segments and folded aggregates in `dir` and gives every session
+ * its profile, writing to them. Returns NULL when out of memory. */
+static kp_outputs *open_outputs(const kp_record_options *o, const char *dir,
+                                const char *targets, kp_frames *frames, kp_stacks *stacks,
+                                session *s, size_t n)
+{
+    char header[5000], err[256];
+    snprintf(header, sizeof header,
+             "# kprof sampling of %.4000s\n# clock: CLOCK_MONOTONIC microseconds; %llu = %ld "
+             "seconds since the epoch (UTC)\n",
+             targets, (unsigned long long)kp_now_us(), (long)time(NULL));
+    kp_segment_config sc = {dir, "samples", "perf", o->compression, 0, o->rotate_bytes,
+                            o->rotate_us, o->keep, header};
+    kp_outputs *out = kp_outputs_open(&sc, frames, stacks);
+    for (size_t i = 0; i < n && out; i++) {
+        s[i].outputs = out;
+        s[i].profile = kp_profile_create(frames, stacks, s[i].agent.wordsize,
+                                         n > 1 ? s[i].target : NULL, on_profile_sample, &s[i]);
+        if (!s[i].profile) {
+            kp_outputs_close(out, "", (int[KP_OUT_COUNT]){0}, NULL, err, sizeof err);
+            out = NULL;
+        }
+    }
+    return out;
+}
+
 /* Ticks taken (or, with `late`, skipped) per node, averaged over the nodes. */
 static double node_average(const session *s, size_t n, int late)
 {
@@ -216,6 +268,59 @@ static double node_average(const session *s, size_t n, int late)
     for (size_t i = 0; i < n; i++)
         sum += late ? s[i].agent.missed : s[i].agent.ticks;
     return n ? (double)sum / (double)n : 0.0;
+}
+
+/* What a run did, for its summary. */
+typedef struct {
+    double secs, ticks, late; /* ticks taken and late, averaged over the nodes */
+    size_t processes;
+    uint64_t agent_ticks, queried, reused, busy_us; /* summed over the nodes */
+} run_totals;
+
+static run_totals totals_of(const session *s, size_t n, uint64_t elapsed_us, uint64_t skipped)
+{
+    run_totals t = {(double)elapsed_us / 1e6, node_average(s, n, 0),
+                    node_average(s, n, 1) + (double)skipped, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        t.processes += kp_profile_processes(s[i].profile);
+        t.agent_ticks += s[i].agent.ticks;
+        t.queried += s[i].agent.stacks_queried;
+        t.reused += s[i].agent.stacks_reused;
+        t.busy_us += s[i].agent.busy_us;
+    }
+    return t;
+}
+
+static void print_summary(const kp_record_options *o, const char *dir, const run_totals *t,
+                          uint64_t samples, const kp_segment_stats *st,
+                          const int written[KP_OUT_COUNT], latencies *lat)
+{
+    fprintf(stderr,
+            "kprof: %llu samples of %zu processes in %.1f s (%.1f ticks/s of %.6g "
+            "requested, %.0f late)\n",
+            (unsigned long long)samples, t->processes, t->secs,
+            t->secs > 0 ? t->ticks / t->secs : 0.0, o->rate, t->late);
+    if (t->ticks > 0)
+        fprintf(stderr,
+                "kprof: tick latency in the node: median %.2f ms, 99th percentile %.2f ms\n",
+                latency_quantile(lat, 0.5), latency_quantile(lat, 0.99));
+    if (t->agent_ticks)
+        fprintf(stderr, "kprof: in the node: %.0f%% of stacks reused, %llu queried; the agent "
+                "spent %.2f ms per tick\n",
+                t->queried + t->reused
+                    ? 100.0 * (double)t->reused / (double)(t->queried + t->reused)
+                    : 0.0,
+                (unsigned long long)t->queried,
+                (double)t->busy_us / 1e3 / (double)t->agent_ticks);
+    if (samples < 2)
+        fprintf(stderr, "kprof: too few samples for a profile; is the node idle? try "
+                        "--select-by or a longer --duration\n");
+    fprintf(stderr, "kprof: wrote %llu segment%s and the folded files to %s/ (see "
+            "README.txt there)\n",
+            (unsigned long long)st->segments, st->segments == 1 ? "" : "s", dir);
+    for (int k = 0; k < KP_OUT_COUNT; k++)
+        if (written[k] > 0)
+            fprintf(stderr, "  %s/%s.folded  (%s)\n", dir, kp_out_names[k], kp_out_units[k]);
 }
 
 static void status_line(const kp_outputs *out, uint64_t elapsed_us, double rate,
@@ -320,24 +425,8 @@ int kp_record_run(const kp_record_options *o)
                  i ? ", " : "", sessions[i].target);
     kp_frames *frames = kp_frames_create(0);
     kp_stacks *stacks = kp_stacks_create();
-    char header[5000];
-    snprintf(header, sizeof header,
-             "# kprof sampling of %.4000s\n# clock: CLOCK_MONOTONIC microseconds; %llu = %ld "
-             "seconds since the epoch (UTC)\n",
-             targets, (unsigned long long)kp_now_us(), (long)time(NULL));
-    kp_segment_config sc = {dir, "samples", "perf", o->compression, 0, o->rotate_bytes,
-                            o->rotate_us, o->keep, header};
-    kp_outputs *out = frames && stacks ? kp_outputs_open(&sc, frames, stacks) : NULL;
-    for (size_t i = 0; i < n && out; i++) {
-        sessions[i].outputs = out;
-        sessions[i].profile =
-            kp_profile_create(frames, stacks, sessions[i].agent.wordsize,
-                              n > 1 ? sessions[i].target : NULL, on_profile_sample, &sessions[i]);
-        if (!sessions[i].profile) {
-            kp_outputs_close(out, "", (int[KP_OUT_COUNT]){0}, NULL, err, sizeof err);
-            out = NULL;
-        }
-    }
+    kp_outputs *out = frames && stacks ? open_outputs(o, dir, targets, frames, stacks, sessions, n)
+                                       : NULL;
     if (!out) {
         kp_error("out of memory");
         detach_all(sessions, n);
@@ -417,29 +506,11 @@ int kp_record_run(const kp_record_options *o)
             lost = "sending a request";
             break;
         }
-        /* the ticks of every node, oldest first: files are in time order */
-        for (;;) {
-            session *next = NULL;
-            int64_t next_time = 0, t;
-            for (size_t i = 0; i < n; i++) {
-                if (kp_agent_tick_time(&sessions[i].agent, &t) &&
-                    (t += sessions[i].offset_us, !next || t < next_time)) {
-                    next = &sessions[i];
-                    next_time = t;
-                }
-            }
-            if (!next)
-                break;
-            next->time_us = next_time > 0 ? (uint64_t)next_time : 0;
-            if (kp_agent_next_tick(&next->agent, kp_profile_handler(next->profile)) != 0) {
-                kp_error("malformed reply from the agent on %s; please report this",
-                         next->target);
-                rc = KP_EXIT_FAILURE;
-                break;
-            }
-            latency_add(&lat, next->agent.tick_delay_us + next->agent.tick_busy_us);
+        if (write_ticks(sessions, n, &lat) != 0) {
+            rc = KP_EXIT_FAILURE;
+            break;
         }
-        if (rc != KP_EXIT_OK || kp_outputs_error(out, NULL) != KP_OK)
+        if (kp_outputs_error(out, NULL) != KP_OK)
             break;
         uint64_t done = kp_now_us();
         if (node_average(sessions, n, 1) > missed_before || skipped > skipped_before) {
@@ -472,17 +543,7 @@ int kp_record_run(const kp_record_options *o)
     uint64_t elapsed = kp_now_us() - start;
     if (tty)
         fputc('\n', stderr);
-    size_t processes = 0;
-    uint64_t agent_ticks = 0, queried = 0, reused = 0, busy_us = 0;
-    double ticks = node_average(sessions, n, 0);
-    double late = node_average(sessions, n, 1) + (double)skipped;
-    for (size_t i = 0; i < n; i++) {
-        processes += kp_profile_processes(sessions[i].profile);
-        agent_ticks += sessions[i].agent.ticks;
-        queried += sessions[i].agent.stacks_queried;
-        reused += sessions[i].agent.stacks_reused;
-        busy_us += sessions[i].agent.busy_us;
-    }
+    run_totals totals = totals_of(sessions, n, elapsed, skipped);
     detach_all(sessions, n);
 
     if (lost) {
@@ -507,32 +568,8 @@ int kp_record_run(const kp_record_options *o)
         kp_error("%s", err);
         rc = KP_EXIT_FAILURE;
     }
-    if (!o->quiet) {
-        double secs = (double)elapsed / 1e6;
-        fprintf(stderr,
-                "kprof: %llu samples of %zu processes in %.1f s (%.1f ticks/s of %.6g "
-                "requested, %.0f late)\n",
-                (unsigned long long)samples, processes, secs, secs > 0 ? ticks / secs : 0.0,
-                o->rate, late);
-        if (ticks > 0)
-            fprintf(stderr,
-                    "kprof: tick latency in the node: median %.2f ms, 99th percentile %.2f ms\n",
-                    latency_quantile(&lat, 0.5), latency_quantile(&lat, 0.99));
-        if (agent_ticks)
-            fprintf(stderr, "kprof: in the node: %.0f%% of stacks reused, %llu queried; the agent "
-                    "spent %.2f ms per tick\n",
-                    queried + reused ? 100.0 * (double)reused / (double)(queried + reused) : 0.0,
-                    (unsigned long long)queried, (double)busy_us / 1e3 / (double)agent_ticks);
-        if (samples < 2)
-            fprintf(stderr, "kprof: too few samples for a profile; is the node idle? try "
-                            "--select-by or a longer --duration\n");
-        fprintf(stderr, "kprof: wrote %llu segment%s and the folded files to %s/ (see "
-                "README.txt there)\n",
-                (unsigned long long)st.segments, st.segments == 1 ? "" : "s", dir);
-        for (int k = 0; k < KP_OUT_COUNT; k++)
-            if (written[k] > 0)
-                fprintf(stderr, "  %s/%s.folded  (%s)\n", dir, kp_out_names[k], kp_out_units[k]);
-    }
+    if (!o->quiet)
+        print_summary(o, dir, &totals, samples, &st, written, &lat);
     kp_frames_free(frames);
     kp_stacks_free(stacks);
     return rc;

@@ -2,8 +2,9 @@
 
 #include <ei.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+
+#include "node.h"
 
 static kp_tier_pid pack(const erlang_pid *p)
 {
@@ -50,11 +51,7 @@ size_t kp_tier_identity_text(const char *buf, int *index, char *out, size_t cap,
         return len;
     }
     if (*index == start) { /* anything else: printed */
-        char *s = NULL;
-        if (ei_s_print_term(&s, buf, index) >= 0 && s)
-            len = (size_t)snprintf(out, cap, "%s", s);
-        free(s);
-        *index = start;
+        len = strlen(kp_term_text(buf, start, "", out, cap));
         ei_skip_term(buf, index);
     }
     if (len >= cap)

@@ -6,7 +6,7 @@
 %%% in the kprof binary) and then drives with batched requests.
 %%%
 %%% == Processes ==
-%%% `start/2' spawns two processes:
+%%% `start/2' spawns these processes:
 %%% <ul>
 %%% <li>the <em>agent</em>, registered as `kprof_agent', running at high
 %%%   priority (at normal priority a batch waits behind busy processes). It
@@ -17,6 +17,12 @@
 %%%   and a receive per tick (about a quarter of its CPU) and the node a
 %%%   distribution message to decode; a request per round of ticks does
 %%%   not.</li>
+%%% <li>the agent's <em>stackers</em>, one per online scheduler (at most
+%%%   ?MAX_STACKERS), linked to it, at high priority. Each tick they query the
+%%%   stacks of the processes that ran, in parallel, because each query waits
+%%%   for its process to be scheduled. They live as long as the agent: a
+%%%   helper spawned per query cost the node a spawn, an exit and two more
+%%%   process switches per sample.</li>
 %%% <li>the <em>guard</em>, which owns every node-global setting kprof changes
 %%%   (today: `backtrace_depth'). It monitors the agent and the C node, and
 %%%   restores the settings and kills the agent as soon as either goes away, so
@@ -44,7 +50,7 @@
 
 -export([version/0, modules/0, start/2, stop/0]).
 %% spawned
--export([agent_init/3, guard_init/4]).
+-export([agent_init/3, guard_init/4, stacker/1]).
 
 -define(MAX_MFAS, 100000).
 -define(MAX_TOP, 100000).
@@ -52,6 +58,7 @@
 %% C node are noticed and replies stay small; ticks at most this often.
 -define(MAX_ROUND_US, 10000000).
 -define(MIN_INTERVAL_US, 50).
+-define(MAX_STACKERS, 8).
 
 -type select_by() :: reductions | memory | message_queue_len | bin_vheap | total_heap_size.
 -type options() :: #{top => pos_integer(),
@@ -198,12 +205,16 @@ guard_init(Starter, Agent, OwnerNode, Depth) ->
                 names = [] :: [{pid(), tuple()}],     % labels for the next reply
                 mfas = #{} :: #{mfa() => non_neg_integer()},
                 new_mfas = [] :: [{non_neg_integer(), module(), atom(), arity()}],
-                reset = false :: boolean()}).
+                reset = false :: boolean(),
+                stackers = [] :: [pid()]}).
 
 %% @private
 -spec agent_init(pid(), pid(), map()) -> ok.
 agent_init(Starter, Owner, Opts) ->
     process_flag(priority, high),
+    %% a stacker that misses its deadline is unlinked and killed; one that
+    %% crashed must not take the agent with it
+    process_flag(trap_exit, true),
     try register(kprof_agent, self()) of
         true ->
             put(kprof_owner, node(Owner)),
@@ -211,8 +222,12 @@ agent_init(Starter, Owner, Opts) ->
                           [self(), self(), node(Owner), maps:get(depth, Opts)]),
             receive {Guard, guarding} -> ok after 5000 -> exit(timeout) end,
             Starter ! {self(), started},
-            State = #state{owner = Owner, opts = Opts, own = [self(), Guard]},
-            loop(State#state{window = snapshot(State)})
+            Stackers = [start_stacker() || _ <- lists:seq(1, stacker_count())],
+            State = #state{owner = Owner, opts = Opts, own = [self(), Guard | Stackers],
+                           stackers = Stackers},
+            loop(State#state{window = snapshot(State)}),
+            %% not `normal': the linked stackers end with the agent
+            exit(shutdown)
     catch
         error:badarg ->
             Starter ! {self(), error, {busy, owner_node(whereis(kprof_agent))}},
@@ -234,6 +249,9 @@ loop(State = #state{opts = #{idle_timeout_ms := Idle}}) ->
             end;
         stop ->
             ok;
+        {'EXIT', S, _} ->
+            %% a stacker died: replace it now rather than wait for it next tick
+            loop(replace_stackers([S], State));
         _Other ->
             loop(State)
     after Idle ->
@@ -384,10 +402,12 @@ reset_mfas_if_full(State) ->
 %% collections change only then (and they build lists: about half the cost
 %% of a sample of an idle process).
 -define(GC, [garbage_collection_info, garbage_collection]).
-%% Stack queries of this many processes or more run in parallel helpers.
+%% Stack queries of this many processes or more go to the stackers.
 -define(PARALLEL_FROM, 3).
-%% A process that has not answered a stack query by then is skipped this tick.
+%% A process whose stack query has not begun by then is skipped this tick;
+%% a stacker that has not answered GRACE later is stuck in one query.
 -define(STACK_DEADLINE_MS, 2000).
+-define(STACKER_GRACE_MS, 100).
 
 %% Two passes: the cheap items of every process (read without waking it),
 %% then the stacks of those that ran, queried in parallel because each query
@@ -395,8 +415,8 @@ reset_mfas_if_full(State) ->
 %% answer its stack query in time, leaves the selection until the next one.
 sample_all(State = #state{selected = Entries}) ->
     {Out, Ran, Reused} = check(Entries, [], [], []),
-    Stacks = query_stacks([P || {P, _, _, _, _} <- Ran]),
-    {Out1, Kept, State1} = finish(lists:reverse(Ran), Stacks, State, Out, Reused),
+    {Stacks, State0} = query_stacks([P || {P, _, _, _, _} <- Ran], State),
+    {Out1, Kept, State1} = finish(lists:reverse(Ran), Stacks, State0, Out, Reused),
     {lists:reverse(Out1), lists:reverse(Kept), State1, length(Ran), length(Reused)}.
 
 %% The processes that have not run since their last sample (reductions at
@@ -453,30 +473,81 @@ label(P, State = #state{labelled = Labelled, names = Names, opts = #{top := Top}
             State#state{names = [{P, process_label(P)} | Names], labelled = L#{P => true}}
     end.
 
-query_stacks(Pids) when length(Pids) < ?PARALLEL_FROM ->
-    maps:from_list([{P, stack_query(P)} || P <- Pids]);
-query_stacks(Pids) ->
-    Self = self(),
+query_stacks(Pids, State) when length(Pids) < ?PARALLEL_FROM ->
+    {maps:from_list([{P, stack_query(P)} || P <- Pids]), State};
+query_stacks(Pids, State = #state{stackers = Stackers}) ->
     Ref = make_ref(),
-    Helpers = [spawn_opt(fun() -> Self ! {Ref, P, stack_query(P)} end, [{priority, high}])
-               || P <- Pids],
+    Asked = [{S, Batch} || {S, Batch} <- lists:zip(Stackers, deal(Pids, length(Stackers))),
+                           Batch =/= []],
     Deadline = erlang:monotonic_time(millisecond) + ?STACK_DEADLINE_MS,
-    Got = collect(Ref, length(Pids), Deadline, #{}),
-    [exit(H, kill) || map_size(Got) < length(Pids), H <- Helpers],
-    maps:merge(maps:from_list([{P, gone} || P <- Pids]), Got).
+    [S ! {query, self(), Ref, Batch, Deadline} || {S, Batch} <- Asked],
+    {Got, Late} = collect(Ref, [S || {S, _} <- Asked], Deadline + ?STACKER_GRACE_MS, #{}, []),
+    Gone = maps:from_list([{P, gone} || P <- Pids]),
+    {maps:merge(Gone, Got), replace_stackers(Late, State)}.
 
-collect(_Ref, 0, _Deadline, Acc) ->
-    Acc;
-collect(Ref, N, Deadline, Acc) ->
+%% Pids dealt round-robin into N batches.
+deal(Pids, N) ->
+    Indexed = lists:zip(lists:seq(0, length(Pids) - 1), Pids),
+    [[P || {I, P} <- Indexed, I rem N =:= K] || K <- lists:seq(0, N - 1)].
+
+%% The results of the stackers that answered, and the stackers that did not
+%% in time or died.
+collect(_Ref, [], _Deadline, Acc, Dead) ->
+    {Acc, Dead};
+collect(Ref, Waiting, Deadline, Acc, Dead) ->
     Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
     receive
-        {Ref, P, Result} -> collect(Ref, N - 1, Deadline, Acc#{P => Result})
+        {Ref, S, Results} ->
+            collect(Ref, lists:delete(S, Waiting), Deadline,
+                    maps:merge(Acc, maps:from_list(Results)), Dead);
+        {'EXIT', S, _} when is_pid(S) ->
+            collect(Ref, lists:delete(S, Waiting), Deadline, Acc, [S | Dead])
     after Left ->
-        Acc
+        {Acc, Waiting ++ Dead}
     end.
 
+%% A stacker still waiting for a process past the deadline (one stuck in a
+%% long NIF, or on a scheduler the OS does not run) is killed and replaced;
+%% the processes of its batch are `gone' this tick and leave the selection
+%% until the next one.
+replace_stackers([], State) ->
+    State;
+replace_stackers(Late0, State = #state{stackers = Stackers, own = Own}) ->
+    Late = [S || S <- Late0, lists:member(S, Stackers)],
+    [begin unlink(S), exit(S, kill) end || S <- Late],
+    New = [start_stacker() || _ <- Late],
+    State#state{stackers = (Stackers -- Late) ++ New, own = (Own -- Late) ++ New}.
+
+stacker_count() ->
+    max(1, min(?MAX_STACKERS, erlang:system_info(schedulers_online))).
+
+start_stacker() ->
+    spawn_opt(?MODULE, stacker, [self()], [link, {priority, high}]).
+
+%% @private
+-spec stacker(pid()) -> no_return().
+stacker(Agent) ->
+    receive
+        {query, Agent, Ref, Pids, Deadline} ->
+            Agent ! {Ref, self(), query_until(Pids, Deadline, [])},
+            stacker(Agent);
+        _ ->
+            stacker(Agent)
+    end.
+
+%% The stacks of Pids, in turn, until the deadline (monotonic ms): a slow
+%% node delays each query, and the processes not reached by then are skipped
+%% this tick rather than delaying it further.
+query_until([P | Rest], Deadline, Acc) ->
+    case erlang:monotonic_time(millisecond) < Deadline of
+        true -> query_until(Rest, Deadline, [{P, stack_query(P)} | Acc]);
+        false -> Acc
+    end;
+query_until([], _Deadline, Acc) ->
+    Acc.
+
 %% {Frames, Memory, Sizes} or gone, Frames = [{{M, F, Arity}, Line}] leaf
-%% first. This runs in the helpers when there are several queries: the
+%% first. This runs in the stackers when there are several queries: the
 %% conversion happens in parallel, and what is copied to the agent is a few
 %% words per frame instead of a stack with file names and option lists.
 stack_query(P) ->

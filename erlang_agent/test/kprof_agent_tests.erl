@@ -74,3 +74,48 @@ stop_ends_a_round_at_once_test() ->
     receive {'DOWN', Ref, process, Agent, _} -> ok after 500 -> error(still_running) end,
     receive {kprof_samples, 8, _, _} -> error(replied) after 0 -> ok end,
     Parked ! stop.
+
+%%% Stack queries of several processes go to the agent's stackers.
+
+%% Runs Test(Agent, Busy) with an agent sampling N spinning processes, and
+%% stops both whatever happens.
+with_busy(N, Test) ->
+    Busy = [spawn(fun Spin() -> Spin() end) || _ <- lists:seq(1, N)],
+    {ok, Agent} = kprof_agent:start(self(), #{pids => [pid_to_list(P) || P <- Busy]}),
+    try Test(Agent, Busy)
+    after
+        ok = kprof_agent:stop(),
+        [exit(P, kill) || P <- Busy]
+    end.
+
+stackers(Agent) ->
+    {links, Links} = process_info(Agent, links),
+    [P || P <- Links, process_info(P, initial_call) =:= {initial_call, {kprof_agent, stacker, 1}}].
+
+several_running_processes_are_sampled_with_their_stacks_test() ->
+    with_busy(4, fun(Agent, Busy) ->
+        {0, [{_, _, _, Samples, _, _}]} = round(Agent, 1, 1000000, erlang:monotonic_time(microsecond)),
+        %% a first sample is a full one, with a stack queried by a stacker
+        ?assertEqual(lists:sort(Busy), lists:sort([element(1, S) || S <- Samples])),
+        [?assert(is_binary(element(12, S)) andalso byte_size(element(12, S)) > 0) || S <- Samples]
+    end).
+
+stackers_end_with_the_agent_test() ->
+    {Agent, _} = Started = start_agent(),
+    Stackers = stackers(Agent),
+    ?assertEqual(erlang:system_info(schedulers_online), length(Stackers)),
+    stop_agent(Started),
+    timer:sleep(50),
+    ?assertEqual([], [S || S <- Stackers, is_process_alive(S)]).
+
+a_dead_stacker_is_replaced_without_waiting_for_its_deadline_test() ->
+    with_busy(4, fun(Agent, _Busy) ->
+        [Victim | _] = Before = stackers(Agent),
+        exit(Victim, kill),
+        Start = erlang:monotonic_time(millisecond),
+        {0, [_]} = round(Agent, 1, 1000000, erlang:monotonic_time(microsecond)),
+        ?assert(erlang:monotonic_time(millisecond) - Start < 1000),
+        After = stackers(Agent),
+        ?assertEqual(length(Before), length(After)),
+        ?assertNot(lists:member(Victim, After))
+    end).

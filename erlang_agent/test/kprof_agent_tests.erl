@@ -119,3 +119,29 @@ a_dead_stacker_is_replaced_without_waiting_for_its_deadline_test() ->
         ?assertEqual(length(Before), length(After)),
         ?assertNot(lists:member(Victim, After))
     end).
+
+spin_until(Ms) ->
+    case erlang:monotonic_time(millisecond) < Ms of
+        true -> spin_until(Ms);
+        false -> ok
+    end.
+
+%% A process running at one sample is queried at the next without a cheap
+%% read first: what it reports then must be what the process does then.
+a_process_that_stopped_running_is_reported_waiting_test() ->
+    P = spawn(fun() ->
+                      spin_until(erlang:monotonic_time(millisecond) + 500),
+                      receive stop -> ok end
+              end),
+    {ok, Agent} = kprof_agent:start(self(), #{pids => [pid_to_list(P)]}),
+    try
+        {0, [{_, _, _, [First], _, _}, {_, _, _, [Second], _, _}]} =
+            round(Agent, 2, 1000000, erlang:monotonic_time(microsecond)),
+        ?assertMatch({P, S, _, _, _, _, _, _, _, _, _, _} when S =:= running; S =:= runnable,
+                     First),
+        ?assertMatch({P, waiting, _, 0, _, _, _, _, _, _, _, Stack} when is_binary(Stack),
+                     Second)
+    after
+        ok = kprof_agent:stop(),
+        P ! stop
+    end.

@@ -38,7 +38,10 @@
 %%% since its previous sample; otherwise the previous stack and sizes are
 %%% reused (`same' for the stack): a process that did not run did not change
 %%% its heap or collect. A stack query itself adds one reduction to the target,
-%%% which is why "has not run" means "reductions at most one more".
+%%% which is why "has not run" means "reductions at most one more". Reading a
+%%% running process makes the agent wait for it, so a process that was running
+%%% or runnable at its previous sample goes straight to the stack query, which
+%%% reads the same items.
 %%%
 %%% The selection of the top processes lists every process, so it runs only
 %%% every `reselect_ms' and is cached in between. Everything is bounded: the

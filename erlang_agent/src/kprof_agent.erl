@@ -412,9 +412,10 @@ reset_mfas_if_full(State) ->
 -define(STACK_DEADLINE_MS, 2000).
 -define(STACKER_GRACE_MS, 100).
 
-%% Two passes: the cheap items of every process (read without waking it),
-%% then the stacks of those that ran, queried in parallel because each query
-%% waits for its process to be scheduled. A process that died, or did not
+%% Two passes: the cheap items of every process that was waiting at its
+%% previous sample (read without waking it), then the stacks of those that ran
+%% or were running, queried in parallel because each query waits for its
+%% process to be scheduled. A process that died, or did not
 %% answer its stack query in time, leaves the selection until the next one.
 sample_all(State = #state{selected = Entries}) ->
     {Out, Ran, Reused} = check(Entries, [], [], []),
@@ -560,8 +561,8 @@ query_until([], _Deadline, Acc) ->
 
 %% {Frames, Memory, Sizes, {Reductions, Status, QueueLen}} or gone, Frames =
 %% [{{M, F, Arity}, Line}] leaf first (the reductions as read, before the one
-%% this query adds). This runs in the stackers when there are several queries: the
-%% conversion happens in parallel, and what is copied to the agent is a few
+%% this query adds). This runs in the stackers when there are several queries:
+%% the conversion happens in parallel, and what is copied to the agent is a few
 %% words per frame instead of a stack with file names and option lists.
 stack_query(P) ->
     case process_info(P, [current_stacktrace, memory | ?GC ++ ?CHEAP]) of

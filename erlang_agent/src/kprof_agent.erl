@@ -44,7 +44,9 @@
 %%% reads the same items.
 %%%
 %%% The selection of the top processes lists every process, so it runs only
-%%% every `reselect_ms' and is cached in between. Everything is bounded: the
+%%% every `reselect_ms' and is cached in between; until it holds `top'
+%%% processes, for at most `reselect_ms', it is made again every second, over
+%%% a window that grows from the agent's start. Everything is bounded: the
 %%% selection by `top', the MFA dictionary by ?MAX_MFAS (then reset and
 %%% resent), the stack depth by `depth'.
 -module(kprof_agent).
@@ -204,6 +206,8 @@ guard_init(Starter, Agent, OwnerNode, Depth) ->
                 selected = [] :: [{pid(), #proc{}}],
                 selected_at = undefined :: integer() | undefined,
                 window = #{} :: #{pid() => integer()}, % snapshot for ranking by change
+                window_at = 0 :: integer(),           % when it was taken (ms)
+                first_window = true :: boolean(),     % taken when the agent started
                 labelled = #{} :: #{pid() => true},   % labels already sent
                 names = [] :: [{pid(), tuple()}],     % labels for the next reply
                 mfas = #{} :: #{mfa() => non_neg_integer()},
@@ -228,7 +232,7 @@ agent_init(Starter, Owner, Opts) ->
             Stackers = [start_stacker() || _ <- lists:seq(1, stacker_count())],
             State = #state{owner = Owner, opts = Opts, own = [self(), Guard | Stackers],
                            stackers = Stackers},
-            loop(State#state{window = snapshot(State)}),
+            loop(State#state{window = snapshot(State), window_at = now_ms()}),
             %% not `normal': the linked stackers end with the agent
             exit(shutdown)
     catch
@@ -301,33 +305,53 @@ snapshot(_) ->
 select(State = #state{opts = #{pids := Pids}}) when Pids =/= [] ->
     Alive = [P || P <- Pids, is_process_alive(P)],
     Known = maps:from_list(State#state.selected),
-    State#state{selected = keep(Alive, Known), selected_at = now_ms()};
+    State#state{selected = keep(Alive, Known, new_window), selected_at = now_ms()};
 select(State = #state{opts = #{select_by := By, top := Top, reselect_ms := Every},
-                     window = Old, selected = Current, selected_at = Before}) ->
+                     window = Old, window_at = OldAt, first_window = First,
+                     selected = Current, selected_at = Before}) ->
     New = snapshot(State),
     %% the first window began while kprof's own rpc calls were being served:
     %% rex's activity in it is ours
-    Ours = case Before of undefined -> [whereis(rex)]; _ -> [] end,
+    Ours = case First of true -> [whereis(rex)]; false -> [] end,
     Procs = maps:from_list(Current),
     Ranked = [{rank(By, P, V, Old, Procs), P} || {P, V} <- maps:to_list(New),
                                                  not lists:member(P, Ours)],
     Busy = [X || X = {K, _} <- Ranked, K > 0],
     Selection = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort(Busy)), Top)],
-    %% the first window is short: choose again after one second
-    At = case Before of undefined -> now_ms() - Every + 1000; _ -> now_ms() end,
-    State#state{selected = keep(Selection, Procs), selected_at = At, window = New}.
+    Now = now_ms(),
+    Again = Before =:= undefined orelse length(Selection) < Top,
+    case Again andalso Now - OldAt < Every of
+        true ->
+            %% The first window is a few ms long, and fewer than `top'
+            %% processes may have run in a longer one: choose again in a
+            %% second, over the same window, longer by then, rather than wait
+            %% a whole interval with a short selection (top 1000 of processes
+            %% that wake every few seconds held a third of them for 5 s). Our
+            %% stack queries since the window began still count against it.
+            State#state{selected = keep(Selection, Procs, same_window),
+                        selected_at = Now - Every + min(1000, Every)};
+        false ->
+            State#state{selected = keep(Selection, Procs, new_window), selected_at = Now,
+                        window = New, window_at = Now, first_window = false}
+    end.
 
 %% The new selection, keeping what was sent of the processes already in it
-%% (`Known', the current selection as a map).
-keep(Selection, Known) ->
-    [{P, case Known of #{P := Proc} -> Proc#proc{queried = 0}; _ -> #proc{} end}
+%% (`Known', the current selection as a map), and their count of our stack
+%% queries while the window it is ranked over stays the same.
+keep(Selection, Known, Window) ->
+    [{P, case Known of
+             #{P := Proc} when Window =:= same_window -> Proc;
+             #{P := Proc} -> Proc#proc{queried = 0};
+             _ -> #proc{}
+         end}
      || P <- Selection].
 
 rank(By, P, V, Old, Procs) ->
     case by_change(By) of
         false -> V;
         true ->
-            Delta = abs(V - maps:get(P, Old, V)),
+            %% a process born since the window began did all its work in it
+            Delta = abs(V - maps:get(P, Old, 0)),
             case By of
                 %% our own stack queries each added one reduction
                 reductions ->

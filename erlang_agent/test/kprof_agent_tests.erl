@@ -145,3 +145,33 @@ a_process_that_stopped_running_is_reported_waiting_test() ->
         ok = kprof_agent:stop(),
         P ! stop
     end.
+
+%%% Selection of the top processes.
+
+%% Pids of a round's samples (a sample is a tuple, or the bare pid when
+%% nothing changed).
+sampled(Replies) ->
+    [case S of {P, _, _, _, _, _, _, _, _, _, _, _} -> P; P -> P end
+     || {_, _, _, Samples, _, _} <- Replies, S <- Samples].
+
+%% Processes that start running after the agent's selection of its first
+%% second are selected within the next second or two, not only at the first
+%% regular re-selection (5 s), while the selection is short of --top.
+a_short_selection_is_made_again_every_second_test() ->
+    {ok, Agent} = kprof_agent:start(self(), #{top => 50, select_by => reductions}),
+    Until = erlang:monotonic_time(millisecond) + 6000,
+    %% a round of 5 ticks 100 ms apart, and the processes it sampled
+    Round = fun() ->
+                    {_, Replies} = round(Agent, 5, 100000, erlang:monotonic_time(microsecond)),
+                    sampled(Replies)
+            end,
+    try
+        %% about 1.5 s, then 3 processes start spinning
+        _ = [Round() || _ <- lists:seq(1, 3)],
+        Spinners = [spawn(fun() -> spin_until(Until) end) || _ <- lists:seq(1, 3)],
+        %% 2.5 s more: the regular re-selection (5 s) has not come yet
+        Seen = lists:append([Round() || _ <- lists:seq(1, 5)]),
+        ?assertEqual([], Spinners -- Seen)
+    after
+        ok = kprof_agent:stop()
+    end.

@@ -8,6 +8,7 @@
 #include "agent.h"
 #include "cli.h"
 #include "node.h"
+#include "pid_text.h"
 #include "profile.h"
 #include "record.h"
 #include "stop.h"
@@ -29,7 +30,9 @@ static int print_sample(void *ctx, const kp_profile_sample *s)
     const char *label = n > 2 ? kp_frames_module(frames, ids[2], &len) : "";
     int has_label = n > 2 && (strncmp(label, "registered", len) == 0 ||
                               strncmp(label, "initial", len) == 0);
-    printf("<0.%u.%u>", s->num, s->serial);
+    char pid[KP_PID_TEXT_MAX];
+    kp_pid_text(pid, s->num, s->serial);
+    fputs(pid, stdout);
     if (has_label) {
         const char *text = kp_frames_symbol(frames, ids[2], &len);
         printf(" %.*s", (int)len, text);

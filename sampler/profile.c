@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "profile.h"
+#include "pid_text.h"
 #include "u64_map.h"
 
 #include <stdio.h>
@@ -78,8 +79,8 @@ static proc *find_proc(kp_profile *p, uint32_t num, uint32_t serial, int create)
     n->code_stack = NO_FRAME;
     n->full_stack = NO_FRAME;
     n->status_frame = NO_FRAME;
-    char text[48];
-    int len = snprintf(text, sizeof text, "<0.%u.%u>", num, serial);
+    char text[KP_PID_TEXT_MAX];
+    int len = kp_pid_text(text, num, serial);
     if (kp_frames_intern_pseudo(p->frames, text, (size_t)len, "process", &n->pid_frame) != KP_OK ||
         kp_u64_map_put(&p->index, key, (uint32_t)p->n_procs) != 0)
         return NULL;

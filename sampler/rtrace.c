@@ -10,6 +10,7 @@
 
 #include <kp/intern.h>
 
+#include "pid_text.h"
 #include "rtrace_write.h"
 #include "u64_map.h"
 
@@ -153,8 +154,8 @@ static proc *add_proc(kp_rtrace *rt, uint32_t t, const erlang_pid *pid, int64_t 
         rt->ps[slot].frames = NULL;
     }
     proc *p = &rt->ps[slot];
-    char text[64];
-    int n = snprintf(text, sizeof text, "<0.%u.%u>", pid->num, pid->serial);
+    char text[KP_PID_TEXT_MAX];
+    int n = kp_pid_text(text, pid->num, pid->serial);
     if (!p->frames)
         p->frames = malloc(rt->o.max_depth * sizeof(uint32_t));
     if (!p->frames || kp_frames_intern_pseudo(rt->frames, text, (size_t)n, "process", &p->frames[0]) ||

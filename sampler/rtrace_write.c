@@ -8,6 +8,8 @@
 #include <kp/perf_writer.h>
 #include <kp/sink.h>
 
+#include "pid_text.h"
+
 #define MIN_TICK_NS 10000       /* perf samples every 10 us at most */
 #define MAX_TICKS 100000        /* ... and at most this many per process and trace */
 
@@ -114,8 +116,8 @@ kp_status kp_rt_write_folded(const kp_rt_trace_data *t, const char *path)
                                      t->ns[s] < 1000 ? 1 : (t->ns[s] + 500) / 1000);
     if (st == KP_OK && t->cut) {
         /* the marker: the root process, then why the trace stops here */
-        char root[64], marker[160];
-        snprintf(root, sizeof root, "<0.%u.%u>", t->root.num, t->root.serial);
+        char root[KP_PID_TEXT_MAX], marker[160];
+        kp_pid_text(root, t->root.num, t->root.serial);
         int len = snprintf(marker, sizeof marker, "%s;kprof_trace_cut:%s", root, t->cut);
         st = kp_folded_add(f, marker, (size_t)len, 1);
     }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pid_text.h"
 #include "u64_map.h"
 
 #define NO_REQ UINT32_MAX
@@ -235,9 +236,9 @@ static uint64_t to_us(int64_t ns)
     return ns > 0 ? (uint64_t)(ns + 500) / 1000 : 0;
 }
 
-static void pid_text(kp_tier_pid pid, char *out, size_t cap)
+static void pid_text(kp_tier_pid pid, char out[KP_PID_TEXT_MAX])
 {
-    snprintf(out, cap, "<0.%u.%u>", (unsigned)(pid >> 32), (unsigned)(pid & 0xffffffffu));
+    kp_pid_text(out, (uint32_t)(pid >> 32), (uint32_t)(pid & 0xffffffffu));
 }
 
 /* The request as an indented tree: each call under the calls that enclose
@@ -246,8 +247,8 @@ static void emit_tree(kp_tier_match *m, request *q, uint64_t total_us)
 {
     kp_buf *b = &m->tree;
     kp_buf_clear(b);
-    char pid[48];
-    pid_text(q->label, pid, sizeof pid);
+    char pid[KP_PID_TEXT_MAX];
+    pid_text(q->label, pid);
     char head[160];
     snprintf(head, sizeof head, "request %s %llu us%s%s\n", pid, (unsigned long long)total_us,
              q->exception ? " (exception)" : "", q->truncated ? " (truncated)" : "");
@@ -262,7 +263,7 @@ static void emit_tree(kp_tier_match *m, request *q, uint64_t total_us)
             depth--;
         for (size_t d = 0; d <= depth; d++)
             kp_buf_append_str(b, "  ");
-        pid_text(v->pid, pid, sizeof pid);
+        pid_text(v->pid, pid);
         char line[320];
         snprintf(line, sizeof line, "%s %s %llu us (at +%llu us)\n", m->fns[v->fn].name, pid,
                  (unsigned long long)to_us(v->end - v->start),

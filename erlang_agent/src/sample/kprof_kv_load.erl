@@ -189,9 +189,14 @@ worker_init({Id, Coordinator, Cfg = #cfg{interval_us = Interval}}) ->
     Coordinator ! {done, self(), Counts},
     ok.
 
-worker_loop(Next, Cfg = #cfg{deadline = Deadline}, Counts) ->
-    Now = now_us(),
-    WaitMs = max(0, (min(Next, Deadline) - Now) div 1000),
+%% Sends at each tick before the deadline, then waits for the deadline so that
+%% the run lasts its duration. Waiting for the deadline is not a tick: a worker
+%% that woke for it (whole milliseconds, so up to 1 ms early) and sent would
+%% send again at once until the deadline passed, hundreds of requests in that
+%% last millisecond.
+worker_loop(Next, Cfg = #cfg{deadline = Deadline}, Counts) when Next < Deadline ->
+    %% whole milliseconds: a tick less than 1 ms early is sent now
+    WaitMs = max(0, (Next - now_us()) div 1000),
     receive
         stop -> Counts
     after WaitMs ->
@@ -199,6 +204,12 @@ worker_loop(Next, Cfg = #cfg{deadline = Deadline}, Counts) ->
                 true -> Counts;
                 false -> worker_loop(next(Next, Cfg), Cfg, send(Cfg, Counts))
             end
+    end;
+worker_loop(_Next, #cfg{deadline = Deadline}, Counts) ->
+    receive
+        stop -> Counts
+    after max(0, (Deadline - now_us() + 999) div 1000) ->
+            Counts
     end.
 
 %% The next tick after `Next': skips the ticks already missed.

@@ -192,7 +192,7 @@ worker_init({Id, Coordinator, Cfg = #cfg{interval_us = Interval}}) ->
 %% Sends at each tick before the deadline, then waits for the deadline so that
 %% the run lasts its duration. Waiting for the deadline is not a tick: a worker
 %% that woke for it (whole milliseconds, so up to 1 ms early) and sent would
-%% send again at once until the deadline passed, hundreds of requests in that
+%% send again at once until the deadline passed: dozens of requests in that
 %% last millisecond.
 worker_loop(Next, Cfg = #cfg{deadline = Deadline}, Counts) when Next < Deadline ->
     %% whole milliseconds: a tick less than 1 ms early is sent now

@@ -23,6 +23,16 @@
 %%%   for its process to be scheduled. They live as long as the agent: a
 %%%   helper spawned per query cost the node a spawn, an exit and two more
 %%%   process switches per sample.</li>
+%%% <li>a <em>chooser</em> for each new selection, linked to the agent, which
+%%%   lists every process, ranks them and ends. Listing costs about 0.4 us a
+%%%   process (0.2 s at 500,000): in a process of its own it never delays a
+%%%   tick. It runs at normal priority after the first selection, so that on
+%%%   a large node it takes its turn with the node's work instead of running
+%%%   ahead of it for that long, and with a heap sized for the process list,
+%%%   so that it never garbage-collects (a collection cannot be interrupted:
+%%%   a long-lived process holding the list collected for 10-73 ms at a time
+%%%   with 500,000 processes). The window the ranking compares with is an ETS
+%%%   table of the agent's, off every heap.</li>
 %%% <li>the <em>guard</em>, which owns every node-global setting kprof changes
 %%%   (today: `backtrace_depth'). It monitors the agent and the C node, and
 %%%   restores the settings and kills the agent as soon as either goes away, so
@@ -44,18 +54,19 @@
 %%% reads the same items.
 %%%
 %%% The selection of the top processes lists every process, so it runs only
-%%% every `reselect_ms' and is cached in between; until it holds `top'
-%%% processes, for at most `reselect_ms', it is made again every second, over
-%%% a window that grows from the agent's start. Everything is bounded: the
-%%% selection by `top', the MFA dictionary by ?MAX_MFAS (then reset and
-%%% resent), the stack depth by `depth'.
+%%% every `reselect_ms', in a chooser, and is cached in between: the agent
+%%% samples the previous selection until the new one arrives. Until it holds
+%%% `top' processes, for at most `reselect_ms', it is made again every
+%%% second, over a window that grows from the agent's start. Everything is
+%%% bounded: the selection by `top', the MFA dictionary by ?MAX_MFAS (then
+%%% reset and resent), the stack depth by `depth'.
 -module(kprof_agent).
 
 -include("kprof_version.hrl").
 
 -export([version/0, modules/0, start/2, stop/0]).
 %% spawned
--export([agent_init/3, guard_init/4, stacker/1]).
+-export([agent_init/3, guard_init/4, stacker/1, chooser/1]).
 
 -define(MAX_MFAS, 100000).
 -define(MAX_TOP, 100000).
@@ -64,6 +75,9 @@
 -define(MAX_ROUND_US, 10000000).
 -define(MIN_INTERVAL_US, 50).
 -define(MAX_STACKERS, 8).
+%% How long the first tick waits for the first selection (it has nothing
+%% else to sample); a later tick never waits for one.
+-define(FIRST_SELECTION_MS, 5000).
 
 -type select_by() :: reductions | memory | message_queue_len | bin_vheap | total_heap_size.
 -type options() :: #{top => pos_integer(),
@@ -205,9 +219,13 @@ guard_init(Starter, Agent, OwnerNode, Depth) ->
                 %% a map of 100 entries cost more than reading the processes
                 selected = [] :: [{pid(), #proc{}}],
                 selected_at = undefined :: integer() | undefined,
-                window = #{} :: #{pid() => integer()}, % snapshot for ranking by change
-                window_at = 0 :: integer(),           % when it was taken (ms)
-                first_window = true :: boolean(),     % taken when the agent started
+                %% ETS {Pid, Value}: the values at the window's start, to
+                %% rank by change
+                window :: ets:tid(),
+                window_at = 0 :: integer(),          % when it began (ms)
+                first_window = true :: boolean(),    % began when the agent started
+                %% the chooser at work, if any, and the table it fills
+                pending = undefined :: {reference(), pid(), ets:tid()} | undefined,
                 labelled = #{} :: #{pid() => true},   % labels already sent
                 names = [] :: [{pid(), tuple()}],     % labels for the next reply
                 mfas = #{} :: #{mfa() => non_neg_integer()},
@@ -231,8 +249,8 @@ agent_init(Starter, Owner, Opts) ->
             Starter ! {self(), started},
             Stackers = [start_stacker() || _ <- lists:seq(1, stacker_count())],
             State = #state{owner = Owner, opts = Opts, own = [self(), Guard | Stackers],
-                           stackers = Stackers},
-            loop(State#state{window = snapshot(State), window_at = now_ms()}),
+                           stackers = Stackers, window = window_table()},
+            loop(first_window(State)),
             %% not `normal': the linked stackers end with the agent
             exit(shutdown)
     catch
@@ -296,43 +314,167 @@ by_change(reductions) -> true;
 by_change(memory) -> true;
 by_change(_) -> false.
 
-snapshot(#state{opts = #{select_by := By, pids := []}, own = Own}) ->
-    maps:from_list([{P, V} || P <- erlang:processes(), not lists:member(P, Own),
-                              is_integer(V = rank_value(P, By))]);
-snapshot(_) ->
-    #{}.
+%% A new selection when one is due, taken by the tick that finds it ready.
+%% Chosen processes (`pids') are only checked for being alive, here.
+reselect(State = #state{opts = #{pids := Pids, reselect_ms := Every}, selected_at = At})
+  when Pids =/= [] ->
+    case At =:= undefined orelse now_ms() - At >= Every of
+        true ->
+            Alive = [P || P <- Pids, is_process_alive(P)],
+            Known = maps:from_list(State#state.selected),
+            State#state{selected = keep(Alive, Known, new_window), selected_at = now_ms()};
+        false ->
+            State
+    end;
+reselect(State = #state{pending = {Ref, Chooser, New}}) ->
+    receive
+        {Ref, Selection, Window, At} -> chosen(Selection, Window, At, State)
+    after 0 ->
+            case is_process_alive(Chooser) of
+                true ->
+                    State;
+                false ->
+                    %% killed from outside (it does not crash): ask again
+                    %% when the selection is due
+                    drop_table(New),
+                    State#state{pending = undefined}
+            end
+    end;
+reselect(State0 = #state{selected_at = undefined}) ->
+    State = State0#state{pending = {Ref, _, _} = start_chooser(State0, high)},
+    receive
+        {Ref, Selection, Window, At} -> chosen(Selection, Window, At, State)
+    after ?FIRST_SELECTION_MS ->
+            State
+    end;
+reselect(State = #state{opts = #{reselect_ms := Every}, selected_at = At}) ->
+    case now_ms() - At >= Every of
+        true -> State#state{pending = start_chooser(State, normal)};
+        false -> State
+    end.
 
-select(State = #state{opts = #{pids := Pids}}) when Pids =/= [] ->
-    Alive = [P || P <- Pids, is_process_alive(P)],
-    Known = maps:from_list(State#state.selected),
-    State#state{selected = keep(Alive, Known, new_window), selected_at = now_ms()};
-select(State = #state{opts = #{select_by := By, top := Top, reselect_ms := Every},
-                     window = Old, window_at = OldAt, first_window = First,
-                     selected = Current, selected_at = Before}) ->
-    New = snapshot(State),
+%% The window of the agent's start, filled by a process of its own as a
+%% chooser would, at high priority (for at most ?FIRST_SELECTION_MS: a
+%% process missing from the window is ranked by all its work).
+first_window(State = #state{opts = #{pids := [_ | _]}}) ->
+    State;
+first_window(State = #state{window = Window, own = Own, opts = #{select_by := By}}) ->
+    Ref = make_ref(),
+    Agent = self(),
+    Filler = spawn_opt(fun() ->
+                               _ = scan(erlang:processes(), Window, By, [self() | Own], [],
+                                        none, #{}, []),
+                               Agent ! {Ref, filled}
+                       end, [link, {priority, high} | chooser_heap()]),
+    receive
+        {Ref, filled} -> ok
+    after ?FIRST_SELECTION_MS ->
+            unlink(Filler),
+            exit(Filler, kill)
+    end,
+    State#state{window_at = now_ms()}.
+
+%% A chooser for the next selection, and a fresh table for the window it
+%% may begin.
+start_chooser(State = #state{selected = Selected, opts = #{select_by := By, top := Top,
+                                                            reselect_ms := Every}},
+              Priority) ->
+    Ref = make_ref(),
+    New = window_table(),
+    %% our stack queries of each selected process since its window began each
+    %% added one reduction
+    Queried = maps:from_list([{P, Q} || {P, #proc{queried = Q}} <- Selected, Q > 0]),
+    Job = #{agent => self(), ref => Ref, by => By, top => Top, every => Every,
+            own => State#state.own, queried => Queried, old => State#state.window,
+            new => New, window_at => State#state.window_at,
+            first_window => State#state.first_window,
+            again => State#state.selected_at =:= undefined},
+    Chooser = spawn_opt(?MODULE, chooser, [Job],
+                        [link, {priority, Priority} | chooser_heap()]),
+    {Ref, Chooser, New}.
+
+%% A heap for the process list and what each process adds, so that a
+%% chooser never collects (bounded: past that it collects, at its priority).
+chooser_heap() ->
+    [{min_heap_size, min(10 * erlang:system_info(process_count) + 4096, 16#800000)}].
+
+window_table() ->
+    ets:new(kprof_window, [set, public]).
+
+%% Deleting a table of 500,000 processes takes 0.14 s: not in the agent.
+drop_table(Table) ->
+    _ = spawn(fun() -> ets:delete(Table) end),
+    ok.
+
+%% The chosen selection. One over the same window is made again in a second
+%% (see chooser/1), one over a new window after a whole interval.
+%% The chooser has deleted the table no longer needed.
+chosen(Selection, Window, Began, State = #state{selected = Current, pending = {_, _, New},
+                                                opts = #{reselect_ms := Every}}) ->
+    Now = now_ms(),
+    State1 = case Window of
+                 same_window ->
+                     State#state{selected_at = Now - Every + min(1000, Every)};
+                 new_window ->
+                     State#state{selected_at = Now, window = New, window_at = Began,
+                                 first_window = false}
+             end,
+    State1#state{selected = keep(Selection, maps:from_list(Current), Window),
+                 pending = undefined}.
+
+%%% The chooser
+
+%% @private
+%% Ranks every process against the window, writes their values to the new
+%% window's table, and sends the agent the top processes and whether the
+%% window stays (`same_window') or begins again now (`new_window').
+-spec chooser(map()) -> ok.
+chooser(#{agent := Agent, ref := Ref, by := By, top := Top, every := Every, own := Own,
+          queried := Queried, old := Old, new := New, window_at := OldAt,
+          first_window := First, again := Again0}) ->
     %% the first window began while kprof's own rpc calls were being served:
     %% rex's activity in it is ours
-    Ours = case First of true -> [whereis(rex)]; false -> [] end,
-    Procs = maps:from_list(Current),
-    Ranked = [{rank(By, P, V, Old, Procs), P} || {P, V} <- maps:to_list(New),
-                                                 not lists:member(P, Ours)],
-    Busy = [X || X = {K, _} <- Ranked, K > 0],
-    Selection = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort(Busy)), Top)],
+    Unranked = case First of true -> [whereis(rex)]; false -> [] end,
     Now = now_ms(),
-    Again = Before =:= undefined orelse length(Selection) < Top,
-    case Again andalso Now - OldAt < Every of
-        true ->
-            %% The first window is a few ms long, and fewer than `top'
-            %% processes may have run in a longer one: choose again in a
-            %% second, over the same window, longer by then, rather than wait
-            %% a whole interval with a short selection (top 1000 of processes
-            %% that wake every few seconds held a third of them for 5 s). Our
-            %% stack queries since the window began still count against it.
-            State#state{selected = keep(Selection, Procs, same_window),
-                        selected_at = Now - Every + min(1000, Every)};
-        false ->
-            State#state{selected = keep(Selection, Procs, new_window), selected_at = Now,
-                        window = New, window_at = Now, first_window = false}
+    Busy = scan(erlang:processes(), New, By, [self() | Own], Unranked, Old, Queried, []),
+    Selection = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort(Busy)), Top)],
+    Again = Again0 orelse length(Selection) < Top,
+    Window = case Again andalso Now - OldAt < Every of
+                 %% The first window is a few ms long, and fewer than `top'
+                 %% processes may have run in a longer one: choose again in a
+                 %% second, over the same window, longer by then, rather than
+                 %% wait a whole interval with a short selection (top 1000 of
+                 %% processes that wake every few seconds held a third of them
+                 %% for 5 s). Our stack queries since the window began still
+                 %% count against it.
+                 true -> same_window;
+                 false -> new_window
+             end,
+    %% the window table no longer needed, deleted here rather than in the agent
+    %% (see drop_table/1)
+    ets:delete(case Window of same_window -> New; new_window -> Old end),
+    Agent ! {Ref, Selection, Window, Now},
+    ok.
+
+%% Writes {Pid, Value} of every process of Procs but Own to Table and, unless
+%% Old is `none' or the process is Unranked, ranks it against the window Old:
+%% returns [{Rank, Pid}] of those ranked above 0. One pass, leaving little
+%% garbage per process (the chooser's heap holds it all, see chooser_heap/0).
+scan([], _Table, _By, _Own, _Unranked, _Old, _Queried, Acc) ->
+    Acc;
+scan([P | Rest], Table, By, Own, Unranked, Old, Queried, Acc) ->
+    case not lists:member(P, Own) andalso rank_value(P, By) of
+        V when is_integer(V) ->
+            ets:insert(Table, {P, V}),
+            case Old =/= none andalso not lists:member(P, Unranked) andalso
+                rank(By, P, V, Old, Queried) of
+                K when is_integer(K), K > 0 ->
+                    scan(Rest, Table, By, Own, Unranked, Old, Queried, [{K, P} | Acc]);
+                _ ->
+                    scan(Rest, Table, By, Own, Unranked, Old, Queried, Acc)
+            end;
+        _ ->
+            scan(Rest, Table, By, Own, Unranked, Old, Queried, Acc)
     end.
 
 %% The new selection, keeping what was sent of the processes already in it
@@ -346,17 +488,15 @@ keep(Selection, Known, Window) ->
          end}
      || P <- Selection].
 
-rank(By, P, V, Old, Procs) ->
+rank(By, P, V, Old, Queried) ->
     case by_change(By) of
         false -> V;
         true ->
             %% a process born since the window began did all its work in it
-            Delta = abs(V - maps:get(P, Old, 0)),
+            Delta = abs(V - case ets:lookup(Old, P) of [{_, O}] -> O; [] -> 0 end),
             case By of
                 %% our own stack queries each added one reduction
-                reductions ->
-                    #proc{queried = Q} = maps:get(P, Procs, #proc{}),
-                    Delta - Q;
+                reductions -> Delta - maps:get(P, Queried, 0);
                 memory -> Delta
             end
     end.
@@ -401,12 +541,8 @@ ticks(State, K, N, Interval, First, Acc, Missed) ->
 
 %% One tick: a sample of every selected process. Delay is how late the tick
 %% started (us), reported with what the tick cost here.
-sample(State0 = #state{opts = #{reselect_ms := Every}, selected_at = At}, Delay) ->
-    State1 = case At =:= undefined orelse now_ms() - At >= Every of
-                 true -> select(State0);
-                 false -> State0
-             end,
-    State = reset_mfas_if_full(State1),
+sample(State0, Delay) ->
+    State = reset_mfas_if_full(reselect(State0)),
     Time = erlang:monotonic_time(microsecond),
     {Samples, Selected, State2, Queried, Reused} = sample_all(State),
     %% what the batch cost here, so that kprof can report it

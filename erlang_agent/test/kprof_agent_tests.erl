@@ -181,3 +181,35 @@ a_short_selection_is_made_again_every_second_test() ->
     after
         ok = kprof_agent:stop()
     end.
+
+%% Listing every process costs about 0.4 us each (0.2 s at 500,000), and
+%% ticks wait for whatever the agent does: the agent never lists them
+%% itself, a chooser of its own does, while the ticks go on.
+the_agent_never_lists_the_processes_itself_test() ->
+    {ok, Agent} = kprof_agent:start(self(), #{top => 20, select_by => reductions,
+                                             reselect_ms => 100}),
+    Tick = fun Tick() -> receive stop -> ok after 5 -> Tick() end end,
+    1 = erlang:trace_pattern({erlang, processes, 0}, true, [local]),
+    1 = erlang:trace(Agent, true, [call]),
+    try
+        %% the first selection, then 10 ticks 50 ms apart: several selections
+        _ = round(Agent, 2, 50000, erlang:monotonic_time(microsecond)),
+        Late = spawn(Tick),
+        try
+            {_, Replies} = round(Agent, 10, 50000, erlang:monotonic_time(microsecond)),
+            %% selections were made meanwhile: a process started since is sampled
+            ?assert(lists:member(Late, sampled(Replies)))
+        after
+            Late ! stop
+        end,
+        ?assertEqual([], [C || C = {trace, A, call, _} <- flush_traces(), A =:= Agent])
+    after
+        erlang:trace(Agent, false, [call]),
+        erlang:trace_pattern({erlang, processes, 0}, false, [local]),
+        ok = kprof_agent:stop()
+    end.
+
+flush_traces() ->
+    receive T when element(1, T) =:= trace -> [T | flush_traces()]
+    after 0 -> []
+    end.

@@ -23,16 +23,9 @@
 %%%   for its process to be scheduled. They live as long as the agent: a
 %%%   helper spawned per query cost the node a spawn, an exit and two more
 %%%   process switches per sample.</li>
-%%% <li>a <em>chooser</em> for each new selection, linked to the agent, which
-%%%   lists every process, ranks them and ends. Listing costs about 0.4 us a
-%%%   process (0.2 s at 500,000): in a process of its own it never delays a
-%%%   tick. It runs at normal priority after the first selection, so that on
-%%%   a large node it takes its turn with the node's work instead of running
-%%%   ahead of it for that long, and with a heap sized for the process list,
-%%%   so that it never garbage-collects (a collection cannot be interrupted:
-%%%   a long-lived process holding the list collected for 10-73 ms at a time
-%%%   with 500,000 processes). The window the ranking compares with is an ETS
-%%%   table of the agent's, off every heap.</li>
+%%% <li>a <em>chooser</em> for each new selection (kprof_select), linked to
+%%%   the agent, which lists and ranks every process and ends: listing a
+%%%   large node's processes (0.2 s for 500,000) never delays a tick.</li>
 %%% <li>the <em>guard</em>, which owns every node-global setting kprof changes
 %%%   (today: `backtrace_depth'). It monitors the agent and the C node, and
 %%%   restores the settings and kills the agent as soon as either goes away, so
@@ -66,7 +59,7 @@
 
 -export([version/0, modules/0, start/2, stop/0]).
 %% spawned
--export([agent_init/3, guard_init/4, stacker/1, chooser/1]).
+-export([agent_init/3, guard_init/4, stacker/1]).
 
 -define(MAX_MFAS, 100000).
 -define(MAX_TOP, 100000).
@@ -93,13 +86,14 @@
 version() ->
     ?KPROF_VERSION.
 
-%% @doc The modules kprof loads into a node: this sampling agent, tier
+%% @doc The modules kprof loads into a node: this sampling agent and its
+%% selection (kprof_select), tier
 %% tracing (kprof_tiers), the request-marking API it arms (kprof,
 %% kprof_tier_mark, kprof_http and its servers' integrations) and tracing
 %% started from the node (kprof_session).
 -spec modules() -> [module()].
 modules() ->
-    [kprof_agent, kprof_tiers, kprof, kprof_tier_mark, kprof_session, kprof_http,
+    [kprof_agent, kprof_select, kprof_tiers, kprof, kprof_tier_mark, kprof_session, kprof_http,
      kprof_httpd, kprof_cowboy, kprof_rtrace, kprof_rtrace_mark, kprof_tracer].
 
 %% @doc Starts an agent serving `Owner' (a process of the C node). Fails with
@@ -249,7 +243,7 @@ agent_init(Starter, Owner, Opts) ->
             Starter ! {self(), started},
             Stackers = [start_stacker() || _ <- lists:seq(1, stacker_count())],
             State = #state{owner = Owner, opts = Opts, own = [self(), Guard | Stackers],
-                           stackers = Stackers, window = window_table()},
+                           stackers = Stackers, window = kprof_select:window()},
             loop(first_window(State)),
             %% not `normal': the linked stackers end with the agent
             exit(shutdown)
@@ -288,32 +282,6 @@ loop(State = #state{opts = #{idle_timeout_ms := Idle}}) ->
 
 now_ms() -> erlang:monotonic_time(millisecond).
 
-%% The value a process is ranked by, read without waking it.
-rank_value(P, reductions) ->
-    case process_info(P, reductions) of {reductions, R} -> R; undefined -> undefined end;
-rank_value(P, message_queue_len) ->
-    case process_info(P, message_queue_len) of {_, N} -> N; undefined -> undefined end;
-rank_value(P, What) ->
-    case process_info(P, garbage_collection_info) of
-        {_, Gc} -> gc_value(Gc, What);
-        undefined -> undefined
-    end.
-
-gc_value(Gc, memory) -> total_heap(Gc) + proplists:get_value(stack_size, Gc, 0);
-gc_value(Gc, total_heap_size) -> total_heap(Gc);
-gc_value(Gc, bin_vheap) ->
-    proplists:get_value(bin_vheap_size, Gc, 0) + proplists:get_value(bin_old_vheap_size, Gc, 0).
-
-total_heap(Gc) ->
-    proplists:get_value(heap_block_size, Gc, 0) + proplists:get_value(old_heap_block_size, Gc, 0)
-        + proplists:get_value(mbuf_size, Gc, 0).
-
-%% Ranked by change over the window (like recon's proc_window) or by the
-%% current value (queue length and sizes).
-by_change(reductions) -> true;
-by_change(memory) -> true;
-by_change(_) -> false.
-
 %% A new selection when one is due, taken by the tick that finds it ready.
 %% Chosen processes (`pids') are only checked for being alive, here.
 reselect(State = #state{opts = #{pids := Pids, reselect_ms := Every}, selected_at = At})
@@ -336,7 +304,7 @@ reselect(State = #state{pending = {Ref, Chooser, New}}) ->
                 false ->
                     %% killed from outside (it does not crash): ask again
                     %% when the selection is due
-                    drop_table(New),
+                    kprof_select:drop(New),
                     State#state{pending = undefined}
             end
     end;
@@ -353,25 +321,11 @@ reselect(State = #state{opts = #{reselect_ms := Every}, selected_at = At}) ->
         false -> State
     end.
 
-%% The window of the agent's start, filled by a process of its own as a
-%% chooser would, at high priority (for at most ?FIRST_SELECTION_MS: a
-%% process missing from the window is ranked by all its work).
+%% The window of the agent's start (none for chosen pids).
 first_window(State = #state{opts = #{pids := [_ | _]}}) ->
     State;
 first_window(State = #state{window = Window, own = Own, opts = #{select_by := By}}) ->
-    Ref = make_ref(),
-    Agent = self(),
-    Filler = spawn_opt(fun() ->
-                               _ = scan(erlang:processes(), Window, By, [self() | Own], [],
-                                        none, #{}, []),
-                               Agent ! {Ref, filled}
-                       end, [link, {priority, high} | chooser_heap()]),
-    receive
-        {Ref, filled} -> ok
-    after ?FIRST_SELECTION_MS ->
-            unlink(Filler),
-            exit(Filler, kill)
-    end,
+    ok = kprof_select:fill(Window, By, Own, ?FIRST_SELECTION_MS),
     State#state{window_at = now_ms()}.
 
 %% A chooser for the next selection, and a fresh table for the window it
@@ -380,7 +334,7 @@ start_chooser(State = #state{selected = Selected, opts = #{select_by := By, top 
                                                             reselect_ms := Every}},
               Priority) ->
     Ref = make_ref(),
-    New = window_table(),
+    New = kprof_select:window(),
     %% our stack queries of each selected process since its window began each
     %% added one reduction
     Queried = maps:from_list([{P, Q} || {P, #proc{queried = Q}} <- Selected, Q > 0]),
@@ -389,25 +343,10 @@ start_chooser(State = #state{selected = Selected, opts = #{select_by := By, top 
             new => New, window_at => State#state.window_at,
             first_window => State#state.first_window,
             again => State#state.selected_at =:= undefined},
-    Chooser = spawn_opt(?MODULE, chooser, [Job],
-                        [link, {priority, Priority} | chooser_heap()]),
-    {Ref, Chooser, New}.
-
-%% A heap for the process list and what each process adds, so that a
-%% chooser never collects (bounded: past that it collects, at its priority).
-chooser_heap() ->
-    [{min_heap_size, min(10 * erlang:system_info(process_count) + 4096, 16#800000)}].
-
-window_table() ->
-    ets:new(kprof_window, [set, public]).
-
-%% Deleting a table of 500,000 processes takes 0.14 s: not in the agent.
-drop_table(Table) ->
-    _ = spawn(fun() -> ets:delete(Table) end),
-    ok.
+    {Ref, kprof_select:start_chooser(Job, Priority), New}.
 
 %% The chosen selection. One over the same window is made again in a second
-%% (see chooser/1), one over a new window after a whole interval.
+%% (see kprof_select:chooser/1), one over a new window after a whole interval.
 %% The chooser has deleted the table no longer needed.
 chosen(Selection, Window, Began, State = #state{selected = Current, pending = {_, _, New},
                                                 opts = #{reselect_ms := Every}}) ->
@@ -422,61 +361,6 @@ chosen(Selection, Window, Began, State = #state{selected = Current, pending = {_
     State1#state{selected = keep(Selection, maps:from_list(Current), Window),
                  pending = undefined}.
 
-%%% The chooser
-
-%% @private
-%% Ranks every process against the window, writes their values to the new
-%% window's table, and sends the agent the top processes and whether the
-%% window stays (`same_window') or begins again now (`new_window').
--spec chooser(map()) -> ok.
-chooser(#{agent := Agent, ref := Ref, by := By, top := Top, every := Every, own := Own,
-          queried := Queried, old := Old, new := New, window_at := OldAt,
-          first_window := First, again := Again0}) ->
-    %% the first window began while kprof's own rpc calls were being served:
-    %% rex's activity in it is ours
-    Unranked = case First of true -> [whereis(rex)]; false -> [] end,
-    Now = now_ms(),
-    Busy = scan(erlang:processes(), New, By, [self() | Own], Unranked, Old, Queried, []),
-    Selection = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort(Busy)), Top)],
-    Again = Again0 orelse length(Selection) < Top,
-    Window = case Again andalso Now - OldAt < Every of
-                 %% The first window is a few ms long, and fewer than `top'
-                 %% processes may have run in a longer one: choose again in a
-                 %% second, over the same window, longer by then, rather than
-                 %% wait a whole interval with a short selection (top 1000 of
-                 %% processes that wake every few seconds held a third of them
-                 %% for 5 s). Our stack queries since the window began still
-                 %% count against it.
-                 true -> same_window;
-                 false -> new_window
-             end,
-    %% the window table no longer needed, deleted here rather than in the agent
-    %% (see drop_table/1)
-    ets:delete(case Window of same_window -> New; new_window -> Old end),
-    Agent ! {Ref, Selection, Window, Now},
-    ok.
-
-%% Writes {Pid, Value} of every process of Procs but Own to Table and, unless
-%% Old is `none' or the process is Unranked, ranks it against the window Old:
-%% returns [{Rank, Pid}] of those ranked above 0. One pass, leaving little
-%% garbage per process (the chooser's heap holds it all, see chooser_heap/0).
-scan([], _Table, _By, _Own, _Unranked, _Old, _Queried, Acc) ->
-    Acc;
-scan([P | Rest], Table, By, Own, Unranked, Old, Queried, Acc) ->
-    case not lists:member(P, Own) andalso rank_value(P, By) of
-        V when is_integer(V) ->
-            ets:insert(Table, {P, V}),
-            case Old =/= none andalso not lists:member(P, Unranked) andalso
-                rank(By, P, V, Old, Queried) of
-                K when is_integer(K), K > 0 ->
-                    scan(Rest, Table, By, Own, Unranked, Old, Queried, [{K, P} | Acc]);
-                _ ->
-                    scan(Rest, Table, By, Own, Unranked, Old, Queried, Acc)
-            end;
-        _ ->
-            scan(Rest, Table, By, Own, Unranked, Old, Queried, Acc)
-    end.
-
 %% The new selection, keeping what was sent of the processes already in it
 %% (`Known', the current selection as a map), and their count of our stack
 %% queries while the window it is ranked over stays the same.
@@ -487,19 +371,6 @@ keep(Selection, Known, Window) ->
              _ -> #proc{}
          end}
      || P <- Selection].
-
-rank(By, P, V, Old, Queried) ->
-    case by_change(By) of
-        false -> V;
-        true ->
-            %% a process born since the window began did all its work in it
-            Delta = abs(V - case ets:lookup(Old, P) of [{_, O}] -> O; [] -> 0 end),
-            case By of
-                %% our own stack queries each added one reduction
-                reductions -> Delta - maps:get(P, Queried, 0);
-                memory -> Delta
-            end
-    end.
 
 %%% Rounds of ticks
 
@@ -761,7 +632,7 @@ sizes([{old_heap_block_size, OldBlock}, {heap_block_size, Block}, {mbuf_size, Mb
       GcOpts) ->
     {OldBlock + Block + Mbuf, Heap, Stack, Bin, OldBin, minor_gcs(GcOpts)};
 sizes(Gc, GcOpts) ->
-    {total_heap(Gc), proplists:get_value(heap_size, Gc, 0),
+    {kprof_select:total_heap(Gc), proplists:get_value(heap_size, Gc, 0),
      proplists:get_value(stack_size, Gc, 0), proplists:get_value(bin_vheap_size, Gc, 0),
      proplists:get_value(bin_old_vheap_size, Gc, 0), minor_gcs(GcOpts)}.
 

@@ -87,10 +87,9 @@ version() ->
     ?KPROF_VERSION.
 
 %% @doc The modules kprof loads into a node: this sampling agent and its
-%% selection (kprof_select), tier
-%% tracing (kprof_tiers), the request-marking API it arms (kprof,
-%% kprof_tier_mark, kprof_http and its servers' integrations) and tracing
-%% started from the node (kprof_session).
+%% selection (kprof_select), tier tracing (kprof_tiers), the request-marking
+%% API it arms (kprof, kprof_tier_mark, kprof_http and its servers'
+%% integrations) and tracing started from the node (kprof_session).
 -spec modules() -> [module()].
 modules() ->
     [kprof_agent, kprof_select, kprof_tiers, kprof, kprof_tier_mark, kprof_session, kprof_http,
@@ -325,8 +324,10 @@ reselect(State = #state{opts = #{reselect_ms := Every}, selected_at = At}) ->
 first_window(State = #state{opts = #{pids := [_ | _]}}) ->
     State;
 first_window(State = #state{window = Window, own = Own, opts = #{select_by := By}}) ->
+    %% it begins when its values start being read, as a chooser's does
+    Began = now_ms(),
     ok = kprof_select:fill(Window, By, Own, ?FIRST_SELECTION_MS),
-    State#state{window_at = now_ms()}.
+    State#state{window_at = Began}.
 
 %% A chooser for the next selection, and a fresh table for the window it
 %% may begin.

@@ -122,7 +122,27 @@ static int compare_lines(const void *a, const void *b)
     return x->len < y->len ? -1 : x->len > y->len;
 }
 
-kp_status kp_folded_write(const kp_folded *f, kp_sink *sink)
+/* Bytewise, except that ';' comes before every other byte: the stacks under
+ * one run of frames are then adjacent ("a;b", "a;b;c", "a;b-x", whereas
+ * bytewise order puts "a;b-x" between the first two). */
+static int compare_by_frame(const void *a, const void *b)
+{
+    const line_ref *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char p = (unsigned char)x->text[i], q = (unsigned char)y->text[i];
+        if (p != q) {
+            if (p == ';' || q == ';')
+                return p == ';' ? -1 : 1;
+            return p < q ? -1 : 1;
+        }
+    }
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+/* The stacks with a non-zero weight, sorted with `compare` (free with kp_free). */
+static kp_status sorted_lines(const kp_folded *f, int (*compare)(const void *, const void *),
+                              line_ref **out, size_t *out_n)
 {
     uint32_t count = kp_strtab_count(f->stacks);
     line_ref *lines = kp_calloc(count ? count : 1, sizeof *lines);
@@ -136,9 +156,20 @@ kp_status kp_folded_write(const kp_folded *f, kp_sink *sink)
         lines[n].weight = f->weights[id];
         n++;
     }
-    qsort(lines, n, sizeof *lines, compare_lines);
+    qsort(lines, n, sizeof *lines, compare);
+    *out = lines;
+    *out_n = n;
+    return KP_OK;
+}
+
+kp_status kp_folded_write(const kp_folded *f, kp_sink *sink)
+{
+    line_ref *lines;
+    size_t n;
+    kp_status st = sorted_lines(f, compare_lines, &lines, &n);
+    if (st != KP_OK)
+        return st;
     kp_buf out = KP_BUF_INIT;
-    kp_status st = KP_OK;
     for (size_t i = 0; i < n && st == KP_OK; i++) {
         if ((st = kp_buf_append(&out, lines[i].text, lines[i].len)) == KP_OK &&
             (st = kp_buf_append_char(&out, ' ')) == KP_OK &&
@@ -151,6 +182,19 @@ kp_status kp_folded_write(const kp_folded *f, kp_sink *sink)
     if (st == KP_OK && out.len)
         st = kp_sink_write(sink, out.data, out.len);
     kp_buf_free(&out);
+    kp_free(lines);
+    return st;
+}
+
+kp_status kp_folded_each_by_frame(const kp_folded *f, kp_folded_visit visit, void *ctx)
+{
+    line_ref *lines;
+    size_t n;
+    kp_status st = sorted_lines(f, compare_by_frame, &lines, &n);
+    if (st != KP_OK)
+        return st;
+    for (size_t i = 0; i < n && st == KP_OK; i++)
+        st = visit(ctx, lines[i].text, lines[i].len, lines[i].weight);
     kp_free(lines);
     return st;
 }

@@ -451,9 +451,42 @@ static void test_write_failure_leaves_no_file(void **state)
     kp_folded_free(small);
 }
 
+static kp_status collect_visit(void *ctx, const char *stack, size_t len, uint64_t weight)
+{
+    char *out = ctx;
+    size_t used = strlen(out);
+    snprintf(out + used, 256 - used, "%.*s %llu\n", (int)len, stack, (unsigned long long)weight);
+    return strncmp(stack, "stop", 4) == 0 ? KP_ERR_LIMIT : KP_OK;
+}
+
+/* Frame order: the stacks under one run of frames come together, whereas
+ * bytewise "a;b-x" falls between "a;b" and "a;b;c"; zero weights are skipped;
+ * the visitor's error stops the walk and is returned. */
+static void test_each_by_frame(void **state)
+{
+    (void)state;
+    kp_folded *f = create();
+    add(f, "a;b-x", 1);
+    add(f, "a;b;c", 2);
+    add(f, "a;b", 3);
+    add(f, "a", 4);
+    add(f, "zero", 0);
+    char out[256] = "";
+    assert_int_equal(kp_folded_each_by_frame(f, collect_visit, out), KP_OK);
+    assert_string_equal(out, "a 4\na;b 3\na;b;c 2\na;b-x 1\n");
+    assert_written(f, "a 4\na;b 3\na;b-x 1\na;b;c 2\n");
+    add(f, "stop", 1);
+    add(f, "zz", 1);
+    out[0] = '\0';
+    assert_int_equal(kp_folded_each_by_frame(f, collect_visit, out), KP_ERR_LIMIT);
+    assert_string_equal(out, "a 4\na;b 3\na;b;c 2\na;b-x 1\nstop 1\n");
+    kp_folded_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_each_by_frame),
         cmocka_unit_test(test_merges_identical_text),
         cmocka_unit_test(test_sorted_bytewise),
         cmocka_unit_test(test_weights_saturate),

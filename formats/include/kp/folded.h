@@ -44,6 +44,15 @@ uint64_t kp_folded_total(const kp_folded *folded);
  * is neither committed nor aborted. */
 kp_status kp_folded_write(const kp_folded *folded, kp_sink *sink);
 
+/* Calls `visit` for every stack with a non-zero weight, in frame order:
+ * bytewise, except that the ';' between frames sorts before any other byte,
+ * so that all the stacks under one run of frames from the root come together
+ * (what a flame graph drawn line by line needs). `stack` stays valid as long
+ * as `folded` is unchanged. Stops at the first status other than KP_OK from
+ * `visit` and returns it; else KP_OK, or KP_ERR_NOMEM. */
+typedef kp_status (*kp_folded_visit)(void *ctx, const char *stack, size_t len, uint64_t weight);
+kp_status kp_folded_each_by_frame(const kp_folded *folded, kp_folded_visit visit, void *ctx);
+
 /* Parsing of one folded line. */
 typedef struct {
     uint64_t lines;

@@ -1,11 +1,13 @@
 /* Fuzz target: folded lines (plain, gzip or zstd) through kp_source and
- * kp_folded_parse_line, aggregated into kp_folded and written out. Each
+ * kp_folded_parse_line, aggregated into kp_folded, written out and drawn as a
+ * flame graph (which must be clean XML whatever the bytes). Each
  * parsed stack is also split into frames that go through kp_frames /
  * kp_stacks / kp_folded_add_stack, which must produce clean folded text
  * (encoded symbols: no empty frame, no space or control byte). Built with
  * libFuzzer (KPROF_FUZZ) or with replay_main.c over the seed corpus. */
 #include "fuzz_common.h"
 
+#include "kp/flame_svg.h"
 #include "kp/intern.h"
 
 static int hex_value(unsigned char c)
@@ -86,6 +88,41 @@ static void add_as_frames(kp_frames *frames, kp_stacks *stacks, kp_folded *folde
     const uint32_t *got = kp_stacks_get(stacks, sid, &got_n);
     FUZZ_CHECK(got_n == n && memcmp(got, a->ids, n * sizeof *got) == 0);
     FUZZ_CHECK(kp_folded_add_stack(folded, frames, stacks, sid, NULL, weight) == KP_OK);
+}
+
+/* Draws `folded` and checks the drawing: complete, valid UTF-8 without a
+ * control byte but LF, and no markup character left raw in a frame name. */
+static void draw_and_check(const kp_folded *folded)
+{
+    kp_sink *sink;
+    FUZZ_CHECK(kp_sink_open_fd(fuzz_null_fd, KP_COMPRESS_NONE, 0, &sink) == KP_OK);
+    fuzz_out_len = 0;
+    kp_status st = kp_flame_svg_write(folded, NULL, sink);
+    FUZZ_CHECK(st == KP_OK || (st == KP_ERR_EMPTY && kp_folded_total(folded) == 0));
+    FUZZ_CHECK(kp_sink_commit(sink) == KP_OK);
+    if (st != KP_OK) {
+        FUZZ_CHECK(fuzz_out_len == 0);
+        return;
+    }
+    FUZZ_CHECK(fuzz_out_len > 12 && memcmp(fuzz_out + fuzz_out_len - 12, "</g>\n</svg>\n", 12) == 0);
+    for (size_t i = 0; i < fuzz_out_len;) {
+        unsigned char c = (unsigned char)fuzz_out[i];
+        FUZZ_CHECK(c >= 0x20 || c == '\n');
+        FUZZ_CHECK(c != 0x7f);
+        size_t n = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+        FUZZ_CHECK(c < 0x80 || (c >= 0xc2 && c <= 0xf4));
+        FUZZ_CHECK(i + n <= fuzz_out_len);
+        for (size_t k = 1; k < n; k++)
+            FUZZ_CHECK(((unsigned char)fuzz_out[i + k] & 0xc0) == 0x80);
+        i += n;
+    }
+    for (size_t i = 0; i + 8 <= fuzz_out_len; i++) {
+        if (memcmp(fuzz_out + i, "data-n=\"", 8) != 0)
+            continue;
+        for (i += 8; i < fuzz_out_len && fuzz_out[i] != '"'; i++)
+            FUZZ_CHECK(fuzz_out[i] != '<' && fuzz_out[i] != '>');
+        FUZZ_CHECK(i < fuzz_out_len);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -169,6 +206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(kp_folded_lines(encoded) <= kp_folded_lines(folded));
     fuzz_write_and_check(folded, 0);
     fuzz_write_and_check(encoded, 1);
+    draw_and_check(folded);
 
     free(ids.ids);
     kp_stacks_free(stacks);

@@ -1,6 +1,7 @@
 /* `kprof convert INPUT... -o OUTPUT`: perf-script to folded stacks (the same
  * lines stackcollapse-perf.pl prints), folded files merged, optionally
- * weighted by a metric field. Formats come from file extensions. */
+ * weighted by a metric field, written as folded text or drawn as a flame
+ * graph. Formats come from file extensions. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
@@ -11,6 +12,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "kp/flame_svg.h"
 #include "kp/folded.h"
 #include "kp/perf_reader.h"
 #include "kp/sink.h"
@@ -22,9 +24,10 @@ static const char convert_usage[] =
     "Converts perf-script text to folded stacks and merges folded files. Formats\n"
     "follow the file names: INPUT ends in .perf or .folded, optionally followed\n"
     "by .gz or .zst (compression is recognised from the content, too); OUTPUT\n"
-    "ends in .folded, .folded.gz or .folded.zst, or is - for standard output.\n"
-    "The folded lines are those stackcollapse-perf.pl prints for the same input,\n"
-    "merged and sorted, ready for flamegraph.pl or speedscope.\n"
+    "ends in .folded, .folded.gz or .folded.zst, or is - for standard output,\n"
+    "or ends in .svg for a flame graph to open in a web browser. The folded\n"
+    "lines are those stackcollapse-perf.pl prints for the same input, merged\n"
+    "and sorted, ready for flamegraph.pl or speedscope.\n"
     "\n"
     "Options:\n"
     "  -o, --output FILE     where to write (required)\n"
@@ -45,6 +48,7 @@ static const char convert_usage[] =
     "  kprof convert samples-000001.perf.zst -o cpu.folded\n"
     "  kprof convert kprof-app/*.perf.gz -o memory.folded --weight memory\n"
     "  kprof convert a.folded b.folded -o merged.folded\n"
+    "  kprof convert kprof-app/*.perf.gz -o cpu.svg\n"
     "  flamegraph.pl --hash cpu.folded > cpu.svg\n"
     "\n"
     "Exit status: 0 success, 1 I/O failure, 2 usage error, 3 unusable input.\n";
@@ -238,9 +242,25 @@ static int convert_folded(const char *path, kp_source *src, kp_folded *out, int 
     return KP_EXIT_OK;
 }
 
-static int write_output(const char *path, const kp_folded *folded)
+/* What the weights of a flame graph count: PERIOD is 1 a sample in kprof's
+ * files, and CPU time or events in Linux perf's. */
+static void count_name(const weight_spec *w, const kp_folded *folded, const totals *t, char *out,
+                       size_t cap)
+{
+    static const char *const kinds[] = {"samples", "samples", "", " growth", " release"};
+    if (w->kind == WEIGHT_PERIOD && t->folded_lines == 0 && kp_folded_total(folded) != t->samples)
+        snprintf(out, cap, "period");
+    else if (w->kind >= WEIGHT_VALUE)
+        snprintf(out, cap, "%.*s%s", (int)w->metric_len, w->metric, kinds[w->kind]);
+    else
+        snprintf(out, cap, "%s", kinds[w->kind]);
+}
+
+static int write_output(const char *path, const kp_folded *folded, const weight_spec *w,
+                        const totals *t, char **inputs, int n_inputs)
 {
     int to_stdout = strcmp(path, "-") == 0;
+    int svg = kp_ends_with(path, ".svg");
     kp_compression c = kp_ends_with(path, ".gz")    ? KP_COMPRESS_GZIP
                        : kp_ends_with(path, ".zst") ? KP_COMPRESS_ZSTD
                                                     : KP_COMPRESS_NONE;
@@ -248,7 +268,17 @@ static int write_output(const char *path, const kp_folded *folded)
     kp_status st = to_stdout ? kp_sink_open_fd(STDOUT_FILENO, KP_COMPRESS_NONE, 0, &sink)
                              : kp_sink_open_file(path, c, 0, &sink);
     if (st == KP_OK) {
-        st = kp_folded_write(folded, sink);
+        if (svg) {
+            char title[600], counts[128];
+            const char *base = strrchr(inputs[0], '/');
+            snprintf(title, sizeof title, "%.500s%s", base ? base + 1 : inputs[0],
+                     n_inputs > 1 ? " and more" : "");
+            count_name(w, folded, t, counts, sizeof counts);
+            kp_flame_options fo = {title, NULL, counts, 0};
+            st = kp_flame_svg_write(folded, &fo, sink);
+        } else {
+            st = kp_folded_write(folded, sink);
+        }
         if (st == KP_OK) {
             st = kp_sink_commit(sink);
         } else {
@@ -320,9 +350,10 @@ int kp_cmd_convert(int argc, char **argv)
         kp_error("no output file; add -o OUTPUT.folded (or -o - for standard output)");
         return KP_EXIT_USAGE;
     }
-    if (strcmp(output, "-") != 0 && format_of(output) != FORMAT_FOLDED) {
-        kp_error("cannot write '%s': the output name must end in .folded, .folded.gz or "
-                 ".folded.zst, or be - for standard output",
+    if (strcmp(output, "-") != 0 && format_of(output) != FORMAT_FOLDED &&
+        !kp_ends_with(output, ".svg")) {
+        kp_error("cannot write '%s': the output name must end in .folded, .folded.gz, "
+                 ".folded.zst or .svg, or be - for standard output",
                  output);
         return KP_EXIT_USAGE;
     }
@@ -375,7 +406,7 @@ int kp_cmd_convert(int argc, char **argv)
         rc = KP_EXIT_DATA;
     }
     if (rc == KP_EXIT_OK)
-        rc = write_output(output, folded);
+        rc = write_output(output, folded, &weight, &t, argv + optind, argc - optind);
     if (rc == KP_EXIT_OK && !quiet) {
         char from[96];
         if (t.samples && t.folded_lines)

@@ -17,7 +17,7 @@ static const char usage[] =
     "  dump --node NODE             print the stacks of its busiest processes, once\n"
     "  tiers --node NODE --tiers F  time each layer of its requests, per kind of request\n"
     "  trace --node NODE --pid PID  trace one process into an eflame-compatible flame graph\n"
-    "  convert INPUT... -o OUTPUT   convert and merge profiles (perf-script, folded)\n"
+    "  convert INPUT... -o OUTPUT   convert and merge profiles (perf-script, folded, svg)\n"
     "\n"
     "Options:\n"
     "  -h, --help      show this help and exit\n"

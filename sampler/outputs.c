@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "kp/flame_svg.h"
 #include "kp/folded.h"
 #include "kp/perf_writer.h"
 
@@ -15,6 +16,15 @@ const char *const kp_out_names[KP_OUT_COUNT] = {
     "bin_vheap_release"};
 const char *const kp_out_units[KP_OUT_COUNT] = {
     "samples", "reductions", "bytes", "messages", "bytes", "bytes", "bytes"};
+/* The headings of the flame graphs. */
+static const char *const out_titles[KP_OUT_COUNT] = {
+    "Where the processes spend their time (samples)",
+    "Reductions burned since the previous sample",
+    "Process memory held (bytes)",
+    "Messages waiting",
+    "Off-heap binaries referenced (bytes)",
+    "Growth of off-heap binaries since the previous sample (bytes)",
+    "Release of off-heap binaries since the previous sample (bytes)"};
 
 struct kp_outputs {
     const kp_frames *frames;
@@ -119,8 +129,33 @@ const kp_segment_stats *kp_outputs_segment_stats(const kp_outputs *o)
     return kp_segment_stats_get(o->segments);
 }
 
-/* Writes OUT.folded; returns 1 if written, 0 if it would be empty, -1 on error. */
-static int write_folded(kp_outputs *o, int out, char *err, size_t err_len)
+/* Writes `f` to DIR/NAME.SUFFIX as folded text or (`caption` not NULL) as a
+ * flame graph. Returns 0, or -1 with a message in `err`. */
+static int write_aggregate(const kp_outputs *o, int out, const kp_folded *f, const char *caption,
+                           char *err, size_t err_len)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.%s", o->dir, kp_out_names[out], caption ? "svg" : "folded");
+    kp_sink *sink = NULL;
+    kp_status st = kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink);
+    if (st == KP_OK) {
+        kp_flame_options fo = {out_titles[out], caption, kp_out_units[out], 0};
+        st = caption ? kp_flame_svg_write(f, &fo, sink) : kp_folded_write(f, sink);
+        if (st == KP_OK)
+            st = kp_sink_commit(sink);
+        else
+            kp_sink_abort(sink);
+    }
+    if (st != KP_OK) {
+        snprintf(err, err_len, "cannot write %s: %s", path, kp_status_reason(st, errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Writes OUT.folded and its flame graph OUT.svg; returns 1 if written, 0 if
+ * they would be empty, -1 on error. */
+static int write_folded(kp_outputs *o, int out, const char *caption, char *err, size_t err_len)
 {
     size_t used = 0;
     for (size_t id = 0; id < o->weights_cap; id++)
@@ -128,32 +163,20 @@ static int write_folded(kp_outputs *o, int out, char *err, size_t err_len)
     if (!used)
         return 0;
     kp_folded *f = kp_folded_create();
-    if (!f)
-        return -1;
-    kp_status st = KP_OK;
+    kp_status st = f ? KP_OK : KP_ERR_NOMEM;
     for (size_t id = 0; id < o->weights_cap && st == KP_OK; id++)
         if (o->weights[out][id])
             st = kp_folded_add_stack(f, o->frames, o->stacks, (uint32_t)id, "beam.smp",
                                      o->weights[out][id]);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s.folded", o->dir, kp_out_names[out]);
-    kp_sink *sink = NULL;
-    if (st == KP_OK)
-        st = kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink);
-    if (st == KP_OK) {
-        st = kp_folded_write(f, sink);
-        if (st == KP_OK)
-            st = kp_sink_commit(sink);
-        else
-            kp_sink_abort(sink);
-    }
+    int rc = -1;
+    if (st != KP_OK)
+        snprintf(err, err_len, "cannot aggregate %s.folded: %s", kp_out_names[out],
+                 kp_strerror(st));
+    else if (write_aggregate(o, out, f, NULL, err, err_len) == 0 &&
+             write_aggregate(o, out, f, caption, err, err_len) == 0)
+        rc = 1;
     kp_folded_free(f);
-    if (st != KP_OK) {
-        snprintf(err, err_len, "cannot write %s: %s", path,
-                 kp_status_reason(st, errno));
-        return -1;
-    }
-    return 1;
+    return rc;
 }
 
 static int write_text(const char *dir, const char *name, const char *text, char *err,
@@ -170,8 +193,9 @@ static int write_text(const char *dir, const char *name, const char *text, char 
     return 0;
 }
 
-int kp_outputs_close(kp_outputs *o, const char *readme, int written[KP_OUT_COUNT],
-                     kp_segment_stats *stats, char *err, size_t err_len)
+int kp_outputs_close(kp_outputs *o, const char *readme, const char *caption,
+                     int written[KP_OUT_COUNT], kp_segment_stats *stats, char *err,
+                     size_t err_len)
 {
     int rc = 0;
     kp_status st = kp_segment_close(o->segments, stats);
@@ -183,7 +207,7 @@ int kp_outputs_close(kp_outputs *o, const char *readme, int written[KP_OUT_COUNT
     for (int out = 0; out < KP_OUT_COUNT; out++) {
         written[out] = 0;
         if (rc == 0 && o->samples) {
-            written[out] = write_folded(o, out, err, err_len);
+            written[out] = write_folded(o, out, caption ? caption : "", err, err_len);
             if (written[out] < 0)
                 rc = -1;
         }

@@ -1,6 +1,6 @@
 /* What `kprof record` writes: perf-script segments as samples arrive, and at
- * the end one folded file per weight plus a README.txt saying what each file
- * is and how to view it. */
+ * the end one folded file per weight with its flame graph (.svg), plus a
+ * README.txt saying what each file is and how to view it. */
 #ifndef KP_OUTPUTS_H
 #define KP_OUTPUTS_H
 
@@ -32,11 +32,14 @@ kp_status kp_outputs_error(const kp_outputs *outputs, int *saved_errno);
 uint64_t kp_outputs_samples(const kp_outputs *outputs);
 const kp_segment_stats *kp_outputs_segment_stats(const kp_outputs *outputs);
 
-/* Completes the last segment, writes the non-empty folded files (their
- * names in `written[i]` non-zero) and README.txt (`readme` text), frees the
- * outputs. Returns 0, or -1 with a message in `err`. */
-int kp_outputs_close(kp_outputs *outputs, const char *readme, int written[KP_OUT_COUNT],
-                     kp_segment_stats *stats, char *err, size_t err_len);
+/* Completes the last segment, writes the non-empty folded files and their
+ * flame graphs (NAME.folded and NAME.svg, for the names whose `written[i]`
+ * is non-zero; `caption` is the graphs' second heading line) and README.txt
+ * (`readme` text), frees the outputs. Returns 0, or -1 with a message in
+ * `err`. */
+int kp_outputs_close(kp_outputs *outputs, const char *readme, const char *caption,
+                     int written[KP_OUT_COUNT], kp_segment_stats *stats, char *err,
+                     size_t err_len);
 
 /* "samples", "reductions", ... and their units. */
 extern const char *const kp_out_names[KP_OUT_COUNT];

@@ -140,11 +140,20 @@ static int on_profile_sample(void *ctx, const kp_profile_sample *s)
     return kp_outputs_add(se->outputs, (uint32_t)se->agent.os_pid, se->time_us, s);
 }
 
-static void readme_text(char *text, size_t cap, const kp_record_options *o, const char *targets)
+/* "kprof recording of app@host: top 100 processes by reductions, 10 samples/s
+ * per process": the README's first line, and the flame graphs' second. */
+static void caption_text(char *text, size_t cap, const kp_record_options *o, const char *targets)
+{
+    snprintf(text, cap, "kprof recording of %s: top %u processes by %s, %.6g samples/s per process",
+             targets, o->n_pids ? (unsigned)o->n_pids : o->top,
+             o->n_pids ? "--pid" : o->select_by, o->rate);
+}
+
+static void readme_text(char *text, size_t cap, const kp_record_options *o, const char *caption)
 {
     snprintf(
         text, cap,
-        "kprof recording of %s: top %u processes by %s, %.6g samples/s per process.\n"
+        "%s.\n"
         "\n"
         "samples-NNNNNN.perf%s  perf-script segments, one sample per process per tick.\n"
         "    FlameScope: point it at this directory (it lists the segments).\n"
@@ -171,14 +180,18 @@ static void readme_text(char *text, size_t cap, const kp_record_options *o, cons
         "waits again shows that work under its waiting stack. The code caught\n"
         "burning them is under the running and runnable roots.\n"
         "\n"
-        "  flamegraph.pl --hash --countname=samples samples.folded > samples.svg\n"
-        "  flamegraph.pl --hash --countname=reductions reductions.folded > reductions.svg\n"
-        "  flamegraph.pl --hash --countname=bytes memory.folded > memory.svg\n"
+        "Flame graphs: each folded file has one beside it, drawn by kprof\n"
+        "(samples.svg, reductions.svg, ...). Open them in a web browser: the\n"
+        "mouse shows a frame's weight, a click zooms in, Escape zooms out, Ctrl-F\n"
+        "highlights the frames matching a regular expression. Or draw them with\n"
+        "FlameGraph:\n"
+        "  flamegraph.pl --hash --countname=samples samples.folded > fg-samples.svg\n"
+        "  flamegraph.pl --hash --countname=bytes memory.folded > fg-memory.svg\n"
         "\n"
-        "Re-fold the segments with another weight:\n"
-        "  kprof convert samples-*.perf* -o heap.folded --weight total_heap_size\n",
-        targets, o->n_pids ? (unsigned)o->n_pids : o->top, o->n_pids ? "--pid" : o->select_by,
-        o->rate, kp_compression_suffix(o->compression),
+        "Re-fold the segments with another weight, or draw them:\n"
+        "  kprof convert samples-*.perf* -o heap.folded --weight total_heap_size\n"
+        "  kprof convert samples-*.perf* -o heap.svg --weight total_heap_size\n",
+        caption, kp_compression_suffix(o->compression),
         o->compression == KP_COMPRESS_ZSTD
             ? "    zstd segments are a compact archive no viewer reads: unpack them with\n"
               "    'zstd -d' or fold them with 'kprof convert'.\n"
@@ -258,7 +271,7 @@ static kp_outputs *open_outputs(const kp_record_options *o, const char *dir,
         s[i].profile = kp_profile_create(frames, stacks, s[i].agent.wordsize,
                                          n > 1 ? s[i].target : NULL, on_profile_sample, &s[i]);
         if (!s[i].profile) {
-            kp_outputs_close(out, "", (int[KP_OUT_COUNT]){0}, NULL, err, sizeof err);
+            kp_outputs_close(out, "", NULL, (int[KP_OUT_COUNT]){0}, NULL, err, sizeof err);
             out = NULL;
         }
     }
@@ -319,12 +332,17 @@ static void print_summary(const kp_record_options *o, const char *dir, const run
     if (samples < 2)
         fprintf(stderr, "kprof: too few samples for a profile; is the node idle? try "
                         "--select-by or a longer --duration\n");
-    fprintf(stderr, "kprof: wrote %llu segment%s and the folded files to %s/ (see "
-            "README.txt there)\n",
+    fprintf(stderr, "kprof: wrote %llu segment%s, the folded files and their flame graphs to %s/ "
+            "(see README.txt there)\n",
             (unsigned long long)st->segments, st->segments == 1 ? "" : "s", dir);
+    int any = 0;
     for (int k = 0; k < KP_OUT_COUNT; k++)
-        if (written[k] > 0)
+        if (written[k] > 0) {
             fprintf(stderr, "  %s/%s.folded  (%s)\n", dir, kp_out_names[k], kp_out_units[k]);
+            any = 1;
+        }
+    if (any)
+        fprintf(stderr, "  %s/*.svg  (their flame graphs: open one in a web browser)\n", dir);
 }
 
 static void status_line(const kp_outputs *out, uint64_t elapsed_us, double rate,
@@ -565,10 +583,12 @@ int kp_record_run(const kp_record_options *o)
     }
     uint64_t samples = kp_outputs_samples(out);
     char readme[8192];
-    readme_text(readme, sizeof readme, o, targets);
+    char caption[4200];
+    caption_text(caption, sizeof caption, o, targets);
+    readme_text(readme, sizeof readme, o, caption);
     int written[KP_OUT_COUNT];
     kp_segment_stats st;
-    if (kp_outputs_close(out, readme, written, &st, err, sizeof err) != 0) {
+    if (kp_outputs_close(out, readme, caption, written, &st, err, sizeof err) != 0) {
         kp_error("%s", err);
         rc = KP_EXIT_FAILURE;
     }

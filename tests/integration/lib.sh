@@ -253,11 +253,45 @@ check_output_dir() {
         n=$((n + 1))
         ;;
       *.folded) check_folded "$f" || fail "$f is not a valid folded file" ;;
+      *.svg) check_svg "$f" || fail "$f is not the flame graph of $(basename "${f%.svg}").folded" ;;
       README.txt) [ -s "$f" ] || fail "$f is empty" ;;
       *) fail "unexpected file $f" ;;
     esac
   done
   segments=$n
+}
+
+# svg_boxes SVG: the boxes of a flame graph kprof drew, a line each: name,
+# depth, start and weight, TAB-separated. Fails when an XML parser cannot
+# read it.
+svg_boxes() {
+  python3 -c '
+import sys, xml.dom.minidom
+for g in xml.dom.minidom.parse(sys.argv[1]).getElementsByTagName("g"):
+    if g.getAttribute("class") == "f":
+        print(g.getAttribute("data-n"), g.getAttribute("data-d"), g.getAttribute("data-x"),
+              g.getAttribute("data-w"), sep="\t")
+' "$1"
+}
+
+# check_svg SVG: a flame graph beside its folded file, which an XML parser
+# reads and whose root box weighs what the folded file sums to.
+check_svg() {
+  local folded=${1%.svg}.folded
+  [ -f "$folded" ] || { log "no $(basename "$folded") beside $(basename "$1")"; return 1; }
+  python3 -c '
+import sys, xml.dom.minidom
+svg, folded = sys.argv[1], sys.argv[2]
+try:
+    doc = xml.dom.minidom.parse(svg)
+except Exception as e:
+    sys.exit("%s: not well-formed XML: %s" % (svg, e))
+roots = [g.getAttribute("data-w") for g in doc.getElementsByTagName("g")
+         if g.getAttribute("data-n") == "all" and g.getAttribute("data-d") == "0"]
+total = sum(int(line.rsplit(" ", 1)[1]) for line in open(folded) if line.strip())
+if roots != [str(total)]:
+    sys.exit("%s: the root weighs %s, the folded file sums to %d" % (svg, roots, total))
+' "$1" "$folded" || return 1
 }
 
 # folded_total FILE [PATTERN]: the sum of the counts of lines matching PATTERN

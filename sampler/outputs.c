@@ -129,30 +129,6 @@ const kp_segment_stats *kp_outputs_segment_stats(const kp_outputs *o)
     return kp_segment_stats_get(o->segments);
 }
 
-/* Writes `f` to DIR/NAME.SUFFIX as folded text or (`caption` not NULL) as a
- * flame graph. Returns 0, or -1 with a message in `err`. */
-static int write_aggregate(const kp_outputs *o, int out, const kp_folded *f, const char *caption,
-                           char *err, size_t err_len)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s.%s", o->dir, kp_out_names[out], caption ? "svg" : "folded");
-    kp_sink *sink = NULL;
-    kp_status st = kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink);
-    if (st == KP_OK) {
-        kp_flame_options fo = {out_titles[out], caption, kp_out_units[out], 0};
-        st = caption ? kp_flame_svg_write(f, &fo, sink) : kp_folded_write(f, sink);
-        if (st == KP_OK)
-            st = kp_sink_commit(sink);
-        else
-            kp_sink_abort(sink);
-    }
-    if (st != KP_OK) {
-        snprintf(err, err_len, "cannot write %s: %s", path, kp_status_reason(st, errno));
-        return -1;
-    }
-    return 0;
-}
-
 /* Writes OUT.folded and its flame graph OUT.svg; returns 1 if written, 0 if
  * they would be empty, -1 on error. */
 static int write_folded(kp_outputs *o, int out, const char *caption, char *err, size_t err_len)
@@ -168,15 +144,22 @@ static int write_folded(kp_outputs *o, int out, const char *caption, char *err, 
         if (o->weights[out][id])
             st = kp_folded_add_stack(f, o->frames, o->stacks, (uint32_t)id, "beam.smp",
                                      o->weights[out][id]);
-    int rc = -1;
-    if (st != KP_OK)
-        snprintf(err, err_len, "cannot aggregate %s.folded: %s", kp_out_names[out],
-                 kp_strerror(st));
-    else if (write_aggregate(o, out, f, NULL, err, err_len) == 0 &&
-             write_aggregate(o, out, f, caption, err, err_len) == 0)
-        rc = 1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.folded", o->dir, kp_out_names[out]);
+    if (st == KP_OK)
+        st = kp_folded_save(f, path);
+    if (st == KP_OK) {
+        snprintf(path, sizeof path, "%s/%s.svg", o->dir, kp_out_names[out]);
+        kp_flame_options flame = {out_titles[out], caption, kp_out_units[out], 0};
+        st = kp_flame_svg_save(f, &flame, path);
+    }
+    int saved_errno = errno;
     kp_folded_free(f);
-    return rc;
+    if (st != KP_OK) {
+        snprintf(err, err_len, "cannot write %s: %s", path, kp_status_reason(st, saved_errno));
+        return -1;
+    }
+    return 1;
 }
 
 static int write_text(const char *dir, const char *name, const char *text, char *err,

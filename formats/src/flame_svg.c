@@ -423,3 +423,17 @@ kp_status kp_flame_svg_write(const kp_folded *folded, const kp_flame_options *op
     kp_free(l.boxes);
     return st;
 }
+
+kp_status kp_flame_svg_save(const kp_folded *folded, const kp_flame_options *options,
+                            const char *path)
+{
+    kp_sink *sink;
+    kp_status st = kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink);
+    if (st != KP_OK)
+        return st;
+    st = kp_flame_svg_write(folded, options, sink);
+    if (st == KP_OK)
+        return kp_sink_commit(sink);
+    kp_sink_abort(sink);
+    return st;
+}

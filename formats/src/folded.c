@@ -186,6 +186,19 @@ kp_status kp_folded_write(const kp_folded *f, kp_sink *sink)
     return st;
 }
 
+kp_status kp_folded_save(const kp_folded *f, const char *path)
+{
+    kp_sink *sink;
+    kp_status st = kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink);
+    if (st != KP_OK)
+        return st;
+    st = kp_folded_write(f, sink);
+    if (st == KP_OK)
+        return kp_sink_commit(sink);
+    kp_sink_abort(sink);
+    return st;
+}
+
 kp_status kp_folded_each_by_frame(const kp_folded *f, kp_folded_visit visit, void *ctx)
 {
     line_ref *lines;

@@ -36,4 +36,10 @@ typedef struct {
 kp_status kp_flame_svg_write(const kp_folded *folded, const kp_flame_options *options,
                              kp_sink *sink);
 
+/* The same, to a new plain file at `path`, complete or not at all
+ * (kp_sink_open_file: a temporary name, then rename). Returns what
+ * kp_flame_svg_write returns, or KP_ERR_IO (errno kept). */
+kp_status kp_flame_svg_save(const kp_folded *folded, const kp_flame_options *options,
+                            const char *path);
+
 #endif

@@ -44,6 +44,11 @@ uint64_t kp_folded_total(const kp_folded *folded);
  * is neither committed nor aborted. */
 kp_status kp_folded_write(const kp_folded *folded, kp_sink *sink);
 
+/* Writes `folded` as kp_folded_write does to a new plain file at `path`,
+ * complete or not at all (kp_sink_open_file: a temporary name, then
+ * rename). Returns KP_OK, KP_ERR_NOMEM or KP_ERR_IO (errno kept). */
+kp_status kp_folded_save(const kp_folded *folded, const char *path);
+
 /* Calls `visit` for every stack with a non-zero weight, in frame order:
  * bytewise, except that the ';' between frames sorts before any other byte,
  * so that all the stacks under one run of frames from the root come together

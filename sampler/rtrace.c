@@ -302,7 +302,7 @@ static int pop_to(kp_rtrace *rt, proc *p, const kp_rt_event *ev)
 static void finish(kp_rtrace *rt, uint32_t k)
 {
     trace *t = &rt->traces[k];
-    char stamp[32], base[4200], folded[4300], perf[4300], why[4500] = "";
+    char stamp[32], base[4200], folded[4300], perf[4300], svg[4300], why[4500] = "";
     struct timespec now;
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -311,12 +311,13 @@ static void finish(kp_rtrace *rt, uint32_t k)
     snprintf(base, sizeof base, "%s/%s.%03ldZ-%s", rt->o.dir, stamp, now.tv_nsec / 1000000, t->id);
     snprintf(folded, sizeof folded, "%s.folded", base);
     snprintf(perf, sizeof perf, "%s.perf", base);
+    snprintf(svg, sizeof svg, "%s.svg", base);
     if (mkdir(rt->o.dir, 0700) != 0 && errno != EEXIST)
         snprintf(why, sizeof why, "cannot create %s: %s", rt->o.dir, strerror(errno));
     kp_rt_trace_data d = {.frames = rt->frames, .stacks = t->stacks, .ns = t->ns,
                           .n_ns = t->n_ns, .iv = t->iv, .n_iv = t->n_iv,
                           .start = t->start, .last = t->last, .root = t->root, .cut = t->cut};
-    kp_status st = why[0] ? KP_ERR_IO : kp_rt_write_folded(&d, folded);
+    kp_status st = why[0] ? KP_ERR_IO : kp_rt_write_folded(&d, folded, svg, t->id);
     if (st == KP_OK)
         st = kp_rt_write_perf(&d, perf);
     if (st != KP_OK && !why[0])

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <kp/flame_svg.h>
 #include <kp/folded.h>
 #include <kp/perf_writer.h>
 #include <kp/sink.h>
@@ -104,7 +105,8 @@ kp_status kp_rt_write_perf(kp_rt_trace_data *t, const char *path)
     return st;
 }
 
-kp_status kp_rt_write_folded(const kp_rt_trace_data *t, const char *path)
+kp_status kp_rt_write_folded(const kp_rt_trace_data *t, const char *path, const char *svg_path,
+                             const char *id)
 {
     kp_folded *f = kp_folded_create();
     if (!f)
@@ -121,13 +123,18 @@ kp_status kp_rt_write_folded(const kp_rt_trace_data *t, const char *path)
         int len = snprintf(marker, sizeof marker, "%s;kprof_trace_cut:%s", root, t->cut);
         st = kp_folded_add(f, marker, (size_t)len, 1);
     }
-    kp_sink *sink = NULL;
+    if (st == KP_OK && svg_path) {
+        /* drawn first, so that it is there once the folded file is */
+        char title[200], caption[200], root[KP_PID_TEXT_MAX];
+        kp_pid_text(root, t->root.num, t->root.serial);
+        snprintf(title, sizeof title, "Request trace %.100s", id ? id : "");
+        snprintf(caption, sizeof caption,
+                 "from %s, in microseconds; 'sleep': scheduled out, waiting", root);
+        kp_flame_options flame = {title, caption, "us", 0};
+        st = kp_flame_svg_save(f, &flame, svg_path);
+    }
     if (st == KP_OK)
-        st = kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink);
-    if (st == KP_OK)
-        st = kp_folded_write(f, sink);
-    if (sink)
-        st = st == KP_OK ? kp_sink_commit(sink) : (kp_sink_abort(sink), st);
+        st = kp_folded_save(f, path);
     kp_folded_free(f);
     return st;
 }

@@ -1,6 +1,6 @@
 /* Writing one finished request trace (rtrace.h): the eflame-compatible
- * folded file and the perf-script timeline, each complete or not at all
- * (kp_sink: temporary name, then rename). */
+ * folded file, its flame graph and the perf-script timeline, each complete
+ * or not at all (kp_sink: temporary name, then rename). */
 #ifndef KP_RTRACE_WRITE_H
 #define KP_RTRACE_WRITE_H
 
@@ -30,10 +30,12 @@ typedef struct {
     const char *cut;         /* why the trace was cut, or NULL */
 } kp_rt_trace_data;
 
-/* The folded file: each stack with its microseconds (at least 1, so that no
- * part of the request vanishes), and for a cut trace a last line
- * `<0.N.S>;kprof_trace_cut:REASON 1`. */
-kp_status kp_rt_write_folded(const kp_rt_trace_data *trace, const char *path);
+/* The folded file at `path`: each stack with its microseconds (at least 1,
+ * so that no part of the request vanishes), and for a cut trace a last line
+ * `<0.N.S>;kprof_trace_cut:REASON 1`; and, unless `svg_path` is NULL, first
+ * its flame graph there, headed "Request trace ID". */
+kp_status kp_rt_write_folded(const kp_rt_trace_data *trace, const char *path,
+                             const char *svg_path, const char *id);
 
 /* The perf-script file: every process's stack sampled every tick (10 us, or
  * 1/100,000 of the trace when longer), PERIOD in microseconds; a trace too

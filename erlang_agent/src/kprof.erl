@@ -128,7 +128,8 @@ stats() ->
 %% its result. Tracing is on before `Fun' starts (so even a sub-millisecond
 %% request is traced) and follows the processes it spawns; the kprof program
 %% writes `DIR/TIME-ID.folded' (eflame-compatible: microseconds, `sleep' for
-%% time scheduled out) and `DIR/TIME-ID.perf'. When tracing cannot run (a
+%% time scheduled out), its flame graph `DIR/TIME-ID.svg' and
+%% `DIR/TIME-ID.perf'. When tracing cannot run (a
 %% bound, no kprof program), `Fun' runs untraced. kprof:trace_id/0 gives the
 %% id inside `Fun'.
 -spec trace_request(fun(() -> Result)) -> Result.

@@ -160,6 +160,13 @@ static void a_request_with_a_call_a_sleep_and_a_child(void **state)
     const char *timeline = slurp(perf);
     if (kp_check_perf(timeline, strlen(timeline), why, sizeof why) != 0)
         fail_msg("%s: %s", perf, why);
+    /* and its flame graph: the whole request, in microseconds */
+    char svg[4400];
+    snprintf(svg, sizeof svg, "%.*s.svg", (int)(strlen(f->written[0]) - 7), f->written[0]);
+    const char *drawing = slurp(svg);
+    assert_non_null(strstr(drawing, ">Request trace T1</text>"));
+    assert_non_null(strstr(drawing, "<title>all (2300 us, 100.00%)</title>"));
+    assert_non_null(strstr(drawing, "<title>db:get/1 (1200 us, 52.17%)</title>"));
 }
 
 static void loops_and_returns_below_the_start(void **state)

@@ -257,7 +257,7 @@ static void count_name(const weight_spec *w, const kp_folded *folded, const tota
 }
 
 static int write_output(const char *path, const kp_folded *folded, const weight_spec *w,
-                        const totals *t, char **inputs, int n_inputs)
+                        const totals *t, char **inputs, int n_inputs, const char *from)
 {
     int to_stdout = strcmp(path, "-") == 0;
     int svg = kp_ends_with(path, ".svg");
@@ -274,7 +274,12 @@ static int write_output(const char *path, const kp_folded *folded, const weight_
             snprintf(title, sizeof title, "%.500s%s", base ? base + 1 : inputs[0],
                      n_inputs > 1 ? " and more" : "");
             count_name(w, folded, t, counts, sizeof counts);
-            kp_flame_options fo = {title, NULL, counts, 0};
+            char caption[300];
+            if (w->kind >= WEIGHT_VALUE)
+                snprintf(caption, sizeof caption, "weighted by %s, from %s", counts, from);
+            else
+                snprintf(caption, sizeof caption, "from %s", from);
+            kp_flame_options fo = {title, caption, counts, 0};
             st = kp_flame_svg_write(folded, &fo, sink);
         } else {
             st = kp_folded_write(folded, sink);
@@ -405,24 +410,26 @@ int kp_cmd_convert(int argc, char **argv)
             kp_error("none of the %d inputs holds a sample", argc - optind);
         rc = KP_EXIT_DATA;
     }
+    char from[160];
+    if (t.samples && t.folded_lines)
+        snprintf(from, sizeof from, "%llu sample%s and %llu folded line%s",
+                 (unsigned long long)t.samples, plural(t.samples),
+                 (unsigned long long)t.folded_lines, plural(t.folded_lines));
+    else if (t.samples)
+        snprintf(from, sizeof from, "%llu sample%s", (unsigned long long)t.samples,
+                 plural(t.samples));
+    else
+        snprintf(from, sizeof from, "%llu folded line%s", (unsigned long long)t.folded_lines,
+                 plural(t.folded_lines));
+    size_t used = strlen(from);
+    snprintf(from + used, sizeof from - used, " in %d file%s", argc - optind,
+             plural(argc - optind));
     if (rc == KP_EXIT_OK)
-        rc = write_output(output, folded, &weight, &t, argv + optind, argc - optind);
-    if (rc == KP_EXIT_OK && !quiet) {
-        char from[96];
-        if (t.samples && t.folded_lines)
-            snprintf(from, sizeof from, "%llu sample%s and %llu folded line%s",
-                     (unsigned long long)t.samples, plural(t.samples),
-                     (unsigned long long)t.folded_lines, plural(t.folded_lines));
-        else if (t.samples)
-            snprintf(from, sizeof from, "%llu sample%s", (unsigned long long)t.samples,
-                     plural(t.samples));
-        else
-            snprintf(from, sizeof from, "%llu folded line%s", (unsigned long long)t.folded_lines,
-                     plural(t.folded_lines));
-        fprintf(stderr, "kprof: wrote %s: %zu stack%s from %s in %d file%s\n",
+        rc = write_output(output, folded, &weight, &t, argv + optind, argc - optind, from);
+    if (rc == KP_EXIT_OK && !quiet)
+        fprintf(stderr, "kprof: wrote %s: %zu stack%s from %s\n",
                 strcmp(output, "-") == 0 ? "standard output" : output, kp_folded_lines(folded),
-                plural(kp_folded_lines(folded)), from, argc - optind, plural(argc - optind));
-    }
+                plural(kp_folded_lines(folded)), from);
     kp_folded_free(folded);
     return rc;
 }

@@ -225,7 +225,8 @@ static kp_status append_box(kp_buf *b, const box *f, const layout *l, uint64_t t
     if (st == KP_OK) st = kp_buf_append_u64(b, f->w);
     if (st == KP_OK) st = kp_buf_append_char(b, ' ');
     if (st == KP_OK) st = append_xml(b, countname, strlen(countname), SIZE_MAX);
-    if (st == KP_OK) st = append_fmt_double(b, ", %.2f%%)</title><rect x=\"", 100.0 * (double)f->w / (double)total);
+    double share = 100.0 * (double)f->w / (double)total;
+    if (st == KP_OK) st = append_fmt_double(b, ", %.2f%%)</title><rect x=\"", share);
     if (st == KP_OK) st = append_fmt_double(b, "%.1f\" y=\"", x);
     if (st == KP_OK) st = append_fmt_double(b, "%.0f\" width=\"", y);
     if (st == KP_OK) st = append_fmt_double(b, "%.1f\" height=\"15\" rx=\"2\" fill=\"", w);
@@ -256,7 +257,8 @@ static const char script[] =
     "  width = Number(document.documentElement.getAttribute(\"width\"));\n"
     "  var gs = $(\"frames\").getElementsByTagName(\"g\");\n"
     "  for (var i = 0; i < gs.length; i++) {\n"
-    "    var g = gs[i], f = {g: g, n: g.getAttribute(\"data-n\"), d: Number(g.getAttribute(\"data-d\")),\n"
+    "    var g = gs[i], f = {g: g, n: g.getAttribute(\"data-n\"),\n"
+    "      d: Number(g.getAttribute(\"data-d\")),\n"
     "      x: Number(g.getAttribute(\"data-x\")), w: Number(g.getAttribute(\"data-w\")),\n"
     "      info: g.getElementsByTagName(\"title\")[0].textContent,\n"
     "      rect: g.getElementsByTagName(\"rect\")[0], text: g.getElementsByTagName(\"text\")[0]};\n"
@@ -300,13 +302,17 @@ static const char script[] =
     "  $(\"reset\").classList.toggle(\"h\", !z);\n"
     "}\n"
     "function ask() {\n"
-    "  var q = window.prompt(\"Frames to highlight (a regular expression):\", query ? query.source : \"\");\n"
+    "  var q = window.prompt(\"Frames to highlight (a regular expression):\",\n"
+    "    query ? query.source : \"\");\n"
     "  if (q !== null) find(q === \"\" ? null : q);\n"
     "}\n"
     "function find(q) {\n"
     "  var re = null;\n"
     "  if (q !== null) {\n"
-    "    try { re = new RegExp(q); } catch (err) { $(\"matched\").textContent = \"not a regular expression: \" + q; return; }\n"
+    "    try { re = new RegExp(q); } catch (err) {\n"
+    "      $(\"matched\").textContent = \"not a regular expression: \" + q;\n"
+    "      return;\n"
+    "    }\n"
     "  }\n"
     "  query = re;\n"
     "  var spans = [];\n"
@@ -322,7 +328,8 @@ static const char script[] =
     "    if (s[1] > end) { sum += s[1] - Math.max(s[0], end); end = s[1]; }\n"
     "  });\n"
     "  $(\"search\").textContent = re ? \"Clear search\" : \"Search\";\n"
-    "  $(\"matched\").textContent = re ? \"Matched: \" + (100 * sum / total).toFixed(2) + \"%\" : \" \";\n"
+    "  $(\"matched\").textContent =\n"
+    "    re ? \"Matched: \" + (100 * sum / total).toFixed(2) + \"%\" : \" \";\n"
     "}\n"
     "]]></script>\n";
 
@@ -345,7 +352,8 @@ static kp_status append_header(kp_buf *b, const kp_flame_options *o, unsigned wi
 {
     const char *title = o && o->title && *o->title ? o->title : "Flame graph";
     char tmp[512];
-    kp_status st = kp_buf_append_str(b, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n");
+    kp_status st =
+        kp_buf_append_str(b, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n");
     snprintf(tmp, sizeof tmp,
              "<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%u\" "
              "height=\"%u\" viewBox=\"0 0 %u %u\" onload=\"kpInit()\">\n"

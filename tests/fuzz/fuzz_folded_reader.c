@@ -104,7 +104,8 @@ static void draw_and_check(const kp_folded *folded)
         FUZZ_CHECK(fuzz_out_len == 0);
         return;
     }
-    FUZZ_CHECK(fuzz_out_len > 12 && memcmp(fuzz_out + fuzz_out_len - 12, "</g>\n</svg>\n", 12) == 0);
+    static const char tail[] = "</g>\n</svg>\n";
+    FUZZ_CHECK(fuzz_out_len > 12 && memcmp(fuzz_out + fuzz_out_len - 12, tail, 12) == 0);
     for (size_t i = 0; i < fuzz_out_len;) {
         unsigned char c = (unsigned char)fuzz_out[i];
         FUZZ_CHECK(c >= 0x20 || c == '\n');

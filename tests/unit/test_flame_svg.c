@@ -63,9 +63,10 @@ static char *boxes(const char *svg)
         const char *n_end = strchr(n, '"');
         unsigned long long d, x, w;
         const char *rest = strstr(n_end, "data-d=");
-        assert_int_equal(sscanf(rest, "data-d=\"%llu\" data-x=\"%llu\" data-w=\"%llu\"", &d, &x, &w), 3);
-        len += (size_t)snprintf(out + len, cap - len, "%.*s %llu %llu %llu\n", (int)(n_end - n), n, d,
-                                x, w);
+        assert_int_equal(
+            sscanf(rest, "data-d=\"%llu\" data-x=\"%llu\" data-w=\"%llu\"", &d, &x, &w), 3);
+        len += (size_t)snprintf(out + len, cap - len, "%.*s %llu %llu %llu\n",
+                                (int)(n_end - n), n, d, x, w);
     }
     return out;
 }

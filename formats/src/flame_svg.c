@@ -209,7 +209,6 @@ static kp_status append_box(kp_buf *b, const box *f, const layout *l, uint64_t t
 {
     double x = PAD + (double)f->x * l->px_per_unit, w = (double)f->w * l->px_per_unit;
     double y = TOP + (double)(l->max_depth - f->depth) * FRAME_H;
-    size_t chars = char_count(f->name, f->len);
     long fit = (long)((w - 6) / CHAR_W);
     kp_status st = kp_buf_append_str(b, "<g class=\"f\" data-n=\"");
     if (st == KP_OK) st = append_xml(b, f->name, f->len, SIZE_MAX);
@@ -234,7 +233,7 @@ static kp_status append_box(kp_buf *b, const box *f, const layout *l, uint64_t t
     if (st == KP_OK) st = append_fmt_double(b, "\"/><text x=\"%.1f\" y=\"", x + 3);
     if (st == KP_OK) st = append_fmt_double(b, "%.0f\">", y + 11.5);
     if (st == KP_OK && fit >= 3) {
-        if (chars <= (size_t)fit) {
+        if (char_count(f->name, f->len) <= (size_t)fit) {
             st = append_xml(b, f->name, f->len, SIZE_MAX);
         } else {
             st = append_xml(b, f->name, f->len, (size_t)fit - 2);

@@ -256,11 +256,29 @@ static void count_name(const weight_spec *w, const kp_folded *folded, const tota
         snprintf(out, cap, "%s", kinds[w->kind]);
 }
 
+/* Draws `folded` to `sink`, headed with the first input's name and, below,
+ * what it was drawn `from` (and the weight, if not samples). */
+static kp_status write_flame_graph(kp_sink *sink, const kp_folded *folded, const weight_spec *w,
+                                   const totals *t, char **inputs, int n_inputs,
+                                   const char *from)
+{
+    char title[600], counts[128], caption[300];
+    const char *base = strrchr(inputs[0], '/');
+    snprintf(title, sizeof title, "%.500s%s", base ? base + 1 : inputs[0],
+             n_inputs > 1 ? " and more" : "");
+    count_name(w, folded, t, counts, sizeof counts);
+    if (w->kind >= WEIGHT_VALUE)
+        snprintf(caption, sizeof caption, "weighted by %s, from %s", counts, from);
+    else
+        snprintf(caption, sizeof caption, "from %s", from);
+    kp_flame_options fo = {title, caption, counts, 0};
+    return kp_flame_svg_write(folded, &fo, sink);
+}
+
 static int write_output(const char *path, const kp_folded *folded, const weight_spec *w,
                         const totals *t, char **inputs, int n_inputs, const char *from)
 {
     int to_stdout = strcmp(path, "-") == 0;
-    int svg = kp_ends_with(path, ".svg");
     kp_compression c = kp_ends_with(path, ".gz")    ? KP_COMPRESS_GZIP
                        : kp_ends_with(path, ".zst") ? KP_COMPRESS_ZSTD
                                                     : KP_COMPRESS_NONE;
@@ -268,22 +286,9 @@ static int write_output(const char *path, const kp_folded *folded, const weight_
     kp_status st = to_stdout ? kp_sink_open_fd(STDOUT_FILENO, KP_COMPRESS_NONE, 0, &sink)
                              : kp_sink_open_file(path, c, 0, &sink);
     if (st == KP_OK) {
-        if (svg) {
-            char title[600], counts[128];
-            const char *base = strrchr(inputs[0], '/');
-            snprintf(title, sizeof title, "%.500s%s", base ? base + 1 : inputs[0],
-                     n_inputs > 1 ? " and more" : "");
-            count_name(w, folded, t, counts, sizeof counts);
-            char caption[300];
-            if (w->kind >= WEIGHT_VALUE)
-                snprintf(caption, sizeof caption, "weighted by %s, from %s", counts, from);
-            else
-                snprintf(caption, sizeof caption, "from %s", from);
-            kp_flame_options fo = {title, caption, counts, 0};
-            st = kp_flame_svg_write(folded, &fo, sink);
-        } else {
-            st = kp_folded_write(folded, sink);
-        }
+        st = kp_ends_with(path, ".svg")
+                 ? write_flame_graph(sink, folded, w, t, inputs, n_inputs, from)
+                 : kp_folded_write(folded, sink);
         if (st == KP_OK) {
             st = kp_sink_commit(sink);
         } else {

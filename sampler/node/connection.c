@@ -1,0 +1,256 @@
+#define _GNU_SOURCE
+#include "node/connection.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+static void trim(char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
+        s[--n] = '\0';
+}
+
+int kp_cookie_load(const char *cookie_file, char *cookie, size_t cap, char *err, size_t err_len)
+{
+    const char *env = getenv("KPROF_COOKIE");
+    if (!cookie_file && env && *env) {
+        snprintf(cookie, cap, "%s", env);
+        return 0;
+    }
+    char path[4096];
+    if (cookie_file) {
+        snprintf(path, sizeof path, "%s", cookie_file);
+    } else {
+        const char *home = getenv("HOME");
+        snprintf(path, sizeof path, "%s/.erlang.cookie", home ? home : "");
+    }
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, err_len,
+                 "cannot read the cookie file %s: %s; pass --cookie-file FILE or set KPROF_COOKIE",
+                 path, strerror(errno));
+        return -1;
+    }
+    if (!fgets(cookie, (int)cap, f))
+        cookie[0] = '\0';
+    fclose(f);
+    trim(cookie);
+    if (!cookie[0]) {
+        snprintf(err, err_len, "the cookie file %s is empty", path);
+        return -1;
+    }
+    return 0;
+}
+
+int kp_node_name(const char *given, char *out, size_t cap, char *err, size_t err_len)
+{
+    const char *at = strchr(given, '@');
+    if (!*given || at == given || (at && (!at[1] || strchr(at + 1, '@')))) {
+        snprintf(err, err_len, "invalid node name '%s': use NAME@HOST or NAME", given);
+        return -1;
+    }
+    for (const char *p = given; *p && p != at; p++) {
+        if (!(*p == '_' || *p == '-' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+              (*p >= '0' && *p <= '9'))) {
+            snprintf(err, err_len, "invalid node name '%s': the part before '@' may hold letters, "
+                     "digits, '_' and '-'", given);
+            return -1;
+        }
+    }
+    if (at) {
+        snprintf(out, cap, "%s", given);
+        return 0;
+    }
+    char host[256];
+    if (gethostname(host, sizeof host) != 0) {
+        snprintf(err, err_len, "cannot read this machine's host name: %s", strerror(errno));
+        return -1;
+    }
+    host[sizeof host - 1] = '\0';
+    char *dot = strchr(host, '.');
+    if (dot)
+        *dot = '\0';
+    snprintf(out, cap, "%s@%s", given, host);
+    return 0;
+}
+
+/* 1 if something listens on host:port (connect within timeout), 0 if refused
+ * or unreachable. */
+static int port_open(const struct addrinfo *ai, int port, unsigned timeout_ms)
+{
+    for (; ai; ai = ai->ai_next) {
+        struct sockaddr_storage sa;
+        memcpy(&sa, ai->ai_addr, ai->ai_addrlen);
+        if (sa.ss_family == AF_INET)
+            ((struct sockaddr_in *)&sa)->sin_port = htons((uint16_t)port);
+        else if (sa.ss_family == AF_INET6)
+            ((struct sockaddr_in6 *)&sa)->sin6_port = htons((uint16_t)port);
+        else
+            continue;
+        int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        int ok = 0;
+        if (connect(fd, (struct sockaddr *)&sa, ai->ai_addrlen) == 0) {
+            ok = 1;
+        } else if (errno == EINPROGRESS) {
+            struct pollfd p = {fd, POLLOUT, 0};
+            int soerr = 0;
+            socklen_t len = sizeof soerr;
+            if (poll(&p, 1, (int)timeout_ms) == 1 &&
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0)
+                ok = 1;
+        }
+        close(fd);
+        if (ok)
+            return 1;
+    }
+    return 0;
+}
+
+/* Asks epmd on `ai`'s host whether `alive` is registered (PORT_PLEASE2_REQ).
+ * Returns 1 yes, 0 no, -1 could not ask. */
+static int epmd_knows(const struct addrinfo *ai, const char *alive, unsigned timeout_ms)
+{
+    for (; ai; ai = ai->ai_next) {
+        struct sockaddr_storage sa;
+        memcpy(&sa, ai->ai_addr, ai->ai_addrlen);
+        if (sa.ss_family == AF_INET)
+            ((struct sockaddr_in *)&sa)->sin_port = htons(4369);
+        else if (sa.ss_family == AF_INET6)
+            ((struct sockaddr_in6 *)&sa)->sin6_port = htons(4369);
+        else
+            continue;
+        int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        if (connect(fd, (struct sockaddr *)&sa, ai->ai_addrlen) != 0) {
+            close(fd);
+            continue;
+        }
+        unsigned char req[300];
+        size_t n = strlen(alive);
+        if (n > 255) {
+            close(fd);
+            return -1;
+        }
+        req[0] = (unsigned char)((n + 1) >> 8);
+        req[1] = (unsigned char)(n + 1);
+        req[2] = 122; /* PORT_PLEASE2_REQ */
+        memcpy(req + 3, alive, n);
+        unsigned char resp[2];
+        int known = -1;
+        if (write(fd, req, n + 3) == (ssize_t)(n + 3) && read(fd, resp, 2) == 2 && resp[0] == 119)
+            known = resp[1] == 0;
+        close(fd);
+        return known;
+    }
+    return -1;
+}
+
+int kp_node_connect(kp_node *node, const char *target, const char *cookie, unsigned timeout_ms,
+                    char *err, size_t err_len)
+{
+    memset(node, 0, sizeof *node);
+    node->fd = -1;
+    snprintf(node->target, sizeof node->target, "%s", target);
+    const char *host = strchr(target, '@') + 1;
+
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    int gai = getaddrinfo(host, NULL, &hints, &ai);
+    if (gai != 0) {
+        snprintf(err, err_len, "unknown host '%s' in node name %s: %s", host, target,
+                 gai_strerror(gai));
+        return -1;
+    }
+    int epmd = port_open(ai, 4369, timeout_ms);
+    char alive_name[256];
+    snprintf(alive_name, sizeof alive_name, "%.*s", (int)(strchr(target, '@') - target), target);
+    int known = epmd ? epmd_knows(ai, alive_name, timeout_ms) : -1;
+    freeaddrinfo(ai);
+    if (!epmd) {
+        snprintf(err, err_len,
+                 "epmd is not running on %s (nothing listens on port 4369): is node %s started?",
+                 host, target);
+        return -1;
+    }
+    if (known == 0) {
+        snprintf(err, err_len, "no node named '%s' is registered with epmd on %s; check the "
+                 "name ('epmd -names' lists them)", alive_name, host);
+        return -1;
+    }
+
+    if (ei_init() != 0) {
+        snprintf(err, err_len, "erl_interface failed to initialise");
+        return -1;
+    }
+    /* our name shares the target's host part, so short and long names both
+     * work: "kprof_<pid>@host" */
+    char alive[64], full[600];
+    snprintf(alive, sizeof alive, "kprof_%ld", (long)getpid());
+    snprintf(full, sizeof full, "%s@%s", alive, host);
+    struct in_addr addr;
+    addr.s_addr = htonl(INADDR_LOOPBACK);
+    unsigned creation = (unsigned)time(NULL) + 1u;
+    if (ei_connect_xinit(&node->ec, host, alive, full, (Erl_IpAddr)&addr, cookie,
+                         creation) < 0) {
+        snprintf(err, err_len, "cannot set up the C node %s (host name too long?)", full);
+        return -1;
+    }
+    int fd = ei_connect_tmo(&node->ec, (char *)target, timeout_ms);
+    if (fd < 0) {
+        int e = erl_errno;
+        if (e == ETIMEDOUT)
+            snprintf(err, err_len, "timed out connecting to %s after %u ms; raise "
+                     "--connect-timeout or check the network", target, timeout_ms);
+        else
+            snprintf(err, err_len, "node %s refused the connection: wrong cookie? (pass "
+                     "--cookie-file FILE or set KPROF_COOKIE)", target);
+        return -1;
+    }
+    node->fd = fd;
+    node->self = *ei_self(&node->ec);
+    return 0;
+}
+
+void kp_node_close(kp_node *node)
+{
+    if (node->fd >= 0) {
+        ei_close_connection(node->fd);
+        node->fd = -1;
+    }
+}
+
+int kp_node_rpc(kp_node *node, const char *mod, const char *fun, const ei_x_buff *args,
+                ei_x_buff *reply)
+{
+    return ei_rpc(&node->ec, node->fd, (char *)mod, (char *)fun, args->buff, args->index, reply) <
+                   0
+               ? -1
+               : 0;
+}
+
+const char *kp_term_text(const char *buf, int index, const char *fallback, char *out, size_t cap)
+{
+    char *s = NULL;
+    int i = index;
+    snprintf(out, cap, "%s", ei_s_print_term(&s, buf, &i) >= 0 && s ? s : fallback);
+    free(s);
+    return out;
+}

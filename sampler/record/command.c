@@ -1,0 +1,218 @@
+/* Options of `kprof record` and `kprof dump`. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cli.h"
+#include "commands.h"
+#include "record/run.h"
+#include "common/units.h"
+
+static const char record_usage[] =
+    "Usage: kprof record --node NODE [OPTIONS]\n"
+    "\n"
+    "Samples the busiest processes of a running Erlang node: their stacks and\n"
+    "metrics, many times a second, into perf-script segments (FlameScope,\n"
+    "speedscope), folded stacks weighted by each metric (flamegraph.pl) and\n"
+    "their flame graphs (.svg, for a web browser).\n"
+    "kprof attaches as a hidden node and loads its agent; the node needs no\n"
+    "preparation, and every setting changed in it is undone when kprof stops,\n"
+    "even after kill -9.\n"
+    "\n"
+    "Connection:\n"
+    "  -n, --node NODE          node to profile: name@host, or name (this host);\n"
+    "                           repeat it to record several nodes at once\n"
+    "      --all-nodes          also record every node connected to the first\n"
+    "      --cookie-file FILE   cookie [$KPROF_COOKIE, else ~/.erlang.cookie]\n"
+    "      --connect-timeout T  [5s]\n"
+    "Selection:\n"
+    "  -t, --top N              sample the N busiest processes [100]\n"
+    "      --select-by WHAT     reductions | memory (ranked by change), or\n"
+    "                           message_queue_len | bin_vheap | total_heap_size\n"
+    "                           (ranked by current value) [reductions]\n"
+    "      --reselect T         re-rank processes every T [5s]; every second\n"
+    "                           at first, while fewer than N have run\n"
+    "  -p, --pid PID            sample this process ('<0.123.0>'); repeatable;\n"
+    "                           replaces --top\n"
+    "      --depth N            deepest stack kept, in frames [64]\n"
+    "Rate and length:\n"
+    "  -r, --rate HZ            samples per second per process [10]\n"
+    "  -d, --duration T         stop after T (e.g. 30s, 5m) [until Ctrl-C]\n"
+    "Output:\n"
+    "  -o, --output DIR         [kprof-NODE-UTCTIME]\n"
+    "      --rotate-size SIZE   start a new segment after SIZE (e.g. 64M) [64M]\n"
+    "      --rotate-time T      start a new segment after T of samples [60s]\n"
+    "      --keep N             keep the newest N segments, 0 = all [0]\n"
+    "      --compress C         none | gzip | zstd [gzip]\n"
+    "  -q, --quiet              print errors only\n"
+    "  -h, --help               show this help and exit\n"
+    "\n"
+    "Examples:\n"
+    "  kprof record --node app@host --duration 30s\n"
+    "  kprof record -n app --top 20 --rate 100 --compress zstd -o prof\n"
+    "  kprof record -n app --select-by message_queue_len --top 10\n"
+    "  kprof dump -n app --top 5\n"
+    "\n"
+    "Exit status: 0 success, 1 I/O failure, 2 usage error, 4 node unreachable or lost.\n";
+
+static const char dump_usage[] =
+    "Usage: kprof dump --node NODE [--top N] [--select-by WHAT] [--pid PID]...\n"
+    "\n"
+    "Prints the stacks and metrics of the busiest processes of a node, once.\n"
+    "Options as for kprof record: --node, --cookie-file, --connect-timeout,\n"
+    "--top [10], --select-by, --pid, --depth.\n";
+
+static int run(int argc, char **argv, int dump)
+{
+    enum { OPT_ALL_NODES = 999, OPT_COOKIE = 1000, OPT_CONNECT, OPT_SELECT, OPT_RESELECT, OPT_DEPTH, OPT_RSIZE,
+           OPT_RTIME, OPT_KEEP, OPT_COMPRESS };
+    static const struct option options[] = {
+        {"node", required_argument, NULL, 'n'},
+        {"all-nodes", no_argument, NULL, OPT_ALL_NODES},
+        {"cookie-file", required_argument, NULL, OPT_COOKIE},
+        {"connect-timeout", required_argument, NULL, OPT_CONNECT},
+        {"top", required_argument, NULL, 't'},
+        {"select-by", required_argument, NULL, OPT_SELECT},
+        {"reselect", required_argument, NULL, OPT_RESELECT},
+        {"pid", required_argument, NULL, 'p'},
+        {"depth", required_argument, NULL, OPT_DEPTH},
+        {"rate", required_argument, NULL, 'r'},
+        {"duration", required_argument, NULL, 'd'},
+        {"output", required_argument, NULL, 'o'},
+        {"rotate-size", required_argument, NULL, OPT_RSIZE},
+        {"rotate-time", required_argument, NULL, OPT_RTIME},
+        {"keep", required_argument, NULL, OPT_KEEP},
+        {"compress", required_argument, NULL, OPT_COMPRESS},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    static const char *const select_names[] = {"reductions", "memory", "message_queue_len",
+                                               "bin_vheap", "total_heap_size"};
+    kp_record_options o;
+    memset(&o, 0, sizeof o);
+    o.connect_timeout_ms = 5000;
+    o.top = dump ? 10 : 100;
+    o.select_by = "reductions";
+    o.reselect_us = 5000000;
+    o.rate = 10;
+    o.rotate_bytes = 64u << 20;
+    o.rotate_us = 60000000;
+    o.compression = KP_COMPRESS_GZIP;
+    o.depth = 64;
+    const char *pids[256];
+    const char *nodes[64];
+    uint64_t v;
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":n:t:p:r:d:o:qh", options, NULL)) != -1) {
+        switch (opt) {
+        case 'n':
+            if (o.n_nodes == sizeof nodes / sizeof *nodes)
+                return kp_bad_value("--node", optarg, "at most 64 --node options");
+            nodes[o.n_nodes++] = optarg;
+            break;
+        case OPT_ALL_NODES: o.all_nodes = 1; break;
+        case OPT_COOKIE: o.cookie_file = optarg; break;
+        case OPT_CONNECT:
+            if (kp_parse_connect_timeout(optarg, &o.connect_timeout_ms) != 0)
+                return KP_EXIT_USAGE;
+            break;
+        case 't':
+            if (kp_parse_uint(optarg, 1, 100000, &v) != 0)
+                return kp_bad_value("--top", optarg, "a number of processes from 1 to 100000");
+            o.top = (unsigned)v;
+            break;
+        case OPT_SELECT: {
+            size_t k = 0;
+            while (k < 5 && strcmp(optarg, select_names[k]) != 0)
+                k++;
+            if (k == 5)
+                return kp_bad_value("--select-by", optarg,
+                                 "use reductions, memory, message_queue_len, bin_vheap or "
+                                 "total_heap_size");
+            o.select_by = select_names[k];
+            break;
+        }
+        case OPT_RESELECT:
+            if (kp_parse_duration(optarg, &o.reselect_us) != 0 || o.reselect_us < 100000)
+                return kp_bad_value("--reselect", optarg, "a duration of at least 100ms");
+            break;
+        case 'p':
+            if (o.n_pids == sizeof pids / sizeof *pids)
+                return kp_bad_value("--pid", optarg, "at most 256 --pid options");
+            if (!kp_looks_like_pid(optarg))
+                return kp_bad_value("--pid", optarg, "write it as <0.123.0>");
+            pids[o.n_pids++] = optarg;
+            break;
+        case OPT_DEPTH:
+            if (kp_parse_uint(optarg, 1, 1000, &v) != 0)
+                return kp_bad_value("--depth", optarg, "a number of frames from 1 to 1000");
+            o.depth = (unsigned)v;
+            break;
+        case 'r':
+            if (kp_parse_rate(optarg, 10000, &o.rate) != 0)
+                return kp_bad_value("--rate", optarg, "samples per second, above 0 and up to 10000");
+            break;
+        case 'd':
+            if (kp_parse_duration(optarg, &o.duration_us) != 0)
+                return kp_bad_value("--duration", optarg, "a duration such as 30s, 5m or 1h");
+            break;
+        case 'o': o.output_dir = optarg; break;
+        case OPT_RSIZE:
+            if (kp_parse_size(optarg, &o.rotate_bytes) != 0 || o.rotate_bytes < 4096)
+                return kp_bad_value("--rotate-size", optarg, "a size such as 64M, at least 4K");
+            break;
+        case OPT_RTIME:
+            if (kp_parse_duration(optarg, &o.rotate_us) != 0 || o.rotate_us < 1000000)
+                return kp_bad_value("--rotate-time", optarg, "a duration of at least 1s");
+            break;
+        case OPT_KEEP:
+            if (kp_parse_uint(optarg, 0, 1000000, &v) != 0)
+                return kp_bad_value("--keep", optarg, "a number of segments (0 = all)");
+            o.keep = (unsigned)v;
+            break;
+        case OPT_COMPRESS: {
+            int c = kp_compression_from_name(optarg);
+            if (c < 0)
+                return kp_bad_value("--compress", optarg, "use none, gzip or zstd");
+            o.compression = (kp_compression)c;
+            break;
+        }
+        case 'q': o.quiet = 1; break;
+        case 'h':
+            fputs(dump ? dump_usage : record_usage, stdout);
+            return KP_EXIT_OK;
+        default: return kp_bad_option(dump ? "dump" : "record", opt, argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return kp_unexpected_argument(dump ? "dump" : "record", argv[optind]);
+    if (!o.n_nodes) {
+        kp_error("which node? add --node NAME@HOST");
+        return KP_EXIT_USAGE;
+    }
+    if (dump && (o.n_nodes > 1 || o.all_nodes)) {
+        kp_error("kprof dump takes one --node");
+        return KP_EXIT_USAGE;
+    }
+    if (o.n_pids && (o.n_nodes > 1 || o.all_nodes)) {
+        kp_error("--pid names a process of one node: use it with a single --node");
+        return KP_EXIT_USAGE;
+    }
+    o.nodes = nodes;
+    o.pids = pids;
+    return dump ? kp_dump_run(&o) : kp_record_run(&o);
+}
+
+int kp_cmd_record(int argc, char **argv)
+{
+    return run(argc, argv, 0);
+}
+
+int kp_cmd_dump(int argc, char **argv)
+{
+    return run(argc, argv, 1);
+}

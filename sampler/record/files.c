@@ -1,0 +1,206 @@
+#define _GNU_SOURCE
+#include "record/files.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/cli.h"
+#include "kp/flame_svg.h"
+#include "kp/folded.h"
+#include "kp/perf_writer.h"
+
+const char *const kp_out_names[KP_OUT_COUNT] = {
+    "samples", "reductions", "memory", "message_queue_len", "bin_vheap", "bin_vheap_growth",
+    "bin_vheap_release"};
+const char *const kp_out_units[KP_OUT_COUNT] = {
+    "samples", "reductions", "bytes", "messages", "bytes", "bytes", "bytes"};
+/* The headings of the flame graphs. */
+static const char *const out_titles[KP_OUT_COUNT] = {
+    "Where the processes spend their time (samples)",
+    "Reductions burned since the previous sample",
+    "Process memory held (bytes)",
+    "Messages waiting",
+    "Off-heap binaries referenced (bytes)",
+    "Growth of off-heap binaries since the previous sample (bytes)",
+    "Release of off-heap binaries since the previous sample (bytes)"};
+
+struct kp_outputs {
+    const kp_frames *frames;
+    const kp_stacks *stacks;
+    char dir[4096];
+    kp_perf_writer *perf;
+    kp_segment_writer *segments;
+    kp_buf text;
+    uint64_t *weights[KP_OUT_COUNT]; /* by full stack id */
+    size_t weights_cap;
+    uint64_t samples;
+    kp_status error;
+    int error_errno;
+};
+
+kp_outputs *kp_outputs_open(const kp_segment_config *segments, const kp_frames *frames,
+                            const kp_stacks *stacks)
+{
+    kp_outputs *o = calloc(1, sizeof *o);
+    if (!o)
+        return NULL;
+    o->frames = frames;
+    o->stacks = stacks;
+    snprintf(o->dir, sizeof o->dir, "%s", segments->dir);
+    if (kp_perf_writer_create("beam.smp", "cpu-clock", frames, stacks, &o->perf) != KP_OK ||
+        kp_segment_open(segments, &o->segments) != KP_OK) {
+        kp_perf_writer_free(o->perf);
+        free(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int add_weight(kp_outputs *o, int out, uint32_t stack, int64_t w)
+{
+    if (w <= 0)
+        return 0;
+    if (stack >= o->weights_cap) {
+        size_t cap = o->weights_cap ? o->weights_cap : 1024;
+        while (cap <= stack)
+            cap *= 2;
+        for (int k = 0; k < KP_OUT_COUNT; k++) {
+            uint64_t *a = realloc(o->weights[k], cap * sizeof *a);
+            if (!a)
+                return -1;
+            memset(a + o->weights_cap, 0, (cap - o->weights_cap) * sizeof *a);
+            o->weights[k] = a;
+        }
+        o->weights_cap = cap;
+    }
+    o->weights[out][stack] += (uint64_t)w;
+    return 0;
+}
+
+int kp_outputs_add(kp_outputs *o, uint32_t os_pid, uint64_t time_us, const kp_profile_sample *s)
+{
+    kp_metric metrics[KP_METRIC_COUNT];
+    for (int m = 0; m < KP_METRIC_COUNT; m++) {
+        metrics[m].name = kp_metric_names[m];
+        metrics[m].value = s->value[m];
+        metrics[m].delta = s->delta[m];
+    }
+    kp_perf_record rec = {os_pid, s->num, 0, time_us, 1, metrics, KP_METRIC_COUNT, s->stack};
+    kp_buf_clear(&o->text);
+    if (kp_perf_writer_format(o->perf, &rec, &o->text) != KP_OK)
+        return -1;
+    if (o->error == KP_OK) {
+        kp_status st = kp_segment_write(o->segments, o->text.data, o->text.len, time_us);
+        if (st != KP_OK) {
+            o->error = st;
+            o->error_errno = errno;
+        }
+    }
+    int64_t bin = s->value[KP_METRIC_BIN_VHEAP] + s->value[KP_METRIC_BIN_OLD_VHEAP];
+    int64_t bin_delta = s->delta[KP_METRIC_BIN_VHEAP] + s->delta[KP_METRIC_BIN_OLD_VHEAP];
+    if (add_weight(o, KP_OUT_SAMPLES, s->stack, 1) ||
+        add_weight(o, KP_OUT_REDUCTIONS, s->stack, s->delta[KP_METRIC_REDUCTIONS]) ||
+        add_weight(o, KP_OUT_MEMORY, s->stack, s->value[KP_METRIC_MEMORY]) ||
+        add_weight(o, KP_OUT_QUEUE, s->stack, s->value[KP_METRIC_QUEUE]) ||
+        add_weight(o, KP_OUT_BIN_VHEAP, s->stack, bin) ||
+        add_weight(o, KP_OUT_BIN_GROWTH, s->stack, bin_delta) ||
+        add_weight(o, KP_OUT_BIN_RELEASE, s->stack, -bin_delta))
+        return -1;
+    o->samples++;
+    return 0;
+}
+
+kp_status kp_outputs_error(const kp_outputs *o, int *saved_errno)
+{
+    if (saved_errno)
+        *saved_errno = o->error_errno;
+    return o->error;
+}
+
+uint64_t kp_outputs_samples(const kp_outputs *o)
+{
+    return o->samples;
+}
+
+const kp_segment_stats *kp_outputs_segment_stats(const kp_outputs *o)
+{
+    return kp_segment_stats_get(o->segments);
+}
+
+/* Writes OUT.folded and its flame graph OUT.svg; returns 1 if written, 0 if
+ * they would be empty, -1 on error. */
+static int write_folded(kp_outputs *o, int out, const char *caption, char *err, size_t err_len)
+{
+    size_t used = 0;
+    for (size_t id = 0; id < o->weights_cap; id++)
+        used += o->weights[out][id] != 0;
+    if (!used)
+        return 0;
+    kp_folded *f = kp_folded_create();
+    kp_status st = f ? KP_OK : KP_ERR_NOMEM;
+    for (size_t id = 0; id < o->weights_cap && st == KP_OK; id++)
+        if (o->weights[out][id])
+            st = kp_folded_add_stack(f, o->frames, o->stacks, (uint32_t)id, "beam.smp",
+                                     o->weights[out][id]);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.folded", o->dir, kp_out_names[out]);
+    if (st == KP_OK)
+        st = kp_folded_save(f, path);
+    if (st == KP_OK) {
+        snprintf(path, sizeof path, "%s/%s.svg", o->dir, kp_out_names[out]);
+        kp_flame_options flame = {out_titles[out], caption, kp_out_units[out], 0};
+        st = kp_flame_svg_save(f, &flame, path);
+    }
+    int saved_errno = errno;
+    kp_folded_free(f);
+    if (st != KP_OK) {
+        snprintf(err, err_len, "cannot write %s: %s", path, kp_status_reason(st, saved_errno));
+        return -1;
+    }
+    return 1;
+}
+
+static int write_text(const char *dir, const char *name, const char *text, char *err,
+                      size_t err_len)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    kp_status st = kp_sink_write_file(path, text, strlen(text));
+    if (st != KP_OK) {
+        snprintf(err, err_len, "cannot write %s: %s", path,
+                 kp_status_reason(st, errno));
+        return -1;
+    }
+    return 0;
+}
+
+int kp_outputs_close(kp_outputs *o, const char *readme, const char *caption,
+                     int written[KP_OUT_COUNT], kp_segment_stats *stats, char *err,
+                     size_t err_len)
+{
+    int rc = 0;
+    kp_status st = kp_segment_close(o->segments, stats);
+    if (st != KP_OK && st != KP_ERR_EMPTY && o->error == KP_OK) {
+        snprintf(err, err_len, "cannot complete the last segment in %s: %s", o->dir,
+                 kp_status_reason(st, errno));
+        rc = -1;
+    }
+    for (int out = 0; out < KP_OUT_COUNT; out++) {
+        written[out] = 0;
+        if (rc == 0 && o->samples) {
+            written[out] = write_folded(o, out, caption ? caption : "", err, err_len);
+            if (written[out] < 0)
+                rc = -1;
+        }
+    }
+    if (rc == 0)
+        rc = write_text(o->dir, "README.txt", readme, err, err_len);
+    for (int k = 0; k < KP_OUT_COUNT; k++)
+        free(o->weights[k]);
+    kp_buf_free(&o->text);
+    kp_perf_writer_free(o->perf);
+    free(o);
+    return rc;
+}

@@ -1,0 +1,265 @@
+#define _GNU_SOURCE
+#include "record/processes.h"
+#include "common/pid_text.h"
+#include "common/u64_map.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const kp_metric_names[KP_METRIC_COUNT] = {
+    "reductions", "message_queue_len", "memory", "total_heap_size", "heap_size",
+    "stack_size", "bin_vheap_size", "bin_old_vheap_size", "minor_gcs"};
+
+/* Which metrics the agent sends in words (converted to bytes). */
+static const int in_words[KP_METRIC_COUNT] = {0, 0, 0, 1, 1, 1, 1, 1, 0};
+
+#define NO_FRAME UINT32_MAX
+
+typedef struct {
+    uint32_t pid_frame;
+    uint32_t label_frame;
+    uint32_t code_stack; /* NO_FRAME until a stack arrived */
+    uint32_t status_frame;
+    uint32_t full_stack;  /* cache for (status_frame, code_stack) */
+    int has_previous;
+    int64_t previous[KP_METRIC_COUNT];
+    char status[32];      /* of the previous sample */
+} proc;
+
+struct kp_profile {
+    kp_frames *frames;
+    kp_stacks *stacks;
+    uint32_t node_frame; /* NO_FRAME for a single-node recording */
+    unsigned wordsize;
+    kp_profile_sink sink;
+    void *ctx;
+    uint32_t *mfa_frames; /* agent MFA id -> frame id */
+    size_t mfa_cap;
+    kp_u64_map index;     /* process key -> its place in procs */
+    proc *procs;
+    size_t proc_cap, n_procs;
+    uint32_t *ids;        /* scratch for building stacks */
+    size_t ids_cap;
+    kp_batch_handler handler;
+};
+
+static uint64_t proc_key(uint32_t num, uint32_t serial)
+{
+    return (uint64_t)num << 32 | serial;
+}
+
+/* Processes come and go over a long run: past this many, the table starts
+ * afresh (the next sample of each process then has delta 0, as a first one). */
+#define PROC_LIMIT 200000
+
+static proc *find_proc(kp_profile *p, uint32_t num, uint32_t serial, int create)
+{
+    uint64_t key = proc_key(num, serial);
+    uint32_t at;
+    if (kp_u64_map_get(&p->index, key, &at))
+        return &p->procs[at];
+    if (!create)
+        return NULL;
+    if (p->n_procs >= PROC_LIMIT) {
+        kp_u64_map_clear(&p->index);
+        p->n_procs = 0;
+    }
+    if (p->n_procs == p->proc_cap) {
+        size_t cap = p->proc_cap ? p->proc_cap * 2 : 256;
+        proc *t = realloc(p->procs, cap * sizeof *t);
+        if (!t)
+            return NULL;
+        p->procs = t;
+        p->proc_cap = cap;
+    }
+    proc *n = &p->procs[p->n_procs];
+    memset(n, 0, sizeof *n);
+    n->label_frame = NO_FRAME;
+    n->code_stack = NO_FRAME;
+    n->full_stack = NO_FRAME;
+    n->status_frame = NO_FRAME;
+    char text[KP_PID_TEXT_MAX];
+    int len = kp_pid_text(text, num, serial);
+    if (kp_frames_intern_pseudo(p->frames, text, (size_t)len, "process", &n->pid_frame) != KP_OK ||
+        kp_u64_map_put(&p->index, key, (uint32_t)p->n_procs) != 0)
+        return NULL;
+    p->n_procs++;
+    return n;
+}
+
+static int reserve_ids(kp_profile *p, size_t n)
+{
+    if (n <= p->ids_cap)
+        return 0;
+    uint32_t *ids = realloc(p->ids, n * sizeof *ids);
+    if (!ids)
+        return -1;
+    p->ids = ids;
+    p->ids_cap = n;
+    return 0;
+}
+
+static int on_reset(void *ctx)
+{
+    kp_profile *p = ctx;
+    /* frames stay interned; only the agent's id numbering starts again */
+    for (size_t i = 0; i < p->mfa_cap; i++)
+        p->mfa_frames[i] = NO_FRAME;
+    return 0;
+}
+
+static int on_mfa(void *ctx, uint32_t id, const char *module, const char *function,
+                  unsigned arity)
+{
+    kp_profile *p = ctx;
+    if (id >= 10000000)
+        return -1; /* the agent bounds its dictionary far below this */
+    if (id >= p->mfa_cap) {
+        size_t cap = p->mfa_cap ? p->mfa_cap : 1024;
+        while (cap <= id)
+            cap *= 2;
+        uint32_t *m = realloc(p->mfa_frames, cap * sizeof *m);
+        if (!m)
+            return -1;
+        for (size_t i = p->mfa_cap; i < cap; i++)
+            m[i] = NO_FRAME;
+        p->mfa_frames = m;
+        p->mfa_cap = cap;
+    }
+    kp_mfa mfa = {module, strlen(module), function, strlen(function), arity, 0};
+    return kp_frames_intern_mfa(p->frames, &mfa, &p->mfa_frames[id]) == KP_OK ? 0 : -1;
+}
+
+static int on_label(void *ctx, uint32_t num, uint32_t serial, int registered, const char *text,
+                    size_t len)
+{
+    kp_profile *p = ctx;
+    proc *pr = find_proc(p, num, serial, 1);
+    if (!pr)
+        return -1;
+    pr->full_stack = NO_FRAME;
+    return kp_frames_intern_pseudo(p->frames, text, len, registered ? "registered" : "initial",
+                                   &pr->label_frame) == KP_OK
+               ? 0
+               : -1;
+}
+
+static int on_sample(void *ctx, const kp_raw_sample *s)
+{
+    kp_profile *p = ctx;
+    proc *pr = find_proc(p, s->num, s->serial, 1);
+    if (!pr)
+        return -1;
+    if (s->unchanged) {
+        if (!pr->has_previous || pr->full_stack == NO_FRAME)
+            return 0; /* forgotten here (the table is bounded): skip this tick */
+        kp_profile_sample out = {.num = s->num, .serial = s->serial, .status = pr->status,
+                                 .stack = pr->full_stack};
+        memcpy(out.value, pr->previous, sizeof out.value);
+        memset(out.delta, 0, sizeof out.delta);
+        return p->sink(p->ctx, &out);
+    }
+    snprintf(pr->status, sizeof pr->status, "%s", s->status);
+    uint32_t status;
+    if (kp_frames_intern_pseudo(p->frames, s->status, strlen(s->status), "status", &status) !=
+        KP_OK)
+        return -1;
+    if (!s->same) {
+        if (reserve_ids(p, s->depth + 4) != 0)
+            return -1;
+        size_t n = 0;
+        for (size_t d = s->depth; d-- > 0;) {
+            uint32_t mfa = s->frames[2 * d];
+            if (mfa >= p->mfa_cap || p->mfa_frames[mfa] == NO_FRAME)
+                return -1; /* the agent defines every id before using it */
+            p->ids[n++] = p->mfa_frames[mfa];
+        }
+        uint32_t code;
+        if (kp_stacks_intern(p->stacks, p->ids, n, &code) != KP_OK)
+            return -1;
+        if (code != pr->code_stack)
+            pr->full_stack = NO_FRAME;
+        pr->code_stack = code;
+    }
+    if (status != pr->status_frame || pr->full_stack == NO_FRAME) {
+        size_t n = 0, code_len = 0;
+        const uint32_t *code = NULL;
+        if (pr->code_stack != NO_FRAME)
+            code = kp_stacks_get(p->stacks, pr->code_stack, &code_len);
+        if (reserve_ids(p, code_len + 4) != 0)
+            return -1;
+        /* kp_stacks_get's pointer dies at the next intern: copy first */
+        if (p->node_frame != NO_FRAME)
+            p->ids[n++] = p->node_frame;
+        p->ids[n++] = status;
+        p->ids[n++] = pr->pid_frame;
+        if (pr->label_frame != NO_FRAME)
+            p->ids[n++] = pr->label_frame;
+        if (code_len)
+            memcpy(p->ids + n, code, code_len * sizeof *code);
+        n += code_len;
+        if (kp_stacks_intern(p->stacks, p->ids, n, &pr->full_stack) != KP_OK)
+            return -1;
+        pr->status_frame = status;
+    }
+    kp_profile_sample out;
+    out.num = s->num;
+    out.serial = s->serial;
+    out.status = s->status;
+    out.stack = pr->full_stack;
+    for (int m = 0; m < KP_METRIC_COUNT; m++) {
+        int64_t v = s->metrics[m] * (in_words[m] ? (int64_t)p->wordsize : 1);
+        out.value[m] = v;
+        out.delta[m] = pr->has_previous ? v - pr->previous[m] : 0;
+        pr->previous[m] = v;
+    }
+    pr->has_previous = 1;
+    return p->sink(p->ctx, &out);
+}
+
+kp_profile *kp_profile_create(kp_frames *frames, kp_stacks *stacks, unsigned wordsize,
+                              const char *node, kp_profile_sink sink, void *ctx)
+{
+    kp_profile *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->frames = frames;
+    p->stacks = stacks;
+    p->node_frame = NO_FRAME;
+    if (node &&
+        kp_frames_intern_pseudo(frames, node, strlen(node), "node", &p->node_frame) != KP_OK) {
+        free(p);
+        return NULL;
+    }
+    p->wordsize = wordsize ? wordsize : 8;
+    p->sink = sink;
+    p->ctx = ctx;
+    p->handler.ctx = p;
+    p->handler.on_reset = on_reset;
+    p->handler.on_mfa = on_mfa;
+    p->handler.on_label = on_label;
+    p->handler.on_sample = on_sample;
+    return p;
+}
+
+void kp_profile_free(kp_profile *p)
+{
+    if (!p)
+        return;
+    free(p->mfa_frames);
+    kp_u64_map_free(&p->index);
+    free(p->procs);
+    free(p->ids);
+    free(p);
+}
+
+const kp_batch_handler *kp_profile_handler(kp_profile *p)
+{
+    return &p->handler;
+}
+
+size_t kp_profile_processes(const kp_profile *p)
+{
+    return p->n_procs;
+}

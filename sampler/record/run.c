@@ -1,0 +1,602 @@
+/* The sampling loop: rounds of ticks that each agent takes on its own clock
+ * (with jitter), one request in flight per node, a deadline on every wait,
+ * lateness reported instead of assumed away. Samples go to perf-script
+ * segments as they arrive and into per-metric folded aggregates written at
+ * the end (outputs.c). */
+#define _GNU_SOURCE
+#include "record/run.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "node/agent.h"
+#include "common/cli.h"
+#include "node/connection.h"
+#include "record/files.h"
+#include "record/processes.h"
+#include "common/clock.h"
+#include "common/signals.h"
+
+#define MAX_NODES 64
+
+/* One attached node. */
+typedef struct {
+    char target[512];
+    kp_node node;
+    kp_agent agent;
+    kp_profile *profile;
+    kp_outputs *outputs; /* shared */
+    uint64_t time_us;    /* of the tick being decoded, on our clock */
+    int64_t offset_us;   /* our clock minus the node's */
+    int attached;
+} session;
+
+/* A round of ticks lasts about this long: the agents keep the schedule, and
+ * kprof wakes once a round instead of once a tick. */
+#define ROUND_US 200000u
+
+/* Asks every node for the next round of up to `per_round` ticks (fewer when
+ * `wanted`, if not 0, would be passed), due from `*next_round` on our clock,
+ * which moves past the round. The rounds of all nodes cover the same span of
+ * time, so that merging their ticks keeps a file in time order. Returns the
+ * ticks asked for (0: none left), with `*lost_node` set when a request could
+ * not be sent. */
+static unsigned send_round(session *s, size_t n, unsigned per_round, uint64_t wanted,
+                           uint64_t interval, uint64_t *next_round, uint64_t *requested,
+                           uint64_t *skipped, const char **lost_node)
+{
+    if (wanted && *requested >= wanted)
+        return 0;
+    uint64_t now = kp_now_us();
+    if (now > *next_round + interval) {
+        /* kprof itself fell behind (a slow disk, a descheduled process):
+         * the ticks that passed are late, not made up for in a burst */
+        uint64_t behind = (now - *next_round) / interval;
+        if (wanted && behind > wanted - *requested)
+            behind = wanted - *requested;
+        *skipped += behind;
+        *requested += behind;
+        *next_round += behind * interval;
+    }
+    unsigned round = per_round;
+    if (wanted && wanted - *requested < round) /* 0 when kprof skipped to the end */
+        round = (unsigned)(wanted - *requested);
+    if (!round)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (kp_agent_request(&s[i].agent, round, interval,
+                             (int64_t)*next_round - s[i].offset_us) != 0) {
+            *lost_node = s[i].target;
+            return 0;
+        }
+    }
+    *next_round += (uint64_t)round * interval;
+    *requested += round;
+    return round;
+}
+
+/* The latest ticks' latencies in the node (how late each started plus its
+ * run time), for the median and 99th percentile. */
+#define LATENCY_RING 4096
+typedef struct {
+    uint32_t us[LATENCY_RING];
+    size_t n;
+} latencies;
+
+static void latency_add(latencies *l, uint64_t us)
+{
+    l->us[l->n++ % LATENCY_RING] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
+static int compare_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The q-quantile (0..1) of the recorded latencies, in milliseconds. */
+static double latency_quantile(latencies *l, double q)
+{
+    size_t n = l->n < LATENCY_RING ? l->n : LATENCY_RING;
+    if (!n)
+        return 0;
+    qsort(l->us, n, sizeof *l->us, compare_u32);
+    return l->us[(size_t)(q * (double)(n - 1))] / 1e3;
+}
+
+/* Writes the ticks of the latest round of every node, oldest first on our
+ * clock, so that files stay in time order. Returns 0, or -1 with the error
+ * printed when a reply cannot be decoded. */
+static int write_ticks(session *s, size_t n, latencies *lat)
+{
+    for (;;) {
+        session *next = NULL;
+        int64_t next_time = 0, t;
+        for (size_t i = 0; i < n; i++) {
+            if (kp_agent_tick_time(&s[i].agent, &t) &&
+                (t += s[i].offset_us, !next || t < next_time)) {
+                next = &s[i];
+                next_time = t;
+            }
+        }
+        if (!next)
+            return 0;
+        next->time_us = next_time > 0 ? (uint64_t)next_time : 0;
+        if (kp_agent_next_tick(&next->agent, kp_profile_handler(next->profile)) != 0) {
+            kp_error("malformed reply from the agent on %s; please report this", next->target);
+            return -1;
+        }
+        latency_add(lat, next->agent.tick_delay_us + next->agent.tick_busy_us);
+    }
+}
+
+static int on_profile_sample(void *ctx, const kp_profile_sample *s)
+{
+    session *se = ctx;
+    return kp_outputs_add(se->outputs, (uint32_t)se->agent.os_pid, se->time_us, s);
+}
+
+/* "kprof recording of app@host: top 100 processes by reductions, 10 samples/s
+ * per process": the README's first line, and the flame graphs' second. */
+static void caption_text(char *text, size_t cap, const kp_record_options *o, const char *targets)
+{
+    snprintf(text, cap, "kprof recording of %s: top %u processes by %s, %.6g samples/s per process",
+             targets, o->n_pids ? (unsigned)o->n_pids : o->top,
+             o->n_pids ? "--pid" : o->select_by, o->rate);
+}
+
+static void readme_text(char *text, size_t cap, const kp_record_options *o, const char *caption)
+{
+    snprintf(
+        text, cap,
+        "%s.\n"
+        "\n"
+        "samples-NNNNNN.perf%s  perf-script segments, one sample per process per tick.\n"
+        "    FlameScope: point it at this directory (it lists the segments).\n"
+        "    speedscope: open a segment (one timeline per Erlang process).\n"
+        "    Each header carries metric_NAME: VALUE, DELTA fields (reductions,\n"
+        "    message_queue_len, memory, total_heap_size, heap_size, stack_size,\n"
+        "    bin_vheap_size, bin_old_vheap_size in bytes, minor_gcs) that the\n"
+        "    flame_prof FlameScope fork draws as heat maps. Stacks end (at the root)\n"
+        "    with the process status, the pid and its registered name or initial call\n"
+        "    (and the node name, when several nodes were recorded).\n"
+        "%s"
+        "\n"
+        "Folded stacks for flamegraph.pl (FlameGraph) or speedscope:\n"
+        "  samples.folded            sample counts: where processes spend their time\n"
+        "  reductions.folded         reductions burned since the previous sample\n"
+        "  memory.folded             process memory held (bytes)\n"
+        "  message_queue_len.folded  messages waiting\n"
+        "  bin_vheap.folded          off-heap binaries referenced (bytes)\n"
+        "  bin_vheap_growth.folded   growth of those binaries since the previous sample\n"
+        "  bin_vheap_release.folded  their release since the previous sample\n"
+        "(a file is left out when all its weights are zero)\n"
+        "A sample's reductions are those burned since that process's previous\n"
+        "sample, put on the stack it has now: a process that ran in between and\n"
+        "waits again shows that work under its waiting stack. The code caught\n"
+        "burning them is under the running and runnable roots.\n"
+        "\n"
+        "Flame graphs: each folded file has one beside it, drawn by kprof\n"
+        "(samples.svg, reductions.svg, ...). Open them in a web browser: the\n"
+        "mouse shows a frame's weight, a click zooms in, Escape zooms out, Ctrl-F\n"
+        "highlights the frames matching a regular expression. In samples.svg a\n"
+        "click on 'running' shows the code that was on a CPU. Or draw them with\n"
+        "FlameGraph:\n"
+        "  flamegraph.pl --hash --countname=samples samples.folded > fg-samples.svg\n"
+        "  flamegraph.pl --hash --countname=bytes memory.folded > fg-memory.svg\n"
+        "\n"
+        "Re-fold the segments with another weight, or draw them:\n"
+        "  kprof convert samples-*.perf* -o heap.folded --weight total_heap_size\n"
+        "  kprof convert samples-*.perf* -o heap.svg --weight total_heap_size\n",
+        caption, kp_compression_suffix(o->compression),
+        o->compression == KP_COMPRESS_ZSTD
+            ? "    zstd segments are a compact archive no viewer reads: unpack them with\n"
+              "    'zstd -d' or fold them with 'kprof convert'.\n"
+            : "");
+}
+
+/* Creates the output directory; `*created` tells whether it is new, so that
+ * a run that fails before writing anything can remove it again. */
+static int make_output_dir(const kp_record_options *o, const char *target, char *dir, size_t cap,
+                           int *created, char *err, size_t err_len)
+{
+    if (o->output_dir) {
+        snprintf(dir, cap, "%s", o->output_dir);
+    } else {
+        time_t t = time(NULL);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+        snprintf(dir, cap, "kprof-%s-%s", target, stamp);
+    }
+    *created = mkdir(dir, 0755) == 0;
+    if (!*created && errno != EEXIST) {
+        snprintf(err, err_len, "cannot create the output directory %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (access(dir, W_OK) != 0) {
+        snprintf(err, err_len, "cannot write to the output directory %s: %s", dir,
+                 strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The names of the nodes connected to `first` (visible ones), for
+ * --all-nodes. Returns how many were added to `names`. */
+static size_t connected_nodes(kp_node *first, char names[][512], size_t cap)
+{
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_empty_list(&args);
+    size_t n = 0;
+    if (kp_node_rpc(first, "erlang", "nodes", &args, &reply) == 0) {
+        int i = 0, len;
+        if (ei_decode_list_header(reply.buff, &i, &len) == 0) {
+            for (int k = 0; k < len && n < cap; k++) {
+                char atom[MAXATOMLEN_UTF8];
+                if (ei_decode_atom_as(reply.buff, &i, atom, sizeof atom, ERLANG_UTF8, NULL,
+                                      NULL) < 0)
+                    break;
+                snprintf(names[n++], 512, "%.511s", atom);
+            }
+        }
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return n;
+}
+
+/* Opens the segments and folded aggregates in `dir` and gives every session
+ * its profile, writing to them. Returns NULL when out of memory. */
+static kp_outputs *open_outputs(const kp_record_options *o, const char *dir,
+                                const char *targets, kp_frames *frames, kp_stacks *stacks,
+                                session *s, size_t n)
+{
+    char header[5000], err[256];
+    snprintf(header, sizeof header,
+             "# kprof sampling of %.4000s\n# clock: CLOCK_MONOTONIC microseconds; %llu = %ld "
+             "seconds since the epoch (UTC)\n",
+             targets, (unsigned long long)kp_now_us(), (long)time(NULL));
+    kp_segment_config sc = {dir, "samples", "perf", o->compression, 0, o->rotate_bytes,
+                            o->rotate_us, o->keep, header};
+    kp_outputs *out = kp_outputs_open(&sc, frames, stacks);
+    for (size_t i = 0; i < n && out; i++) {
+        s[i].outputs = out;
+        s[i].profile = kp_profile_create(frames, stacks, s[i].agent.wordsize,
+                                         n > 1 ? s[i].target : NULL, on_profile_sample, &s[i]);
+        if (!s[i].profile) {
+            kp_outputs_close(out, "", NULL, (int[KP_OUT_COUNT]){0}, NULL, err, sizeof err);
+            out = NULL;
+        }
+    }
+    return out;
+}
+
+/* Ticks taken (or, with `late`, skipped) per node, averaged over the nodes. */
+static double node_average(const session *s, size_t n, int late)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += late ? s[i].agent.missed : s[i].agent.ticks;
+    return n ? (double)sum / (double)n : 0.0;
+}
+
+/* What a run did, for its summary. */
+typedef struct {
+    double secs, ticks, late; /* ticks taken and late, averaged over the nodes */
+    size_t processes;
+    uint64_t agent_ticks, queried, reused, busy_us; /* summed over the nodes */
+} run_totals;
+
+static run_totals totals_of(const session *s, size_t n, uint64_t elapsed_us, uint64_t skipped)
+{
+    run_totals t = {(double)elapsed_us / 1e6, node_average(s, n, 0),
+                    node_average(s, n, 1) + (double)skipped, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        t.processes += kp_profile_processes(s[i].profile);
+        t.agent_ticks += s[i].agent.ticks;
+        t.queried += s[i].agent.stacks_queried;
+        t.reused += s[i].agent.stacks_reused;
+        t.busy_us += s[i].agent.busy_us;
+    }
+    return t;
+}
+
+static void print_summary(const kp_record_options *o, const char *dir, const run_totals *t,
+                          uint64_t samples, const kp_segment_stats *st,
+                          const int written[KP_OUT_COUNT], latencies *lat)
+{
+    fprintf(stderr,
+            "kprof: %llu samples of %zu processes in %.1f s (%.1f ticks/s of %.6g "
+            "requested, %.0f late)\n",
+            (unsigned long long)samples, t->processes, t->secs,
+            t->secs > 0 ? t->ticks / t->secs : 0.0, o->rate, t->late);
+    if (t->ticks > 0)
+        fprintf(stderr,
+                "kprof: tick latency in the node: median %.2f ms, 99th percentile %.2f ms\n",
+                latency_quantile(lat, 0.5), latency_quantile(lat, 0.99));
+    if (t->agent_ticks)
+        fprintf(stderr, "kprof: in the node: %.0f%% of stacks reused, %llu queried; the agent "
+                "spent %.2f ms per tick\n",
+                t->queried + t->reused
+                    ? 100.0 * (double)t->reused / (double)(t->queried + t->reused)
+                    : 0.0,
+                (unsigned long long)t->queried,
+                (double)t->busy_us / 1e3 / (double)t->agent_ticks);
+    if (samples < 2)
+        fprintf(stderr, "kprof: too few samples for a profile; is the node idle? try "
+                        "--select-by or a longer --duration\n");
+    fprintf(stderr, "kprof: wrote %llu segment%s, the folded files and their flame graphs to %s/ "
+            "(see README.txt there)\n",
+            (unsigned long long)st->segments, st->segments == 1 ? "" : "s", dir);
+    int any = 0;
+    for (int k = 0; k < KP_OUT_COUNT; k++)
+        if (written[k] > 0) {
+            fprintf(stderr, "  %s/%s.folded  (%s)\n", dir, kp_out_names[k], kp_out_units[k]);
+            any = 1;
+        }
+    if (any)
+        fprintf(stderr, "  %s/*.svg  (their flame graphs: open one in a web browser)\n", dir);
+}
+
+static void status_line(const kp_outputs *out, uint64_t elapsed_us, double rate,
+                        const session *s, size_t n, uint64_t skipped)
+{
+    double secs = (double)elapsed_us / 1e6;
+    uint64_t samples = kp_outputs_samples(out);
+    fprintf(stderr,
+            "\r%.1fs  %llu samples (%.0f/s)  ticks %.1f/s of %.6g  late %.0f  written %.1f MB   ",
+            secs, (unsigned long long)samples, secs > 0 ? (double)samples / secs : 0.0,
+            secs > 0 ? node_average(s, n, 0) / secs : 0.0, rate,
+            node_average(s, n, 1) + (double)skipped,
+            (double)kp_outputs_segment_stats(out)->bytes / 1e6);
+    fflush(stderr);
+}
+
+static void detach_all(session *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (s[i].attached)
+            kp_agent_detach(&s[i].agent);
+        kp_node_close(&s[i].node);
+        kp_profile_free(s[i].profile);
+        s[i].profile = NULL;
+        s[i].attached = 0;
+    }
+}
+
+/* Connects and attaches to the `n` nodes in `names` (completed names; with
+ * --all-nodes, room for MAX_NODES); returns how many sessions, or 0 with the
+ * error printed. */
+static size_t attach_all(const kp_record_options *o, const char *cookie, session *s,
+                         char names[][512], size_t n, uint64_t interval)
+{
+    char err[2048];
+    kp_agent_options ao = {o->top, o->select_by, (unsigned)(o->reselect_us / 1000), o->pids,
+                           o->n_pids, o->depth,
+                           (unsigned)(interval / 50 > 10000 ? interval / 50 : 10000)};
+    for (size_t i = 0; i < n; i++) {
+        session *se = &s[i];
+        snprintf(se->target, sizeof se->target, "%s", names[i]);
+        if (kp_node_connect(&se->node, se->target, cookie, o->connect_timeout_ms, err,
+                            sizeof err) != 0) {
+            kp_error("%s", err);
+            detach_all(s, i + 1);
+            return 0;
+        }
+        if (o->all_nodes && i == 0 && n == 1) {
+            n += connected_nodes(&se->node, names + 1, MAX_NODES - 1);
+        }
+        if (kp_agent_attach(&se->agent, &se->node, &ao, err, sizeof err) != 0) {
+            kp_error("%s", err);
+            detach_all(s, i + 1);
+            return 0;
+        }
+        se->attached = 1;
+        if (kp_agent_clock_offset(&se->agent, &se->offset_us, err, sizeof err) != 0) {
+            kp_error("%s", err);
+            detach_all(s, i + 1);
+            return 0;
+        }
+    }
+    return n;
+}
+
+int kp_record_run(const kp_record_options *o)
+{
+    char err[8192], cookie[512], dir[4096];
+    /* every name is checked before anything is created or connected */
+    static char names[MAX_NODES][512];
+    size_t n_names = 0;
+    for (size_t i = 0; i < o->n_nodes && n_names < MAX_NODES; i++, n_names++) {
+        if (kp_node_name(o->nodes[i], names[i], sizeof names[i], err, sizeof err) != 0) {
+            kp_error("%s", err);
+            return KP_EXIT_USAGE;
+        }
+    }
+    const char *first = names[0];
+    if (kp_cookie_load(o->cookie_file, cookie, sizeof cookie, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        return KP_EXIT_USAGE;
+    }
+    int created;
+    if (make_output_dir(o, first, dir, sizeof dir, &created, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        return KP_EXIT_FAILURE;
+    }
+    uint64_t interval = (uint64_t)(1e6 / o->rate);
+    static session sessions[MAX_NODES];
+    memset(sessions, 0, sizeof sessions);
+    size_t n = attach_all(o, cookie, sessions, names, n_names, interval);
+    memset(cookie, 0, sizeof cookie);
+    if (n == 0) {
+        if (created)
+            rmdir(dir);
+        return KP_EXIT_NODE;
+    }
+
+    char targets[4096] = "";
+    for (size_t i = 0; i < n; i++)
+        snprintf(targets + strlen(targets), sizeof targets - strlen(targets), "%s%.60s",
+                 i ? ", " : "", sessions[i].target);
+    kp_frames *frames = kp_frames_create(0);
+    kp_stacks *stacks = kp_stacks_create();
+    kp_outputs *out = frames && stacks ? open_outputs(o, dir, targets, frames, stacks, sessions, n)
+                                       : NULL;
+    if (!out) {
+        kp_error("out of memory");
+        detach_all(sessions, n);
+        kp_frames_free(frames);
+        kp_stacks_free(stacks);
+        return KP_EXIT_FAILURE;
+    }
+
+    kp_stop_on_signals();
+
+    int tty = isatty(STDERR_FILENO) && !o->quiet;
+    if (!o->quiet) {
+        fprintf(stderr, "kprof: sampling the top %u processes of %s by %s, %.6g times a second",
+                o->n_pids ? (unsigned)o->n_pids : o->top, targets,
+                o->n_pids ? "--pid" : o->select_by, o->rate);
+        if (o->duration_us)
+            fprintf(stderr, " for %.1f s", (double)o->duration_us / 1e6);
+        fprintf(stderr, "; Ctrl-C stops and writes the files to %s/\n", dir);
+    }
+
+    /* the agent ranks processes by their activity since it started: give
+     * that first window time to see every busy process switched out */
+    struct timespec window = {0, 250 * 1000 * 1000};
+    nanosleep(&window, NULL);
+
+    int rc = KP_EXIT_OK;
+    /* ticks per round: a round lasts about ROUND_US (at least one tick) */
+    unsigned per_round = interval >= ROUND_US ? 1u : (unsigned)(ROUND_US / interval);
+    uint64_t wanted = o->duration_us ? (o->duration_us + interval - 1) / interval : 0;
+    uint64_t start = kp_now_us(), last_status = start, slow_since = 0;
+    /* the schedule on our clock: when the next round's first tick is due */
+    uint64_t next_round = start, requested = 0;
+    int warned = 0;
+    const char *lost = NULL, *lost_node = NULL;
+    static latencies lat;
+    uint64_t skipped = 0; /* ticks kprof was too late to ask for */
+    unsigned in_flight = send_round(sessions, n, per_round, wanted, interval, &next_round,
+                                    &requested, &skipped, &lost_node);
+    if (lost_node)
+        lost = "sending a request";
+    while (in_flight && !lost && rc == KP_EXIT_OK) {
+        double missed_before = node_average(sessions, n, 1);
+        for (size_t i = 0; i < n && !lost && rc == KP_EXIT_OK; i++) {
+            session *se = &sessions[i];
+            uint64_t wait_start = kp_now_us();
+            for (;;) {
+                int res = kp_agent_receive(&se->agent, 200);
+                if (res == 1)
+                    break;
+                if (res == -1) {
+                    lost = "waiting for samples";
+                } else if (res == -2) {
+                    kp_error("malformed reply from the agent on %s; please report this",
+                             se->target);
+                    rc = KP_EXIT_FAILURE;
+                } else if (kp_now_us() - wait_start > (uint64_t)in_flight * interval + 10000000u) {
+                    lost = "waiting for samples (no answer for 10 s)";
+                } else if (kp_stop_requested() && kp_now_us() - wait_start > 1000000u) {
+                    break;
+                } else {
+                    continue;
+                }
+                lost_node = se->target;
+                break;
+            }
+        }
+        if (lost || rc != KP_EXIT_OK)
+            break;
+        /* the next round goes out before this one is written: the agents
+         * sample while kprof formats */
+        uint64_t skipped_before = skipped;
+        in_flight = kp_stop_requested() ? 0
+                                        : send_round(sessions, n, per_round, wanted, interval,
+                                                     &next_round, &requested, &skipped,
+                                                     &lost_node);
+        if (lost_node) {
+            lost = "sending a request";
+            break;
+        }
+        if (write_ticks(sessions, n, &lat) != 0) {
+            rc = KP_EXIT_FAILURE;
+            break;
+        }
+        if (kp_outputs_error(out, NULL) != KP_OK)
+            break;
+        uint64_t done = kp_now_us();
+        if (node_average(sessions, n, 1) > missed_before || skipped > skipped_before) {
+            if (!slow_since)
+                slow_since = done;
+        } else {
+            slow_since = 0;
+        }
+        if (slow_since && done - slow_since > 3000000u && !warned && !o->quiet) {
+            fprintf(stderr, "%skprof: warning: sampling falls behind: a tick takes %.1f ms in "
+                    "the node, the interval is %.1f ms; lower --rate or --top\n",
+                    tty ? "\n" : "", (double)sessions[0].agent.tick_busy_us / 1e3,
+                    (double)interval / 1e3);
+            warned = 1;
+        }
+        if (tty && done - last_status >= 500000u) {
+            status_line(out, done - start, o->rate, sessions, n, skipped);
+            last_status = done;
+        }
+    }
+    if (o->duration_us && !lost && rc == KP_EXIT_OK) {
+        /* the last tick's interval is part of the recording: a run of
+         * --duration lasts that long, at any rate */
+        while (!kp_stop_requested() && kp_now_us() - start < o->duration_us) {
+            uint64_t left = o->duration_us - (kp_now_us() - start);
+            struct timespec nap = {(time_t)(left / 1000000u), (long)(left % 1000000u) * 1000};
+            nanosleep(&nap, NULL);
+        }
+    }
+    uint64_t elapsed = kp_now_us() - start;
+    if (tty)
+        fputc('\n', stderr);
+    run_totals totals = totals_of(sessions, n, elapsed, skipped);
+    detach_all(sessions, n);
+
+    if (lost) {
+        kp_error("lost the connection to %s while %s (the node stopped or the network failed); "
+                 "the files written so far are complete",
+                 lost_node, lost);
+        rc = KP_EXIT_NODE;
+    }
+    int write_errno;
+    kp_status write_error = kp_outputs_error(out, &write_errno);
+    if (write_error != KP_OK) {
+        kp_error("cannot write to %s: %s; the segments already written are complete", dir,
+                 kp_status_reason(write_error, write_errno));
+        rc = KP_EXIT_FAILURE;
+    }
+    uint64_t samples = kp_outputs_samples(out);
+    char readme[8192];
+    char caption[4200];
+    caption_text(caption, sizeof caption, o, targets);
+    readme_text(readme, sizeof readme, o, caption);
+    int written[KP_OUT_COUNT];
+    kp_segment_stats st;
+    if (kp_outputs_close(out, readme, caption, written, &st, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        rc = KP_EXIT_FAILURE;
+    }
+    if (!o->quiet)
+        print_summary(o, dir, &totals, samples, &st, written, &lat);
+    kp_frames_free(frames);
+    kp_stacks_free(stacks);
+    return rc;
+}

@@ -1,0 +1,447 @@
+#define _GNU_SOURCE
+#include "tiers/run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "node/agent.h"
+#include "common/cli.h"
+#include "node/connection.h"
+#include "common/clock.h"
+#include "common/signals.h"
+#include "tiers/events.h"
+#include "tiers/match.h"
+#include "tiers/setup.h"
+#include "node/trace_port.h"
+
+#define MAX_TIER_FILE (1u << 20)
+
+
+typedef struct {
+    const kp_tiers_options *o;
+    kp_node node;
+    kp_tiers_config cfg;
+    kp_tier_stats *stats;
+    kp_tier_match *match;
+    kp_tier_decoder dec;
+    kp_trace_stream stream;
+    int jsonl_fd, calls_fd; /* -1 when not written */
+    char jsonl_path[4200], calls_path[4200], table_path[4200];
+    /* clock: node monotonic time = local monotonic - offset (an upper bound
+     * of the lag by at most the smallest one-way delay seen) */
+    int64_t offset;
+    long clock_seq;
+    int paused;
+    int64_t paused_at, resume_at;
+    uint64_t dropped, pauses, paused_ns, rearms;
+    uint64_t interval_ms, max_lag_ns, cooldown_ns;
+    int lost; /* the node connection is gone */
+} session;
+
+static int read_file(const char *path, char **text, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    char *buf = malloc(MAX_TIER_FILE + 1);
+    size_t n = buf ? fread(buf, 1, MAX_TIER_FILE + 1, f) : 0;
+    int bad = !buf || ferror(f) || n > MAX_TIER_FILE;
+    fclose(f);
+    if (bad) {
+        free(buf);
+        errno = buf ? EFBIG : ENOMEM;
+        return -1;
+    }
+    *text = buf;
+    *len = n;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* output */
+
+static void write_all(int fd, const char *data, size_t len, const char *path)
+{
+    while (fd >= 0 && len) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            kp_warn("cannot write %s: %s; going on without it", path, strerror(errno));
+            return;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+}
+
+static void on_tree(void *ctx, const char *text, size_t len)
+{
+    session *s = ctx;
+    fwrite(text, 1, len, stderr); /* asked for with print_calls or a slow threshold */
+    write_all(s->calls_fd, text, len, s->calls_path);
+}
+
+static void set_counters(session *s, int64_t now)
+{
+    kp_tier_match_counters mc = kp_tier_match_counts(s->match);
+    uint64_t paused = s->paused_ns + (s->paused ? (uint64_t)(now - s->paused_at) : 0);
+    kp_tier_counters c = {.requests = mc.requests, .events = mc.events,
+                          .dropped_events = s->dropped,
+                          .unattributed_events = mc.unattributed + mc.late,
+                          .cut_requests = mc.cut, .pauses = s->pauses,
+                          .paused_ms = paused / 1000000, .rearms = s->rearms,
+                          .paused = s->paused};
+    kp_tier_stats_set_counters(s->stats, &c);
+}
+
+static void iso_now(char *out, size_t cap)
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(out, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, cap - n, ".%03ldZ", ts.tv_nsec / 1000000);
+}
+
+/* One report: the interval's JSON line, the live table, the node's copy.
+ * The since-start line and table are made once: the node gets them every
+ * time, the final report also writes and prints them. */
+static void report(session *s, uint64_t interval_ms, int final)
+{
+    char when[64];
+    kp_buf json = {0}, table = {0}, since = {0}, total = {0};
+    kp_tier_match_flush(s->match, final);
+    set_counters(s, kp_now_ns());
+    iso_now(when, sizeof when);
+    kp_tier_stats_json(s->stats, KP_TIER_INTERVAL, when, s->node.target, interval_ms, &json);
+    if (final || !s->lost) {
+        kp_tier_stats_json(s->stats, KP_TIER_SINCE_START, when, s->node.target, interval_ms,
+                           &since);
+        kp_tier_stats_table(s->stats, KP_TIER_SINCE_START, s->o->stat, &total);
+    }
+    if (!final)
+        kp_tier_stats_table(s->stats, KP_TIER_INTERVAL, s->o->stat, &table);
+    const kp_buf *shown = final ? &total : &table;
+    write_all(s->jsonl_fd, json.data, json.len, s->jsonl_path);
+    if (final)
+        write_all(s->jsonl_fd, since.data, since.len, s->jsonl_path);
+    if (!s->o->quiet || final) {
+        printf("%s\n%.*s\n", when, (int)shown->len, shown->data ? shown->data : "");
+        fflush(stdout);
+    }
+    if (!s->lost)
+        kp_tiers_send_report(&s->node, total.data ? total.data : "", total.len,
+                             since.data ? since.data : "", since.len ? since.len - 1 : 0);
+    if (final && s->table_path[0]) {
+        int fd = open(s->table_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        write_all(fd, total.data, total.len, s->table_path);
+        if (fd >= 0)
+            close(fd);
+    }
+    kp_tier_stats_end_interval(s->stats);
+    kp_buf_free(&json);
+    kp_buf_free(&table);
+    kp_buf_free(&since);
+    kp_buf_free(&total);
+}
+
+/* ------------------------------------------------------------------ */
+/* overload */
+
+static void pause_tracing(session *s, const char *why)
+{
+    if (s->paused)
+        return;
+    int64_t now = kp_now_ns();
+    s->paused = 1;
+    s->paused_at = now;
+    s->resume_at = now + (int64_t)s->cooldown_ns;
+    s->pauses++;
+    kp_tiers_send_atom(&s->node, "pause");
+    kp_tier_match_cut(s->match);
+    kp_warn("tracing paused for %llu ms: %s", (unsigned long long)(s->cooldown_ns / 1000000),
+            why);
+}
+
+static void maybe_resume(session *s, int64_t now)
+{
+    if (!s->paused || now < s->resume_at)
+        return;
+    s->paused = 0;
+    s->paused_ns += (uint64_t)(now - s->paused_at);
+    kp_tiers_send_atom(&s->node, "resume");
+}
+
+/* ------------------------------------------------------------------ */
+/* the trace stream */
+
+typedef struct {
+    session *s;
+    int64_t oldest; /* time of the first event read in this round, or 0 */
+} read_round;
+
+static int on_event(void *ctx, const char *term, size_t len)
+{
+    read_round *r = ctx;
+    session *s = r->s;
+    kp_tier_event ev;
+    int rc = kp_tier_decode(&s->dec, term, len, &ev);
+    if (rc < 0)
+        return -1;
+    if (rc == 1) {
+        if (!r->oldest)
+            r->oldest = ev.ts_ns;
+        if (!s->paused)
+            kp_tier_match_event(s->match, &ev);
+    }
+    return 0;
+}
+
+static void on_drop(void *ctx, uint32_t count)
+{
+    read_round *r = ctx;
+    char why[96];
+    r->s->dropped += count;
+    snprintf(why, sizeof why, "the node's trace port dropped %u events", count);
+    pause_tracing(r->s, why);
+}
+
+/* Returns 1 while the stream is open, 0 at its end, -1 on error. */
+static int read_stream(session *s)
+{
+    read_round r = {.s = s};
+    kp_trace_stream_handler h = {.ctx = &r, .on_event = on_event, .on_drop = on_drop};
+    int rc = kp_trace_stream_read(&s->stream, &h);
+    /* the age of the oldest event read now: events that waited longer than
+     * max_lag to be read mean the collector lags, even if it has caught up
+     * within this call; a quiet stream (nothing read) is not a late one */
+    if (rc == 1 && !s->paused && r.oldest) {
+        int64_t lag = (kp_now_ns() - s->offset) - r.oldest;
+        if (lag > (int64_t)s->max_lag_ns) {
+            char why[128];
+            snprintf(why, sizeof why, "events arrive %lld ms after they happened (max lag %llu ms)",
+                     (long long)(lag / 1000000), (unsigned long long)(s->max_lag_ns / 1000000));
+            pause_tracing(s, why);
+        }
+    }
+    kp_tier_match_flush(s->match, 0);
+    return rc;
+}
+
+/* Messages from the node: clock replies; ticks are answered by ei. */
+static void read_node(session *s)
+{
+    erlang_msg msg;
+    ei_x_buff x;
+    ei_x_new(&x);
+    int rc = ei_xreceive_msg_tmo(s->node.fd, &msg, &x, 10);
+    if (rc == ERL_ERROR && erl_errno != ETIMEDOUT && erl_errno != EAGAIN) {
+        s->lost = 1;
+    } else if (rc == ERL_MSG && (msg.msgtype == ERL_SEND || msg.msgtype == ERL_REG_SEND)) {
+        int i = 0, version, arity;
+        char tag[MAXATOMLEN];
+        long seq;
+        long long remote;
+        unsigned long rearms;
+        if (ei_decode_version(x.buff, &i, &version) == 0 &&
+            ei_decode_tuple_header(x.buff, &i, &arity) == 0 && arity == 4 &&
+            ei_decode_atom(x.buff, &i, tag) == 0 && strcmp(tag, "kprof_tiers_clock") == 0 &&
+            ei_decode_long(x.buff, &i, &seq) == 0 && ei_decode_longlong(x.buff, &i, &remote) == 0 &&
+            ei_decode_ulong(x.buff, &i, &rearms) == 0) {
+            int64_t offset = kp_now_ns() - remote;
+            if (offset < s->offset)
+                s->offset = offset;
+            s->rearms = rearms;
+        }
+    }
+    ei_x_free(&x);
+}
+
+static int open_outputs(session *s, char *err, size_t err_len)
+{
+    const char *dir = s->o->output_dir;
+    s->jsonl_fd = s->calls_fd = -1;
+    const char *stats_file = s->cfg.stats_file[0] ? s->cfg.stats_file : NULL;
+    if (dir) {
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+            snprintf(err, err_len, "cannot create output directory %s: %s", dir, strerror(errno));
+            return -1;
+        }
+        snprintf(s->jsonl_path, sizeof s->jsonl_path, "%s/tiers.jsonl", dir);
+        snprintf(s->table_path, sizeof s->table_path, "%s/tiers.txt", dir);
+        snprintf(s->calls_path, sizeof s->calls_path, "%s/calls.log", dir);
+    }
+    if (stats_file) /* {stats_dumper, {file, Path}} */
+        snprintf(s->jsonl_path, sizeof s->jsonl_path, "%s", stats_file);
+    if (s->jsonl_path[0]) {
+        s->jsonl_fd = open(s->jsonl_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+        if (s->jsonl_fd < 0) {
+            snprintf(err, err_len, "cannot create %.1000s: %s", s->jsonl_path, strerror(errno));
+            return -1;
+        }
+    }
+    if (dir && (s->cfg.print_calls || s->cfg.slow_us)) {
+        s->calls_fd = open(s->calls_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+        if (s->calls_fd < 0) {
+            snprintf(err, err_len, "cannot create %.1000s: %s", s->calls_path, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+
+static int setup(session *s, char *err, size_t err_len)
+{
+    const kp_tiers_options *o = s->o;
+    char target[512], cookie[512], *text = NULL;
+    size_t text_len = 0;
+    if (kp_node_name(o->node, target, sizeof target, err, err_len) != 0)
+        return KP_EXIT_USAGE;
+    if (!o->session && read_file(o->tiers_file, &text, &text_len) != 0) {
+        snprintf(err, err_len, "cannot read the tier file %s: %s", o->tiers_file, strerror(errno));
+        return KP_EXIT_USAGE;
+    }
+    if (kp_cookie_load(o->cookie_file, cookie, sizeof cookie, err, err_len) != 0 ||
+        kp_node_connect(&s->node, target, cookie, o->connect_timeout_ms, err, err_len) != 0) {
+        free(text);
+        return KP_EXIT_NODE;
+    }
+    /* a session runs the node's own kprof application: loading other code
+     * over it would purge the session process */
+    kp_agent agent;
+    if (!o->session && kp_agent_load(&agent, &s->node, err, err_len) != 0) {
+        free(text);
+        return KP_EXIT_NODE;
+    }
+    char why[2048];
+    int rc = kp_tiers_start(&s->node, text, text_len, o->queue_size, &s->cfg, why, sizeof why);
+    free(text);
+    if (rc == KP_TIERS_START_BAD_CONFIG) {
+        snprintf(err, err_len, "%s: %s", o->session ? "kprof:start_trace/1" : o->tiers_file, why);
+        return KP_EXIT_DATA;
+    }
+    if (rc != KP_TIERS_START_OK) {
+        snprintf(err, err_len, "%s: %s", target, why);
+        return KP_EXIT_NODE;
+    }
+    s->offset = kp_now_ns() - s->cfg.node_time_ns;
+    s->interval_ms = o->report_interval_us ? o->report_interval_us / 1000 : s->cfg.report_interval_ms;
+    s->max_lag_ns = (o->max_lag_us ? o->max_lag_us / 1000 : s->cfg.max_lag_ms) * 1000000;
+    s->cooldown_ns = (o->cooldown_us ? o->cooldown_us / 1000 : s->cfg.cooldown_ms) * 1000000;
+    if (o->print_calls)
+        s->cfg.print_calls = 1;
+    if (o->slow_us)
+        s->cfg.slow_us = o->slow_us;
+
+    s->dec = (kp_tier_decoder){.mfas = s->cfg.mfas, .n = s->cfg.n_fns};
+    s->stats = kp_tier_stats_create((const char *const *)s->cfg.tier_names, s->cfg.n_tiers,
+                                    s->cfg.max_identities);
+    kp_tier_match_limits lim = kp_tier_match_default_limits();
+    s->match = s->stats ? kp_tier_match_create(s->stats, s->cfg.fns, s->cfg.n_fns, &lim) : NULL;
+    if (!s->match) {
+        snprintf(err, err_len, "out of memory");
+        return KP_EXIT_FAILURE;
+    }
+    kp_tier_match_trees(s->match, s->cfg.print_calls, s->cfg.slow_us, on_tree, s);
+    if (open_outputs(s, err, err_len) != 0)
+        return KP_EXIT_FAILURE;
+    return kp_trace_stream_connect(&s->stream, target, s->cfg.port, err, err_len) != 0
+               ? KP_EXIT_NODE
+               : KP_EXIT_OK;
+}
+
+static void teardown(session *s)
+{
+    if (s->node.fd >= 0 && !s->lost)
+        kp_tiers_send_atom(&s->node, "stop");
+    kp_trace_stream_close(&s->stream);
+    if (s->jsonl_fd >= 0)
+        close(s->jsonl_fd);
+    if (s->calls_fd >= 0)
+        close(s->calls_fd);
+    kp_tier_match_free(s->match);
+    kp_tier_stats_free(s->stats);
+    kp_tiers_config_free(&s->cfg);
+    kp_node_close(&s->node);
+}
+
+int kp_tiers_run(const kp_tiers_options *o)
+{
+    session s = {.o = o, .stream = {.fd = -1}, .jsonl_fd = -1, .calls_fd = -1};
+    s.node.fd = -1;
+    char err[4096];
+    kp_stop_on_signals();
+
+    int code = setup(&s, err, sizeof err);
+    if (code != KP_EXIT_OK) {
+        kp_error("%s", err);
+        teardown(&s);
+        return code;
+    }
+    if (!o->quiet)
+        fprintf(stderr, "kprof: tracing %zu tiers on %s; a table every %llu ms%s\n",
+                s.cfg.n_tiers, s.node.target, (unsigned long long)s.interval_ms,
+                o->duration_us ? "" : "; Ctrl-C to stop");
+    int64_t start = kp_now_ns(), next_report = start + (int64_t)s.interval_ms * 1000000;
+    int64_t deadline = o->duration_us ? start + (int64_t)o->duration_us * 1000 : INT64_MAX;
+    int64_t last_report = start;
+    const char *ended = NULL;
+    while (!kp_stop_requested() && !ended) {
+        int64_t now = kp_now_ns();
+        if (now >= deadline)
+            break;
+        maybe_resume(&s, now);
+        if (now >= next_report) {
+            report(&s, (uint64_t)(now - last_report) / 1000000, 0);
+            kp_tiers_send_clock(&s.node, ++s.clock_seq);
+            last_report = now;
+            next_report += (int64_t)s.interval_ms * 1000000;
+            if (next_report <= now)
+                next_report = now + (int64_t)s.interval_ms * 1000000;
+        }
+        int64_t wake = next_report < deadline ? next_report : deadline;
+        int timeout = (int)((wake - now) / 1000000) + 1;
+        if (timeout > 100)
+            timeout = 100;
+        struct pollfd fds[2] = {{.fd = s.stream.fd, .events = POLLIN}, {.fd = s.node.fd, .events = POLLIN}};
+        if (poll(fds, 2, timeout) < 0 && errno != EINTR)
+            break;
+        if (fds[1].revents)
+            read_node(&s);
+        if (s.lost)
+            ended = "lost";
+        else if (fds[0].revents) {
+            int rc = read_stream(&s);
+            if (rc == 0)
+                ended = "stopped";
+            else if (rc < 0)
+                ended = "broken";
+        }
+    }
+    if (ended && strcmp(ended, "lost") == 0)
+        kp_error("lost the connection to %s; the totals so far follow%s%s", s.node.target,
+                 s.jsonl_path[0] ? " and are in " : "", s.jsonl_path);
+    else if (ended && strcmp(ended, "stopped") == 0)
+        fprintf(stderr, "kprof: tier tracing was stopped on %s\n", s.node.target);
+    else if (ended)
+        kp_error("the trace stream from %s is malformed; stopping", s.node.target);
+    report(&s, (uint64_t)(kp_now_ns() - last_report) / 1000000, 1);
+    if (!o->quiet && s.jsonl_path[0])
+        fprintf(stderr, "kprof: wrote %s%s%s\n", s.jsonl_path, s.table_path[0] ? " and " : "",
+                s.table_path);
+    teardown(&s);
+    if (ended && strcmp(ended, "lost") == 0)
+        return KP_EXIT_NODE;
+    return ended && strcmp(ended, "broken") == 0 ? KP_EXIT_DATA : KP_EXIT_OK;
+}

@@ -1,0 +1,504 @@
+#define _GNU_SOURCE
+#include "trace/collect.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <kp/intern.h>
+
+#include "common/pid_text.h"
+#include "trace/files.h"
+#include "common/u64_map.h"
+
+#define MAX_TRACES 1024
+
+enum { RUNNING, OUT, GC };
+
+
+typedef struct {
+    char id[64];
+    int used;
+    int untimed;               /* adopted: the start is the first timed event */
+    erlang_pid root;
+    int64_t start, last;
+    uint64_t events, max_events, max_duration_ns;
+    const char *cut;
+    kp_stacks *stacks;
+    uint64_t *ns;              /* per stack id */
+    size_t n_ns;
+    kp_rt_interval *iv;
+    size_t n_iv, cap_iv;
+    erlang_pid *pids;          /* every process of the trace, root first */
+    size_t n_pids, cap_pids;
+} trace;
+
+typedef struct {
+    uint32_t trace;
+    int state;
+    int timed;                 /* `last` holds a time (an adopted call starts without) */
+    int64_t last;
+    uint32_t *frames;          /* [0] is the process's pseudo-frame */
+    size_t depth;
+} proc;
+
+struct kp_rtrace {
+    kp_rtrace_options o;
+    kp_rtrace_handler h;
+    kp_frames *frames;
+    uint32_t sleep_frame, gc_frame;
+    trace traces[MAX_TRACES];
+    kp_u64_map procs;           /* packed pid -> index into ps */
+    proc *ps;                   /* slots; free ones are listed in `free` */
+    size_t n_ps, cap_ps;
+    uint32_t *free;
+    size_t n_free;
+    uint64_t written;
+    /* kp_rtrace_adopt */
+    int adopting;
+    kp_rt_event adopt_fn;
+    uint64_t adopted, max_adopted;
+};
+
+static uint64_t pack(const erlang_pid *p)
+{
+    return ((uint64_t)p->num << 32) | p->serial;
+}
+
+kp_rtrace *kp_rtrace_create(const kp_rtrace_options *o, const kp_rtrace_handler *h)
+{
+    kp_rtrace *rt = calloc(1, sizeof *rt);
+    if (!rt)
+        return NULL;
+    rt->o = *o;
+    rt->h = *h;
+    if (!rt->o.max_depth || rt->o.max_depth > 1000)
+        rt->o.max_depth = 512; /* account() builds stacks on the C stack */
+    rt->frames = kp_frames_create(0);
+    if (!rt->frames || kp_frames_intern_pseudo(rt->frames, "sleep", 5, "state", &rt->sleep_frame) ||
+        kp_frames_intern_pseudo(rt->frames, "garbage_collection", 18, "state", &rt->gc_frame)) {
+        kp_rtrace_free(rt);
+        return NULL;
+    }
+    return rt;
+}
+
+static void free_trace(trace *t)
+{
+    kp_stacks_free(t->stacks);
+    free(t->ns);
+    free(t->iv);
+    free(t->pids);
+    memset(t, 0, sizeof *t);
+}
+
+void kp_rtrace_free(kp_rtrace *rt)
+{
+    if (!rt)
+        return;
+    for (size_t k = 0; k < MAX_TRACES; k++)
+        free_trace(&rt->traces[k]);
+    for (size_t k = 0; k < rt->n_ps; k++)
+        free(rt->ps[k].frames);
+    free(rt->ps);
+    free(rt->free);
+    kp_u64_map_free(&rt->procs);
+    kp_frames_free(rt->frames);
+    free(rt);
+}
+
+uint64_t kp_rtrace_written(const kp_rtrace *rt)
+{
+    return rt->written;
+}
+
+size_t kp_rtrace_running(const kp_rtrace *rt)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < MAX_TRACES; k++)
+        n += rt->traces[k].used;
+    return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* processes */
+
+static proc *proc_of(kp_rtrace *rt, const erlang_pid *pid)
+{
+    uint32_t k;
+    return kp_u64_map_get(&rt->procs, pack(pid), &k) ? &rt->ps[k] : NULL;
+}
+
+static proc *add_proc(kp_rtrace *rt, uint32_t t, const erlang_pid *pid, int64_t ts, int state)
+{
+    size_t slot;
+    if (rt->n_free) {
+        slot = rt->free[--rt->n_free];
+    } else {
+        if (rt->n_ps == rt->cap_ps) {
+            size_t cap = rt->cap_ps ? rt->cap_ps * 2 : 64;
+            proc *ps = realloc(rt->ps, cap * sizeof *ps);
+            uint32_t *fr = realloc(rt->free, cap * sizeof *fr);
+            if (ps)
+                rt->ps = ps;
+            if (fr)
+                rt->free = fr;
+            if (!ps || !fr)
+                return NULL;
+            rt->cap_ps = cap;
+        }
+        slot = rt->n_ps++;
+        rt->ps[slot].frames = NULL;
+    }
+    proc *p = &rt->ps[slot];
+    char text[KP_PID_TEXT_MAX];
+    int n = kp_pid_text(text, pid->num, pid->serial);
+    if (!p->frames)
+        p->frames = malloc(rt->o.max_depth * sizeof(uint32_t));
+    if (!p->frames || kp_frames_intern_pseudo(rt->frames, text, (size_t)n, "process", &p->frames[0]) ||
+        kp_u64_map_put(&rt->procs, pack(pid), (uint32_t)slot) != 0) {
+        rt->free[rt->n_free++] = (uint32_t)slot;
+        return NULL;
+    }
+    p->trace = t;
+    p->state = state;
+    p->last = ts;
+    p->timed = !rt->traces[t].untimed;
+    p->depth = 1;
+    trace *tr = &rt->traces[t];
+    if (tr->n_pids == tr->cap_pids) {
+        size_t cap = tr->cap_pids ? tr->cap_pids * 2 : 8;
+        erlang_pid *pids = realloc(tr->pids, cap * sizeof *pids);
+        if (pids) {
+            tr->pids = pids;
+            tr->cap_pids = cap;
+        }
+    }
+    if (tr->n_pids < tr->cap_pids)
+        tr->pids[tr->n_pids++] = *pid;
+    return p;
+}
+
+/* The slot is kept (with its frame array) for the next process. */
+static void remove_proc(kp_rtrace *rt, const erlang_pid *pid)
+{
+    uint32_t k;
+    if (!kp_u64_map_get(&rt->procs, pack(pid), &k))
+        return;
+    kp_u64_map_del(&rt->procs, pack(pid));
+    rt->free[rt->n_free++] = k;
+}
+
+/* ------------------------------------------------------------------ */
+/* time attribution */
+
+static int account(kp_rtrace *rt, proc *p, int64_t ts)
+{
+    trace *t = &rt->traces[p->trace];
+    if (!p->timed) { /* an adopted call: its first timed event */
+        p->last = ts;
+        p->timed = 1;
+        if (t->untimed) {
+            t->start = t->last = ts;
+            t->untimed = 0;
+        }
+    }
+    int64_t dt = ts - p->last;
+    p->last = ts;
+    if (dt <= 0 || t->cut)
+        return 0;
+    uint32_t ids[1024];
+    size_t n = p->depth;
+    memcpy(ids, p->frames, n * sizeof *ids);
+    if (p->state == OUT)
+        ids[n++] = rt->sleep_frame;
+    else if (p->state == GC)
+        ids[n++] = rt->gc_frame;
+    uint32_t stack;
+    if (kp_stacks_intern(t->stacks, ids, n, &stack) != KP_OK)
+        return -1;
+    if (stack >= t->n_ns) {
+        size_t cap = t->n_ns ? t->n_ns * 2 : 64;
+        while (cap <= stack)
+            cap *= 2;
+        uint64_t *ns = realloc(t->ns, cap * sizeof *ns);
+        if (!ns)
+            return -1;
+        memset(ns + t->n_ns, 0, (cap - t->n_ns) * sizeof *ns);
+        t->ns = ns;
+        t->n_ns = cap;
+    }
+    t->ns[stack] += (uint64_t)dt;
+    if (t->n_iv == t->cap_iv) {
+        size_t cap = t->cap_iv ? t->cap_iv * 2 : 256;
+        kp_rt_interval *iv = realloc(t->iv, cap * sizeof *iv);
+        if (!iv)
+            return -1;
+        t->iv = iv;
+        t->cap_iv = cap;
+    }
+    t->iv[t->n_iv++] = (kp_rt_interval){stack, p->frames[0], p->last - dt, dt};
+    return 0;
+}
+
+/* kprof's own tracing machinery (trace_request, the marks, the server
+ * calls) is left out of the stacks: the trace starts at the request's code. */
+static int machinery(const kp_rt_event *ev)
+{
+    return strcmp(ev->module, "kprof") == 0 || strncmp(ev->module, "kprof_rtrace", 12) == 0;
+}
+
+static int frame_of(kp_rtrace *rt, const kp_rt_event *ev, uint32_t *id)
+{
+    kp_mfa mfa = {.module = ev->module, .module_len = strlen(ev->module),
+                  .function = ev->function, .function_len = strlen(ev->function),
+                  .arity = ev->arity};
+    return kp_frames_intern_mfa(rt->frames, &mfa, id) == KP_OK ? 0 : -1;
+}
+
+static int push(kp_rtrace *rt, proc *p, const kp_rt_event *ev)
+{
+    uint32_t id;
+    if (machinery(ev))
+        return 0;
+    if (frame_of(rt, ev, &id) != 0)
+        return -1;
+    /* A function already on the stack is entered again: taken as a tail
+     * call back to it (a server loop: loop -> handle_msg -> loop ...), which
+     * no return_to would ever pop. Real recursion is folded the same way,
+     * as current_stacktrace shows it. */
+    for (size_t at = p->depth; at > 1; at--)
+        if (p->frames[at - 1] == id) {
+            p->depth = at;
+            return 0;
+        }
+    if (p->depth < rt->o.max_depth)
+        p->frames[p->depth++] = id;
+    return 0;
+}
+
+static int pop_to(kp_rtrace *rt, proc *p, const kp_rt_event *ev)
+{
+    uint32_t id;
+    if (!ev->module[0] || machinery(ev))
+        return 0;
+    if (frame_of(rt, ev, &id) != 0)
+        return -1;
+    size_t at = p->depth;
+    while (at > 1 && p->frames[at - 1] != id)
+        at--;
+    if (at > 1) {
+        p->depth = at;
+    } else { /* returned below where the trace began: restart the stack there */
+        p->frames[1] = id;
+        p->depth = 2;
+    }
+    return 0;
+}
+
+static void finish(kp_rtrace *rt, uint32_t k)
+{
+    trace *t = &rt->traces[k];
+    char stamp[32], base[4200], folded[4300], perf[4300], svg[4300], why[4500] = "";
+    struct timespec now;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", &tm);
+    snprintf(base, sizeof base, "%s/%s.%03ldZ-%s", rt->o.dir, stamp, now.tv_nsec / 1000000, t->id);
+    snprintf(folded, sizeof folded, "%s.folded", base);
+    snprintf(perf, sizeof perf, "%s.perf", base);
+    snprintf(svg, sizeof svg, "%s.svg", base);
+    if (mkdir(rt->o.dir, 0700) != 0 && errno != EEXIST)
+        snprintf(why, sizeof why, "cannot create %s: %s", rt->o.dir, strerror(errno));
+    kp_rt_trace_data d = {.frames = rt->frames, .stacks = t->stacks, .ns = t->ns,
+                          .n_ns = t->n_ns, .iv = t->iv, .n_iv = t->n_iv,
+                          .start = t->start, .last = t->last, .root = t->root, .cut = t->cut};
+    kp_status st = why[0] ? KP_ERR_IO : kp_rt_write_folded(&d, folded, svg, t->id);
+    if (st == KP_OK)
+        st = kp_rt_write_perf(&d, perf);
+    if (st != KP_OK && !why[0])
+        snprintf(why, sizeof why, "writing %s: %s", folded, st == KP_ERR_IO ? strerror(errno)
+                                                                           : kp_strerror(st));
+    if (st == KP_OK)
+        rt->written++;
+    if (rt->h.on_done)
+        rt->h.on_done(rt->h.ctx, t->id, t->pids, t->n_pids, st == KP_OK ? folded : NULL, why);
+    for (size_t p = 0; p < t->n_pids; p++)
+        remove_proc(rt, &t->pids[p]);
+    free_trace(t);
+}
+
+/* ------------------------------------------------------------------ */
+
+static int open_trace(kp_rtrace *rt, const char *id, const erlang_pid *pid, int64_t ts,
+                      uint64_t max_events, uint64_t max_duration_ms, int untimed)
+{
+    int k = 0;
+    while (k < MAX_TRACES && rt->traces[k].used)
+        k++;
+    if (k == MAX_TRACES || proc_of(rt, pid))
+        return -1;
+    trace *t = &rt->traces[k];
+    memset(t, 0, sizeof *t);
+    snprintf(t->id, sizeof t->id, "%s", id);
+    t->used = 1;
+    t->untimed = untimed;
+    t->root = *pid;
+    t->start = t->last = ts;
+    t->max_events = max_events ? max_events : rt->o.max_events;
+    t->max_duration_ns = (max_duration_ms ? max_duration_ms : rt->o.max_duration_ms) * 1000000;
+    t->stacks = kp_stacks_create();
+    if (!t->stacks || !add_proc(rt, (uint32_t)k, pid, ts, RUNNING)) {
+        free_trace(t);
+        return -1;
+    }
+    return 0;
+}
+
+int kp_rtrace_open(kp_rtrace *rt, const char *id, const erlang_pid *pid, int64_t ts_ns)
+{
+    return open_trace(rt, id, pid, ts_ns, 0, 0, 0);
+}
+
+void kp_rtrace_close(kp_rtrace *rt, const char *id, const char *cut)
+{
+    for (uint32_t k = 0; k < MAX_TRACES; k++) {
+        trace *t = &rt->traces[k];
+        if (t->used && (!id || strcmp(t->id, id) == 0)) {
+            if (cut && !t->cut)
+                t->cut = cut;
+            finish(rt, k);
+        }
+    }
+}
+
+void kp_rtrace_sweep(kp_rtrace *rt, int64_t now_ns)
+{
+    for (uint32_t k = 0; k < MAX_TRACES; k++) {
+        trace *t = &rt->traces[k];
+        /* a second of grace: the node's own timer stops the trace first */
+        if (t->used && !t->untimed &&
+            now_ns - t->start > (int64_t)t->max_duration_ns + 1000000000) {
+            if (!t->cut)
+                t->cut = "max_duration";
+            finish(rt, k);
+        }
+    }
+}
+
+int kp_rtrace_adopt(kp_rtrace *rt, const char *module, const char *function, unsigned arity,
+                    uint64_t max_traces)
+{
+    rt->adopting = 1;
+    snprintf(rt->adopt_fn.module, sizeof rt->adopt_fn.module, "%s", module);
+    snprintf(rt->adopt_fn.function, sizeof rt->adopt_fn.function, "%s", function);
+    rt->adopt_fn.arity = arity;
+    rt->max_adopted = max_traces;
+    return 0;
+}
+
+uint64_t kp_rtrace_adopted(const kp_rtrace *rt)
+{
+    return rt->adopted;
+}
+
+static int same_fn(const kp_rt_event *a, const kp_rt_event *b)
+{
+    return a->arity == b->arity && strcmp(a->module, b->module) == 0 &&
+           strcmp(a->function, b->function) == 0;
+}
+
+/* A process that called the adopted function: its own trace, under a frame
+ * for that function. */
+static proc *adopt(kp_rtrace *rt, const kp_rt_event *ev)
+{
+    /* only the meta event of the call itself (no time of ours) starts one:
+     * events a finished call's process sends before its flags are cleared
+     * must not */
+    if (!rt->adopting || rt->adopted >= rt->max_adopted || ev->ts_ns ||
+        ev->kind != KP_RT_CALL || !same_fn(ev, &rt->adopt_fn))
+        return NULL;
+    char id[64];
+    snprintf(id, sizeof id, "%s.%u.%llu", "CALL", ev->pid.num, (unsigned long long)rt->adopted + 1);
+    if (open_trace(rt, id, &ev->pid, 0, 0, 0, 1) != 0)
+        return NULL;
+    rt->adopted++;
+    proc *p = proc_of(rt, &ev->pid);
+    if (p)
+        push(rt, p, &rt->adopt_fn);
+    return NULL; /* this event has no time: the next one starts the clock */
+}
+
+int kp_rtrace_event(kp_rtrace *rt, const kp_rt_event *ev)
+{
+    if (ev->kind == KP_RT_BEGIN) {
+        open_trace(rt, ev->id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms, 0);
+        return 0;
+    }
+    if (ev->kind == KP_RT_END && ev->cut[0]) { /* the node cut it: by id, from its server */
+        for (uint32_t k = 0; k < MAX_TRACES; k++)
+            if (rt->traces[k].used && strcmp(rt->traces[k].id, ev->id) == 0) {
+                rt->traces[k].cut = strcmp(ev->cut, "node_backlog") == 0 ? "node_backlog"
+                                                                           : "cut_by_node";
+                finish(rt, k);
+            }
+        return 0;
+    }
+    proc *p = proc_of(rt, &ev->pid);
+    if (!p && ev->kind != KP_RT_RETURN_FROM)
+        p = adopt(rt, ev);
+    if (!p)
+        return 0; /* not (or no longer) part of a trace */
+    if (ev->kind == KP_RT_RETURN_FROM) { /* meta: no time; ends an adopted trace */
+        uint32_t k = p->trace;
+        if (rt->adopting && pack(&ev->pid) == pack(&rt->traces[k].root) && same_fn(ev, &rt->adopt_fn))
+            finish(rt, k);
+        return 0;
+    }
+    if (!ev->ts_ns)
+        return 0; /* another meta event (a nested call of the function) */
+    uint32_t k = p->trace;
+    trace *t = &rt->traces[k];
+    if (ev->ts_ns > t->last)
+        t->last = ev->ts_ns;
+    if (account(rt, p, ev->ts_ns) != 0) {
+        t->cut = "out_of_memory";
+        finish(rt, k);
+        return -1;
+    }
+    if (++t->events > t->max_events && !t->cut)
+        t->cut = "max_events";
+    else if (ev->ts_ns - t->start > (int64_t)t->max_duration_ns && !t->cut)
+        t->cut = "max_duration";
+    if (t->cut) {
+        finish(rt, k);
+        return 0;
+    }
+    int rc = 0;
+    switch (ev->kind) {
+    case KP_RT_CALL: rc = push(rt, p, ev); break;
+    case KP_RT_RETURN_TO: rc = pop_to(rt, p, ev); break;
+    case KP_RT_OUT: p->state = OUT; break;
+    case KP_RT_IN: p->state = RUNNING; break;
+    case KP_RT_GC_START: p->state = GC; break;
+    case KP_RT_GC_END: p->state = RUNNING; break;
+    case KP_RT_SPAWN:
+        if (!proc_of(rt, &ev->child)) /* runnable until it first runs */
+            add_proc(rt, k, &ev->child, ev->ts_ns, OUT);
+        break;
+    case KP_RT_EXIT:
+        if (pack(&ev->pid) != pack(&t->root))
+            remove_proc(rt, &ev->pid);
+        break;
+    case KP_RT_END:
+        if (strcmp(ev->id, t->id) == 0)
+            finish(rt, k);
+        break;
+    default: break;
+    }
+    return rc;
+}

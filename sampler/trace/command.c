@@ -1,0 +1,112 @@
+/* Options of `kprof trace`. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/cli.h"
+#include "commands.h"
+#include "trace/run.h"
+#include "common/units.h"
+
+static const char trace_usage[] =
+    "Usage: kprof trace --node NODE --pid PID [--duration T] [--output DIR]\n"
+    "       kprof trace --node NODE --mfa M:F/A [--count K] [--duration T] [--output DIR]\n"
+    "\n"
+    "Traces everything one process does (and the processes it spawns), or\n"
+    "the next K calls of a function (each in whatever process makes it, from\n"
+    "the call to its return), and writes each trace as an eflame-compatible\n"
+    "folded file (microseconds, `sleep` for time scheduled out), its flame\n"
+    "graph for a web browser and a perf-script file of its timeline:\n"
+    "DIR/TIME-ID.folded, DIR/TIME-ID.svg and DIR/TIME-ID.perf. Trace patterns\n"
+    "exist only while the trace runs.\n"
+    "\n"
+    "Inside the node, kprof:trace_request(Fun) traces one request from its\n"
+    "first instruction, and the HTTP integrations trace requests that carry\n"
+    "the header x-trace-request: true; the node then runs 'kprof trace\n"
+    "--session' itself.\n"
+    "\n"
+    "Options:\n"
+    "  -n, --node NODE          name@host, or name (this host)\n"
+    "  -p, --pid PID            the process to trace, e.g. '<0.123.0>'\n"
+    "  -m, --mfa M:F/A          trace calls of this function, e.g. kv:handle/2\n"
+    "  -c, --count K            how many calls [1]\n"
+    "  -d, --duration T         how long (with --mfa: at most) [5s]\n"
+    "  -o, --output DIR         where the files go [.]\n"
+    "      --session            collect for kprof_rtrace in the node (started by it)\n"
+    "      --cookie-file FILE   cookie [$KPROF_COOKIE, else ~/.erlang.cookie]\n"
+    "      --connect-timeout T  [5s]\n"
+    "  -h, --help               show this help and exit\n"
+    "\n"
+    "Exit status: 0 success, 1 a trace could not be written, 2 usage error,\n"
+    "3 malformed trace stream, 4 node unreachable, busy or lost.\n";
+
+int kp_cmd_trace(int argc, char **argv)
+{
+    enum { OPT_SESSION = 1000, OPT_COOKIE, OPT_CONNECT };
+    static const struct option options[] = {
+        {"node", required_argument, NULL, 'n'},
+        {"pid", required_argument, NULL, 'p'},
+        {"mfa", required_argument, NULL, 'm'},
+        {"count", required_argument, NULL, 'c'},
+        {"duration", required_argument, NULL, 'd'},
+        {"output", required_argument, NULL, 'o'},
+        {"session", no_argument, NULL, OPT_SESSION},
+        {"cookie-file", required_argument, NULL, OPT_COOKIE},
+        {"connect-timeout", required_argument, NULL, OPT_CONNECT},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    kp_trace_options o = {.connect_timeout_ms = 5000, .duration_us = 5000000, .output_dir = ".",
+                          .count = 1};
+    uint64_t v;
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":n:p:m:c:d:o:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'n': o.node = optarg; break;
+        case 'p':
+            if (!kp_looks_like_pid(optarg))
+                return kp_bad_value("--pid", optarg, "write it as <0.123.0>");
+            o.pid = optarg;
+            break;
+        case 'm': {
+            int used = 0;
+            if (sscanf(optarg, "%255[^:]:%255[^/]/%u%n", o.mfa_module, o.mfa_function, &o.mfa_arity,
+                       &used) != 3 || optarg[used] != '\0' || o.mfa_arity > 255)
+                return kp_bad_value("--mfa", optarg, "write it as module:function/arity");
+            o.mfa = optarg;
+            break;
+        }
+        case 'c':
+            if (kp_parse_uint(optarg, 1, 1000, &v) != 0)
+                return kp_bad_value("--count", optarg, "a number of calls from 1 to 1000");
+            o.count = v;
+            break;
+        case 'd':
+            if (kp_parse_duration(optarg, &o.duration_us) != 0 || o.duration_us > 3600000000u)
+                return kp_bad_value("--duration", optarg, "a duration such as 500ms or 5s, up to 1h");
+            break;
+        case 'o': o.output_dir = optarg; break;
+        case OPT_SESSION: o.session = 1; break;
+        case OPT_COOKIE: o.cookie_file = optarg; break;
+        case OPT_CONNECT:
+            if (kp_parse_connect_timeout(optarg, &o.connect_timeout_ms) != 0)
+                return KP_EXIT_USAGE;
+            break;
+        case 'h': fputs(trace_usage, stdout); return KP_EXIT_OK;
+        default: return kp_bad_option("trace", opt, argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return kp_unexpected_argument("trace", argv[optind]);
+    if (!o.node) {
+        kp_error("which node? add --node NAME@HOST");
+        return KP_EXIT_USAGE;
+    }
+    if (!o.session && !o.pid == !o.mfa) {
+        kp_error("what to trace? add --pid '<0.123.0>' or --mfa module:function/arity (one of them)");
+        return KP_EXIT_USAGE;
+    }
+    return kp_trace_run(&o);
+}

@@ -1,0 +1,141 @@
+#include "trace/files.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kp/flame_svg.h>
+#include <kp/folded.h>
+#include <kp/perf_writer.h>
+#include <kp/sink.h>
+
+#include "common/pid_text.h"
+
+#define MIN_TICK_NS 10000       /* perf samples every 10 us at most */
+#define MAX_TICKS 100000        /* ... and at most this many per process and trace */
+
+static int by_start(const void *a, const void *b)
+{
+    const kp_rt_interval *x = a, *y = b;
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+typedef struct {
+    int64_t time;
+    uint32_t stack, pid_frame;
+    uint64_t period_us;
+} tick;
+
+static int by_time(const void *a, const void *b)
+{
+    const tick *x = a, *y = b;
+    return (x->time > y->time) - (x->time < y->time);
+}
+
+static uint32_t pid_number(const kp_frames *frames, uint32_t pid_frame)
+{
+    size_t len;
+    const char *s = kp_frames_symbol(frames, pid_frame, &len);
+    return (uint32_t)strtoul(s + 3, NULL, 10); /* "<0.N.S>" */
+}
+
+kp_status kp_rt_write_perf(kp_rt_trace_data *t, const char *path)
+{
+    if (t->n_iv)
+        qsort(t->iv, t->n_iv, sizeof *t->iv, by_start);
+    int64_t span = t->last - t->start, tick_ns = span / MAX_TICKS;
+    if (tick_ns < MIN_TICK_NS)
+        tick_ns = MIN_TICK_NS;
+    size_t cap = 1024, n = 0;
+    tick *ticks = malloc(cap * sizeof *ticks);
+    if (!ticks)
+        return KP_ERR_NOMEM;
+    for (size_t k = 0; k < t->n_iv; k++) {
+        const kp_rt_interval *v = &t->iv[k];
+        int64_t first = ((v->start - t->start + tick_ns - 1) / tick_ns) * tick_ns + t->start;
+        for (int64_t at = first; at < v->start + v->dur; at += tick_ns) {
+            if (n == cap) {
+                tick *more = realloc(ticks, cap * 2 * sizeof *ticks);
+                if (!more) {
+                    free(ticks);
+                    return KP_ERR_NOMEM;
+                }
+                ticks = more;
+                cap *= 2;
+            }
+            ticks[n++] = (tick){at, v->stack, v->pid_frame, (uint64_t)tick_ns / 1000};
+        }
+    }
+    /* short traces: a sample per interval instead, so that there are two */
+    if (n < 2) {
+        n = 0;
+        for (size_t k = 0; k < t->n_iv && n < cap; k++)
+            ticks[n++] = (tick){t->iv[k].start, t->iv[k].stack, t->iv[k].pid_frame,
+                                (uint64_t)(t->iv[k].dur + 999) / 1000};
+        if (n == 1) {
+            ticks[1] = ticks[0];
+            ticks[1].time += 1000;
+            n = 2;
+        }
+    }
+    qsort(ticks, n, sizeof *ticks, by_time);
+    kp_perf_writer *w = NULL;
+    kp_sink *sink = NULL;
+    kp_buf text = {0};
+    kp_status st = kp_perf_writer_create("beam.smp", "cpu-clock", t->frames, t->stacks, &w);
+    if (st == KP_OK)
+        st = kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink);
+    if (st == KP_OK)
+        st = kp_sink_write(sink, "# kprof request trace; samples every tick, PERIOD in us\n", 56);
+    for (size_t k = 0; k < n && st == KP_OK; k++) {
+        kp_perf_record r = {.pid = 0, .tid = pid_number(t->frames, ticks[k].pid_frame), .cpu = 0,
+                            .time_us = (uint64_t)(ticks[k].time - t->start) / 1000 + 1000000,
+                            .period = ticks[k].period_us ? ticks[k].period_us : 1,
+                            .stack = ticks[k].stack};
+        kp_buf_clear(&text);
+        st = kp_perf_writer_format(w, &r, &text);
+        if (st == KP_OK)
+            st = kp_sink_write(sink, text.data, text.len);
+    }
+    if (sink)
+        st = st == KP_OK ? kp_sink_commit(sink) : (kp_sink_abort(sink), st);
+    kp_buf_free(&text);
+    kp_perf_writer_free(w);
+    free(ticks);
+    return st;
+}
+
+kp_status kp_rt_write_folded(const kp_rt_trace_data *t, const char *path, const char *svg_path,
+                             const char *id)
+{
+    kp_folded *f = kp_folded_create();
+    if (!f)
+        return KP_ERR_NOMEM;
+    kp_status st = KP_OK;
+    for (size_t s = 0; s < t->n_ns && st == KP_OK; s++)
+        if (t->ns[s]) /* at least 1 us, so that no part of the request vanishes */
+            st = kp_folded_add_stack(f, t->frames, t->stacks, (uint32_t)s, NULL,
+                                     t->ns[s] < 1000 ? 1 : (t->ns[s] + 500) / 1000);
+    if (st == KP_OK && t->cut) {
+        /* the marker: the root process, then why the trace stops here */
+        char root[KP_PID_TEXT_MAX], marker[160];
+        kp_pid_text(root, t->root.num, t->root.serial);
+        int len = snprintf(marker, sizeof marker, "%s;kprof_trace_cut:%s", root, t->cut);
+        st = kp_folded_add(f, marker, (size_t)len, 1);
+    }
+    if (st == KP_OK && svg_path) {
+        /* drawn first, so that it is there once the folded file is */
+        char title[200], caption[200], root[KP_PID_TEXT_MAX];
+        kp_pid_text(root, t->root.num, t->root.serial);
+        snprintf(title, sizeof title, "Request trace %.100s", id ? id : "");
+        snprintf(caption, sizeof caption,
+                 "from %s, in microseconds; 'sleep': scheduled out, waiting", root);
+        kp_flame_options flame = {title, caption, "us", 0};
+        st = kp_flame_svg_save(f, &flame, svg_path);
+    }
+    if (st == KP_OK)
+        st = kp_folded_save(f, path);
+    kp_folded_free(f);
+    return st;
+}
+

@@ -1,0 +1,420 @@
+/* `kprof trace`: the collector of request traces.
+ *
+ * --session: started by kprof_rtrace in the node (kprof:trace_request/1 and
+ *   the HTTP toggles); collects until the node closes the trace port.
+ * --pid PID: from a shell, traces one process for --duration and writes its
+ *   trace to --output.
+ * --mfa M:F/A: from a shell, traces the next --count calls of a function,
+ *   each in whatever process makes it, from the call to its return. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "node/agent.h"
+#include "common/cli.h"
+#include "commands.h"
+#include "node/connection.h"
+#include "common/clock.h"
+#include "common/signals.h"
+#include "trace/collect.h"
+#include "node/trace_port.h"
+#include "trace/run.h"
+#include "trace/nif_reader.h"
+
+
+typedef struct {
+    const kp_trace_options *o;
+    kp_node node;
+    kp_rtrace *rt;
+    kp_trace_stream stream;
+    kp_nif_stream *nif;     /* the kprof_tracer NIF's records, when it runs */
+    int64_t offset; /* node monotonic time = local - offset */
+    char dir[4096];
+    unsigned port;
+    uint64_t failed;
+} run;
+
+/* Asks kprof_rtrace to clear the flags of a finished trace's processes
+ * (its root's are cleared by the root itself). */
+static void on_done(void *ctx, const char *id, const erlang_pid *pids, size_t n,
+                    const char *written, const char *why)
+{
+    run *r = ctx;
+    if (written)
+        printf("kprof: trace %s: %s\n", id, written);
+    else {
+        r->failed++;
+        printf("kprof: trace %s not written: %s\n", id, why);
+    }
+    fflush(stdout);
+    /* the process that began a trace clears its own flags (it may already
+     * run its next trace); a traced call's process is cleared here */
+    size_t first = r->o->mfa ? 0 : 1;
+    ei_x_buff x;
+    ei_x_new_with_version(&x);
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "untrace");
+    if (n > first) {
+        ei_x_encode_list_header(&x, (long)(n - first));
+        for (size_t k = first; k < n; k++)
+            ei_x_encode_pid(&x, &pids[k]);
+    }
+    ei_x_encode_empty_list(&x);
+    ei_reg_send(&r->node.ec, r->node.fd, "kprof_rtrace", x.buff, x.index);
+    ei_x_free(&x);
+}
+
+static void on_drop(void *ctx, uint32_t count);
+
+static int on_nif_event(void *ctx, const kp_rt_event *ev)
+{
+    run *r = ctx;
+    if (ev->kind == KP_RT_OTHER && ev->dropped)
+        on_drop(ctx, ev->dropped); /* the NIF's buffer was full */
+    else
+        kp_rtrace_event(r->rt, ev);
+    return 0;
+}
+
+/* Session mode: offer the node's kprof_tracer NIF a socket; from then on
+ * the node traces new requests through it (0.4 us a call instead of 2).
+ * Failing that, the ip trace port goes on serving: not an error. */
+static void start_nif(run *r)
+{
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 1) != 0 ||
+        getsockname(l, (struct sockaddr *)&a, &alen) != 0) {
+        if (l >= 0)
+            close(l);
+        return;
+    }
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_list_header(&args, 1);
+    ei_x_encode_ulong(&args, ntohs(a.sin_port));
+    ei_x_encode_empty_list(&args);
+    int i = 0;
+    char tag[MAXATOMLEN] = "";
+    int called = kp_node_rpc(&r->node, "kprof_rtrace", "use_nif", &args, &reply) == 0;
+    if (called && (ei_decode_atom(reply.buff, &i, tag) != 0 || strcmp(tag, "ok") != 0)) {
+        char why[512];
+        printf("kprof: traces go through the trace port (the tracer NIF: %s)\n",
+               kp_term_text(reply.buff, 0, "?", why, sizeof why));
+        fflush(stdout);
+    }
+    i = 0;
+    if (called && ei_decode_atom(reply.buff, &i, tag) == 0 && strcmp(tag, "ok") == 0) {
+        struct pollfd p = {.fd = l, .events = POLLIN};
+        if (poll(&p, 1, 2000) == 1) { /* the NIF connected before the rpc returned */
+            int fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0 && !(r->nif = kp_nif_stream_create(fd)))
+                close(fd);
+        }
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    close(l);
+}
+
+static int on_event(void *ctx, const char *term, size_t len)
+{
+    run *r = ctx;
+    kp_rt_event ev;
+    int rc = kp_rt_decode(term, len, &ev);
+    if (rc < 0)
+        return -1;
+    if (rc == 1)
+        kp_rtrace_event(r->rt, &ev);
+    return 0;
+}
+
+static void on_drop(void *ctx, uint32_t count)
+{
+    run *r = ctx;
+    /* events are missing from whatever traces run: cut them all */
+    kp_warn("the node's trace port dropped %u events; cutting the running traces", count);
+    kp_rtrace_close(r->rt, NULL, "events_dropped");
+}
+
+/* rpc M:F(Args) returning a proplist; decodes port, dir and time. */
+static int config_call(run *r, const char *mod, const char *fun, ei_x_buff *args, char *err,
+                       size_t err_len)
+{
+    ei_x_buff reply;
+    ei_x_new(&reply);
+    int rc = kp_node_rpc(&r->node, mod, fun, args, &reply);
+    int i = 0, n, arity;
+    long long time = 0;
+    if (rc != 0) {
+        snprintf(err, err_len, "lost the connection to %s", r->node.target);
+    } else if (ei_decode_list_header(reply.buff, &i, &n) != 0 || n == 0) {
+        char s[512];
+        snprintf(err, err_len, "request tracing did not start on %s: %s", r->node.target,
+                 kp_term_text(reply.buff, 0, "(no reply)", s, sizeof s));
+        rc = -1;
+    } else {
+        for (int k = 0; k < n && rc == 0; k++) {
+            char key[MAXATOMLEN];
+            unsigned long v;
+            long len;
+            if (ei_decode_tuple_header(reply.buff, &i, &arity) != 0 || arity != 2 ||
+                ei_decode_atom(reply.buff, &i, key) != 0)
+                rc = -1;
+            else if (strcmp(key, "port") == 0 && ei_decode_ulong(reply.buff, &i, &v) == 0)
+                r->port = (unsigned)v;
+            else if (strcmp(key, "time") == 0 && ei_decode_longlong(reply.buff, &i, &time) == 0)
+                r->offset = kp_now_ns() - time;
+            else if (strcmp(key, "dir") == 0 && ei_decode_binary(reply.buff, &i, r->dir, &len) == 0 &&
+                     (size_t)len < sizeof r->dir)
+                r->dir[len] = '\0';
+            else if (ei_skip_term(reply.buff, &i) != 0)
+                rc = -1;
+        }
+        if (rc != 0 || !r->port)
+            snprintf(err, err_len, "unexpected reply from %s:%s on %s", mod, fun, r->node.target);
+        rc = rc != 0 || !r->port ? -1 : 0;
+    }
+    ei_x_free(&reply);
+    return rc;
+}
+
+/* Starts the server with this kprof as its collector. */
+static int start_external(run *r, char *err, size_t err_len)
+{
+    ei_x_buff args;
+    ei_x_new(&args);
+    ei_x_encode_list_header(&args, 1);
+    ei_x_encode_pid(&args, &r->node.self);
+    ei_x_encode_empty_list(&args);
+    int rc = config_call(r, "kprof_rtrace", "start_external", &args, err, err_len);
+    ei_x_free(&args);
+    snprintf(r->dir, sizeof r->dir, "%s", r->o->output_dir); /* not the node's setting */
+    if (rc != 0)
+        return rc;
+    return kp_trace_stream_connect(&r->stream, r->node.target, r->port, err, err_len);
+}
+
+/* kprof_rtrace:trace_calls({M, F, A}) or stop_calls/1; 0 when it said ok */
+static int calls_rpc(run *r, const char *fun, char *err, size_t err_len)
+{
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_list_header(&args, 1);
+    ei_x_encode_tuple_header(&args, 3);
+    ei_x_encode_atom(&args, r->o->mfa_module);
+    ei_x_encode_atom(&args, r->o->mfa_function);
+    ei_x_encode_ulong(&args, r->o->mfa_arity);
+    ei_x_encode_empty_list(&args);
+    int rc = kp_node_rpc(&r->node, "kprof_rtrace", fun, &args, &reply);
+    int i = 0;
+    char tag[MAXATOMLEN] = "";
+    if (rc == 0 && (ei_decode_atom(reply.buff, &i, tag) != 0 || strcmp(tag, "ok") != 0)) {
+        char s[512];
+        snprintf(err, err_len, "cannot trace calls of %s on %s: %s", r->o->mfa, r->node.target,
+                 kp_term_text(reply.buff, 0, "(no reply)", s, sizeof s));
+        rc = -1;
+    } else if (rc != 0) {
+        snprintf(err, err_len, "lost the connection to %s", r->node.target);
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}
+
+/* --pid: begin a trace of that process */
+static int begin_pid_trace(run *r, char *id, size_t id_len, char *err, size_t err_len)
+{
+    ei_x_buff args, reply;
+    int rc = start_external(r, err, err_len);
+    if (rc != 0)
+        return rc;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_list_header(&args, 2);
+    ei_x_encode_string(&args, r->o->pid);
+    ei_x_encode_map_header(&args, 1);
+    ei_x_encode_atom(&args, "max_duration_ms");
+    ei_x_encode_ulong(&args, (unsigned long)(r->o->duration_us / 1000 + 1000));
+    ei_x_encode_empty_list(&args);
+    rc = kp_node_rpc(&r->node, "kprof_rtrace", "trace_pid", &args, &reply);
+    int i = 0, arity;
+    char tag[MAXATOMLEN];
+    erlang_pid pid;
+    long len;
+    if (rc == 0 && ei_decode_tuple_header(reply.buff, &i, &arity) == 0 && arity == 3 &&
+        ei_decode_atom(reply.buff, &i, tag) == 0 && strcmp(tag, "ok") == 0 &&
+        ei_decode_binary(reply.buff, &i, id, &len) == 0 && (size_t)len < id_len &&
+        ei_decode_pid(reply.buff, &i, &pid) == 0) {
+        id[len] = '\0';
+        rc = kp_rtrace_open(r->rt, id, &pid, kp_now_ns() - r->offset);
+        if (rc != 0)
+            snprintf(err, err_len, "out of memory");
+    } else {
+        char s[512];
+        snprintf(err, err_len, "cannot trace %s on %s: %s", r->o->pid, r->node.target,
+                 rc ? "connection lost" : kp_term_text(reply.buff, 0, "(no reply)", s, sizeof s));
+        rc = -1;
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}
+
+static int loop(run *r, int64_t deadline)
+{
+    kp_trace_stream_handler h = {.ctx = r, .on_event = on_event, .on_drop = on_drop};
+    int calls_stopped = 0;
+    char err[1024];
+    while (!kp_stop_requested() && kp_now_ns() < deadline) {
+        if (r->o->mfa && kp_rtrace_adopted(r->rt) >= r->o->count) {
+            if (!calls_stopped) { /* enough calls started: no new ones */
+                calls_rpc(r, "stop_calls", err, sizeof err);
+                calls_stopped = 1;
+            }
+            if (kp_rtrace_running(r->rt) == 0)
+                break;
+        }
+        struct pollfd fds[3] = {{.fd = r->stream.fd, .events = POLLIN},
+                                {.fd = r->node.fd, .events = POLLIN},
+                                {.fd = r->nif ? kp_nif_stream_fd(r->nif) : -1, .events = POLLIN}};
+        if (poll(fds, 3, 100) < 0 && errno != EINTR)
+            return -1;
+        if (fds[2].revents && r->nif) {
+            int rc = kp_nif_stream_read(r->nif, on_nif_event, r);
+            if (rc <= 0) { /* the NIF went away or sent nonsense: the port still serves */
+                if (rc < 0)
+                    kp_warn("the node's trace records are malformed; reading them no more");
+                kp_nif_stream_free(r->nif);
+                r->nif = NULL;
+            }
+        }
+        if (fds[1].revents) {
+            erlang_msg msg;
+            ei_x_buff x;
+            ei_x_new(&x);
+            int rc = ei_xreceive_msg_tmo(r->node.fd, &msg, &x, 10);
+            ei_x_free(&x);
+            if (rc == ERL_ERROR && erl_errno != ETIMEDOUT && erl_errno != EAGAIN)
+                return -2;
+        }
+        if (fds[0].revents) {
+            int rc = kp_trace_stream_read(&r->stream, &h);
+            if (rc <= 0)
+                return rc;
+        }
+        kp_rtrace_sweep(r->rt, kp_now_ns() - r->offset);
+    }
+    return 1;
+}
+
+int kp_trace_run(const kp_trace_options *o)
+{
+    run r = {.o = o, .stream = {.fd = -1}};
+    r.node.fd = -1;
+    char err[4096], target[512], cookie[512];
+    kp_stop_on_signals();
+    int code = KP_EXIT_OK;
+    if (kp_node_name(o->node, target, sizeof target, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        return KP_EXIT_USAGE;
+    }
+    if (kp_cookie_load(o->cookie_file, cookie, sizeof cookie, err, sizeof err) != 0 ||
+        kp_node_connect(&r.node, target, cookie, o->connect_timeout_ms, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        return KP_EXIT_NODE;
+    }
+    kp_agent agent;
+    if (!o->session && kp_agent_load(&agent, &r.node, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        kp_node_close(&r.node);
+        return KP_EXIT_NODE;
+    }
+    kp_rtrace_options ro = {.dir = r.dir, .max_events = 1000000, .max_duration_ms = 5000};
+    kp_rtrace_handler h = {.ctx = &r, .on_done = on_done};
+    r.rt = kp_rtrace_create(&ro, &h);
+    char id[64] = "";
+    int rc;
+    if (!r.rt) {
+        snprintf(err, sizeof err, "out of memory");
+        rc = -1;
+        code = KP_EXIT_FAILURE;
+    } else if (o->session) {
+        ei_x_buff args;
+        ei_x_new(&args);
+        ei_x_encode_empty_list(&args);
+        rc = config_call(&r, "kprof_rtrace", "collector_config", &args, err, sizeof err);
+        ei_x_free(&args);
+        if (rc == 0)
+            rc = kp_trace_stream_connect(&r.stream, target, r.port, err, sizeof err);
+        if (rc == 0)
+            start_nif(&r);
+    } else if (o->mfa) {
+        rc = start_external(&r, err, sizeof err);
+        if (rc == 0)
+            rc = kp_rtrace_adopt(r.rt, o->mfa_module, o->mfa_function, o->mfa_arity, o->count);
+        if (rc == 0)
+            rc = calls_rpc(&r, "trace_calls", err, sizeof err);
+    } else {
+        rc = begin_pid_trace(&r, id, sizeof id, err, sizeof err);
+    }
+    if (rc != 0) {
+        kp_error("%s", err);
+        code = code ? code : KP_EXIT_NODE;
+    } else {
+        int64_t deadline = o->session ? INT64_MAX : kp_now_ns() + (int64_t)o->duration_us * 1000;
+        rc = loop(&r, deadline);
+        if (rc == -2) {
+            kp_error("lost the connection to %s; the traces so far are written", target);
+            code = KP_EXIT_NODE;
+        } else if (rc < 0) {
+            kp_error("the trace stream from %s is malformed or broken", target);
+            code = KP_EXIT_DATA;
+        } else if (o->mfa) {
+            calls_rpc(&r, "stop_calls", err, sizeof err);
+            if (kp_rtrace_running(r.rt)) /* calls still running at the end */
+                kp_rtrace_close(r.rt, NULL, "max_duration");
+        } else if (!o->session) {
+            /* end the trace in the node, read what it emitted until then */
+            ei_x_buff args, reply;
+            ei_x_new(&args);
+            ei_x_new(&reply);
+            ei_x_encode_list_header(&args, 1);
+            ei_x_encode_binary(&args, id, (long)strlen(id));
+            ei_x_encode_empty_list(&args);
+            kp_node_rpc(&r.node, "kprof_rtrace", "end_trace", &args, &reply);
+            ei_x_free(&args);
+            ei_x_free(&reply);
+            loop(&r, kp_now_ns() + 200000000);
+        }
+        kp_rtrace_close(r.rt, NULL, o->session ? "collector_stopped" : NULL);
+        if (!o->session && !r.failed && kp_rtrace_written(r.rt) == 0)
+            kp_warn("no trace was written");
+    }
+    if (!o->session && r.node.fd >= 0 && code != KP_EXIT_NODE) {
+        ei_x_buff args, reply;
+        ei_x_new(&args);
+        ei_x_new(&reply);
+        ei_x_encode_empty_list(&args);
+        kp_node_rpc(&r.node, "kprof_rtrace", "stop", &args, &reply);
+        ei_x_free(&args);
+        ei_x_free(&reply);
+    }
+    if (r.failed && code == KP_EXIT_OK)
+        code = KP_EXIT_FAILURE;
+    kp_rtrace_free(r.rt);
+    kp_nif_stream_free(r.nif);
+    kp_trace_stream_close(&r.stream);
+    kp_node_close(&r.node);
+    return code;
+}

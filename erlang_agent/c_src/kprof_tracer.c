@@ -3,15 +3,7 @@
  * socket write per event), each event is appended as a small binary record
  * to one buffer, written to the kprof collector's socket in 64 KB writes.
  *
- * Records (little-endian):
- *   1..13 EVENT   kind u8, pid u32, arg u32 (MFA id, child pid id, or ~0), ts i64
- *   100   PID     kind, id u32, len u16, external term bytes of the pid
- *   101   MFA     kind, id u32, mlen u8, module, flen u8, function, arity u8
- *   102   MARK    kind, which u8 (1 begin, 2 end), pid u32, ts i64, len u32,
- *                 external term bytes of the pattern's message (the marks of
- *                 kprof_rtrace_mark:begin_trace/1 and end_trace/1)
- *   104   RESET   kind: the pid and MFA ids start afresh
- *   105   DROP    kind, count u32: that many events were dropped here
+ * The records are kprof_tracer_records.h.
  *
  * Safety: a scheduler never waits for the collector. Writes do not block;
  * what the socket does not take waits in a bounded buffer (8 MB), and past
@@ -27,13 +19,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "kprof_tracer_records.h"
+
 #define WRITE_AT (64 * 1024)        /* write once this much is waiting */
 #define BUF_CAP (8 * 1024 * 1024)    /* then drop */
-#define TABLE 65536 /* slots; reset past half full */
+#define TABLE KPT_MAX_IDS /* slots; reset past half full, so ids stay below it */
 
-enum { EV_CALL = 1, EV_RETURN_TO, EV_IN, EV_OUT, EV_GC_START, EV_GC_END, EV_SPAWN, EV_EXIT,
-       EV_RETURN_FROM, REC_PID = 100, REC_MFA = 101, REC_MARK = 102, REC_RESET = 104,
-       REC_DROP = 105 };
 
 static ErlNifMutex *mu;
 static int fd = -1;
@@ -140,7 +131,7 @@ static void reset_tables_locked(void)
     memset(mfa_keys, 0, sizeof mfa_keys);
     n_pids = n_mfas = 0;
     if (room(1))
-        put8(REC_RESET);
+        put8(KPT_RESET);
 }
 
 static size_t slot(uint64_t key)
@@ -162,14 +153,14 @@ static uint32_t pid_id(ErlNifEnv *env, ERL_NIF_TERM pid)
         return pid_ids[s];
     ErlNifBinary ext;
     if (!enif_term_to_binary(env, pid, &ext))
-        return UINT32_MAX;
-    if (ext.size > 1000 || !room(ext.size + 16)) {
+        return KPT_NO_ID;
+    if (ext.size > KPT_PID_TERM_MAX || !room(ext.size + 16)) {
         enif_release_binary(&ext);
-        return UINT32_MAX;
+        return KPT_NO_ID;
     }
     pid_keys[s] = key;
     pid_ids[s] = n_pids++;
-    put8(REC_PID);
+    put8(KPT_PID);
     put32(pid_ids[s]);
     put16((unsigned)ext.size);
     memcpy(buf + len, ext.data, ext.size);
@@ -185,9 +176,9 @@ static uint32_t mfa_id(ErlNifEnv *env, ERL_NIF_TERM mfa)
     int arity;
     unsigned a;
     if (!enif_get_tuple(env, mfa, &arity, &t) || arity != 3)
-        return UINT32_MAX;
+        return KPT_NO_ID;
     if (!enif_get_uint(env, t[2], &a) && !enif_get_list_length(env, t[2], &a))
-        return UINT32_MAX;
+        return KPT_NO_ID;
     uint64_t k0 = (uint64_t)t[0] | 1, k1 = (uint64_t)t[1], k2 = a;
     size_t s = slot(k0 * 31 + k1 * 7 + k2);
     while (mfa_keys[s][0] && (mfa_keys[s][0] != k0 || mfa_keys[s][1] != k1 || mfa_keys[s][2] != k2))
@@ -197,15 +188,15 @@ static uint32_t mfa_id(ErlNifEnv *env, ERL_NIF_TERM mfa)
     char m[256], f[256];
     if (enif_get_atom(env, t[0], m, sizeof m, ERL_NIF_LATIN1) <= 0 ||
         enif_get_atom(env, t[1], f, sizeof f, ERL_NIF_LATIN1) <= 0)
-        return UINT32_MAX;
+        return KPT_NO_ID;
     size_t ml = strlen(m), fl = strlen(f);
     if (!room(ml + fl + 16))
-        return UINT32_MAX;
+        return KPT_NO_ID;
     mfa_keys[s][0] = k0;
     mfa_keys[s][1] = k1;
     mfa_keys[s][2] = k2;
     mfa_ids[s] = n_mfas++;
-    put8(REC_MFA);
+    put8(KPT_MFA);
     put32(mfa_ids[s]);
     put8((unsigned)ml);
     memcpy(buf + len, m, ml);
@@ -228,15 +219,15 @@ static ERL_NIF_TERM enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 
 static int kind_of(ERL_NIF_TERM tag)
 {
-    if (tag == a_call) return EV_CALL;
-    if (tag == a_return_to) return EV_RETURN_TO;
-    if (tag == a_in) return EV_IN;
-    if (tag == a_out) return EV_OUT;
-    if (tag == a_gc_minor_start || tag == a_gc_major_start) return EV_GC_START;
-    if (tag == a_gc_minor_end || tag == a_gc_major_end) return EV_GC_END;
-    if (tag == a_spawn) return EV_SPAWN;
-    if (tag == a_exit) return EV_EXIT;
-    if (tag == a_return_from) return EV_RETURN_FROM;
+    if (tag == a_call) return KPT_CALL;
+    if (tag == a_return_to) return KPT_RETURN_TO;
+    if (tag == a_in) return KPT_IN;
+    if (tag == a_out) return KPT_OUT;
+    if (tag == a_gc_minor_start || tag == a_gc_major_start) return KPT_GC_START;
+    if (tag == a_gc_minor_end || tag == a_gc_major_end) return KPT_GC_END;
+    if (tag == a_spawn) return KPT_SPAWN;
+    if (tag == a_exit) return KPT_EXIT;
+    if (tag == a_return_from) return KPT_RETURN_FROM;
     return 0;
 }
 
@@ -259,17 +250,17 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     ERL_NIF_TERM msg;
     const ERL_NIF_TERM *t;
     int arity;
-    if (pid == UINT32_MAX) { /* no room to define it: the event is lost */
+    if (pid == KPT_NO_ID) { /* no room to define it: the event is lost */
         pending_drops++;
         dropped++;
-    } else if (kind == EV_CALL && enif_get_map_value(env, argv[4], a_match_spec_result, &msg) &&
+    } else if (kind == KPT_CALL && enif_get_map_value(env, argv[4], a_match_spec_result, &msg) &&
         enif_get_tuple(env, argv[3], &arity, &t) && arity == 3 && t[0] == a_mark_module) {
         /* a begin or end mark: its message, whole */
         ErlNifBinary ext;
         if (enif_term_to_binary(env, msg, &ext)) {
             if (room(ext.size + 32)) {
-                put8(REC_MARK);
-                put8(t[1] == a_begin_trace ? 1 : 2);
+                put8(KPT_MARK);
+                put8(t[1] == a_begin_trace ? KPT_MARK_BEGIN : KPT_MARK_END);
                 put32(pid);
                 put64(ts);
                 put32((uint32_t)ext.size);
@@ -279,13 +270,13 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
             enif_release_binary(&ext);
         }
     } else {
-        uint32_t arg = UINT32_MAX;
-        if (kind == EV_SPAWN)
+        uint32_t arg = KPT_NO_ID;
+        if (kind == KPT_SPAWN)
             arg = pid_id(env, argv[3]);
-        else if (kind != EV_GC_START && kind != EV_GC_END && kind != EV_EXIT)
+        else if (kind != KPT_GC_START && kind != KPT_GC_END && kind != KPT_EXIT)
             arg = mfa_id(env, argv[3]);
         if (pending_drops && room(32)) { /* say what was lost before going on */
-            put8(REC_DROP);
+            put8(KPT_DROP);
             put32(pending_drops);
             pending_drops = 0;
         }

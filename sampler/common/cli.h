@@ -2,8 +2,8 @@
  *
  * Every error is one line on stderr, "kprof: CAUSE" naming the file or value
  * at fault and, where there is one, what to do. Only sampler/ prints or exits. */
-#ifndef KP_CLI_H
-#define KP_CLI_H
+#ifndef KP_COMMON_CLI_H
+#define KP_COMMON_CLI_H
 
 #include <stdarg.h>
 

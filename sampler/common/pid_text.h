@@ -1,8 +1,8 @@
 /* The text of a pid of the profiled node, as its shell prints it. Every
  * output names processes this way (the pseudo-frame of a stack, a trace's
  * root, the dump), so one spelling lives here. */
-#ifndef KP_PID_TEXT_H
-#define KP_PID_TEXT_H
+#ifndef KP_COMMON_PID_TEXT_H
+#define KP_COMMON_PID_TEXT_H
 
 #include <stdint.h>
 #include <stdio.h>

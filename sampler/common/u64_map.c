@@ -1,4 +1,5 @@
 #include "common/u64_map.h"
+#include "kp/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,9 @@ static size_t slot_of(uint64_t key, size_t cap)
 
 void kp_u64_map_free(kp_u64_map *m)
 {
-    free(m->keys);
-    free(m->values);
-    free(m->used);
+    kp_free(m->keys);
+    kp_free(m->values);
+    kp_free(m->used);
     memset(m, 0, sizeof *m);
 }
 
@@ -38,9 +39,9 @@ static int grow(kp_u64_map *m)
 {
     size_t cap = m->cap ? m->cap * 2 : 64;
     kp_u64_map bigger = {
-        .keys = malloc(cap * sizeof *bigger.keys),
-        .values = malloc(cap * sizeof *bigger.values),
-        .used = calloc(cap, 1),
+        .keys = kp_realloc_array(NULL, cap, sizeof *bigger.keys),
+        .values = kp_realloc_array(NULL, cap, sizeof *bigger.values),
+        .used = kp_calloc(cap, 1),
         .cap = cap,
     };
     if (!bigger.keys || !bigger.values || !bigger.used) {

@@ -2,8 +2,8 @@
  * the tier matcher's per-process and per-request tables. It grows by
  * doubling; deletion shifts entries back, so there are no tombstones and a
  * map that stays small stays fast however long the run. */
-#ifndef KP_U64_MAP_H
-#define KP_U64_MAP_H
+#ifndef KP_COMMON_U64_MAP_H
+#define KP_COMMON_U64_MAP_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* Parsing of option values with units, strictly: the whole text must parse
  * and the value must be in range, or the caller names the option in an error. */
-#ifndef KP_UNITS_H
-#define KP_UNITS_H
+#ifndef KP_COMMON_UNITS_H
+#define KP_COMMON_UNITS_H
 
 #include <stdint.h>
 

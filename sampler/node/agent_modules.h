@@ -1,8 +1,8 @@
 /* The agent's compiled modules, embedded in the kprof binary by the build
  * (cmake/embed_beams.cmake), so that kprof can load its agent into a node
  * that has never seen it (code:load_binary/3 over the distribution). */
-#ifndef KP_AGENT_MODULES_H
-#define KP_AGENT_MODULES_H
+#ifndef KP_NODE_AGENT_MODULES_H
+#define KP_NODE_AGENT_MODULES_H
 
 #include <stddef.h>
 

@@ -1,5 +1,7 @@
 #define _GNU_SOURCE
 #include "node/connection.h"
+#include "node/term.h"
+#include "common/clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -246,11 +248,55 @@ int kp_node_rpc(kp_node *node, const char *mod, const char *fun, const ei_x_buff
                : 0;
 }
 
-const char *kp_term_text(const char *buf, int index, const char *fallback, char *out, size_t cap)
+int kp_node_call(kp_node *node, const char *mod, const char *fun, const ei_x_buff *args,
+                 ei_x_buff *reply, char *err, size_t err_len)
 {
-    char *s = NULL;
-    int i = index;
-    snprintf(out, cap, "%s", ei_s_print_term(&s, buf, &i) >= 0 && s ? s : fallback);
-    free(s);
-    return out;
+    if (kp_node_rpc(node, mod, fun, args, reply) != 0) {
+        snprintf(err, err_len, "lost the connection to %s during %s:%s", node->target, mod, fun);
+        return -1;
+    }
+    return 0;
 }
+
+int kp_node_call_atom(kp_node *node, const char *mod, const char *fun, const char *atom,
+                      ei_x_buff *reply, char *err, size_t err_len)
+{
+    ei_x_buff args;
+    ei_x_new(&args);
+    ei_x_new(reply);
+    if (atom) {
+        ei_x_encode_list_header(&args, 1);
+        ei_x_encode_atom(&args, atom);
+    }
+    ei_x_encode_empty_list(&args);
+    int rc = kp_node_call(node, mod, fun, &args, reply, err, err_len);
+    ei_x_free(&args);
+    return rc;
+}
+
+int kp_node_clock_offset(kp_node *node, int64_t *offset_us, char *err, size_t err_len)
+{
+    uint64_t best_rtt = UINT64_MAX;
+    for (int k = 0; k < 3; k++) {
+        ei_x_buff reply;
+        uint64_t t0 = kp_now_us();
+        int rc = kp_node_call_atom(node, "erlang", "monotonic_time", "microsecond", &reply, err, err_len);
+        uint64_t t1 = kp_now_us();
+        int i = 0;
+        int64_t node_now;
+        if (rc == 0 && kp_term_decode_int(reply.buff, &i, &node_now) != 0) {
+            snprintf(err, err_len, "unexpected reply from erlang:monotonic_time/1 on %s",
+                     node->target);
+            rc = -1;
+        }
+        ei_x_free(&reply);
+        if (rc != 0)
+            return -1;
+        if (t1 - t0 < best_rtt) {
+            best_rtt = t1 - t0;
+            *offset_us = (int64_t)(t0 + (t1 - t0) / 2) - node_now;
+        }
+    }
+    return 0;
+}
+

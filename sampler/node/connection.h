@@ -2,11 +2,12 @@
  *
  * Failures are turned into one sentence that names the cause and what to do
  * (unknown host, epmd not running, no such node, wrong cookie, timeout). */
-#ifndef KP_NODE_H
-#define KP_NODE_H
+#ifndef KP_NODE_CONNECTION_H
+#define KP_NODE_CONNECTION_H
 
 #include <ei.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
     ei_cnode ec;
@@ -38,10 +39,20 @@ void kp_node_close(kp_node *node);
 int kp_node_rpc(kp_node *node, const char *mod, const char *fun, const ei_x_buff *args,
                 ei_x_buff *reply);
 
-/* Writes the term at `index` of `buf` (no version byte, e.g. an rpc reply)
- * into `out` as Erlang text, for messages: cut to `cap` - 1 bytes, and
- * `fallback` when it cannot be decoded. Returns `out`. */
-const char *kp_term_text(const char *buf, int index, const char *fallback, char *out,
-                         size_t cap);
+/* kp_node_rpc that names the call in `err` when the connection failed:
+ * "lost the connection to NODE during MOD:FUN". Returns 0 or -1. */
+int kp_node_call(kp_node *node, const char *mod, const char *fun, const ei_x_buff *args,
+                 ei_x_buff *reply, char *err, size_t err_len);
+
+/* kp_node_call of MOD:FUN() (`atom` NULL) or MOD:FUN(atom). `reply` is
+ * initialised here and the caller frees it, whatever the outcome. */
+int kp_node_call_atom(kp_node *node, const char *mod, const char *fun, const char *atom,
+                      ei_x_buff *reply, char *err, size_t err_len);
+
+/* Measures our CLOCK_MONOTONIC (kp_now_us) minus the node's monotonic
+ * clock, in microseconds, from the quickest of a few rpc round trips (a
+ * fraction of a millisecond off on a local network). Returns 0, or -1 with
+ * one sentence in `err`. */
+int kp_node_clock_offset(kp_node *node, int64_t *offset_us, char *err, size_t err_len);
 
 #endif

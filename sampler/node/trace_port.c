@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "node/trace_port.h"
+#include "kp/alloc.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -12,13 +13,13 @@
 #define MAX_FRAME (64u << 20) /* one event: a huge return value at most */
 #define READ_ROUNDS 64        /* then give the caller's loop a turn */
 
-int kp_trace_stream_connect(kp_trace_stream *s, const char *target, unsigned port, char *err,
+int kp_trace_port_connect(kp_trace_port *s, const char *target, unsigned port, char *err,
                             size_t err_len)
 {
     memset(s, 0, sizeof *s);
     s->fd = -1;
     s->cap = 1 << 20;
-    s->buf = malloc(s->cap);
+    s->buf = kp_malloc(s->cap);
     if (!s->buf) {
         snprintf(err, err_len, "out of memory");
         return -1;
@@ -54,7 +55,7 @@ static uint32_t be32(const unsigned char *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static int consume(kp_trace_stream *s, const kp_trace_stream_handler *h)
+static int consume(kp_trace_port *s, const kp_trace_port_handler *h)
 {
     size_t at = 0;
     while (s->len - at >= 5) {
@@ -70,7 +71,7 @@ static int consume(kp_trace_stream *s, const kp_trace_stream_handler *h)
             return -1;
         if (s->len - at - 5 < n) {
             if (n + 5 > s->cap) { /* grow for one big event */
-                char *bigger = realloc(s->buf, n + 5);
+                char *bigger = kp_realloc(s->buf, n + 5);
                 if (!bigger)
                     return -1;
                 s->buf = bigger;
@@ -87,7 +88,7 @@ static int consume(kp_trace_stream *s, const kp_trace_stream_handler *h)
     return 0;
 }
 
-int kp_trace_stream_read(kp_trace_stream *s, const kp_trace_stream_handler *h)
+int kp_trace_port_read(kp_trace_port *s, const kp_trace_port_handler *h)
 {
     for (int rounds = 0; rounds < READ_ROUNDS; rounds++) {
         ssize_t n = recv(s->fd, s->buf + s->len, s->cap - s->len, MSG_DONTWAIT);
@@ -104,11 +105,11 @@ int kp_trace_stream_read(kp_trace_stream *s, const kp_trace_stream_handler *h)
     return 1;
 }
 
-void kp_trace_stream_close(kp_trace_stream *s)
+void kp_trace_port_close(kp_trace_port *s)
 {
     if (s->fd >= 0)
         close(s->fd);
-    free(s->buf);
+    kp_free(s->buf);
     memset(s, 0, sizeof *s);
     s->fd = -1;
 }

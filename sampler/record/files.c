@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "record/files.h"
+#include "kp/alloc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -11,13 +12,13 @@
 #include "kp/folded.h"
 #include "kp/perf_writer.h"
 
-const char *const kp_out_names[KP_OUT_COUNT] = {
+const char *const kp_weight_names[KP_WEIGHT_COUNT] = {
     "samples", "reductions", "memory", "message_queue_len", "bin_vheap", "bin_vheap_growth",
     "bin_vheap_release"};
-const char *const kp_out_units[KP_OUT_COUNT] = {
+const char *const kp_weight_units[KP_WEIGHT_COUNT] = {
     "samples", "reductions", "bytes", "messages", "bytes", "bytes", "bytes"};
 /* The headings of the flame graphs. */
-static const char *const out_titles[KP_OUT_COUNT] = {
+static const char *const weight_titles[KP_WEIGHT_COUNT] = {
     "Where the processes spend their time (samples)",
     "Reductions burned since the previous sample",
     "Process memory held (bytes)",
@@ -26,24 +27,24 @@ static const char *const out_titles[KP_OUT_COUNT] = {
     "Growth of off-heap binaries since the previous sample (bytes)",
     "Release of off-heap binaries since the previous sample (bytes)"};
 
-struct kp_outputs {
+struct kp_record_files {
     const kp_frames *frames;
     const kp_stacks *stacks;
     char dir[4096];
     kp_perf_writer *perf;
     kp_segment_writer *segments;
     kp_buf text;
-    uint64_t *weights[KP_OUT_COUNT]; /* by full stack id */
+    uint64_t *weights[KP_WEIGHT_COUNT]; /* by full stack id */
     size_t weights_cap;
     uint64_t samples;
     kp_status error;
     int error_errno;
 };
 
-kp_outputs *kp_outputs_open(const kp_segment_config *segments, const kp_frames *frames,
+kp_record_files *kp_record_files_open(const kp_segment_config *segments, const kp_frames *frames,
                             const kp_stacks *stacks)
 {
-    kp_outputs *o = calloc(1, sizeof *o);
+    kp_record_files *o = kp_calloc(1, sizeof *o);
     if (!o)
         return NULL;
     o->frames = frames;
@@ -52,13 +53,13 @@ kp_outputs *kp_outputs_open(const kp_segment_config *segments, const kp_frames *
     if (kp_perf_writer_create("beam.smp", "cpu-clock", frames, stacks, &o->perf) != KP_OK ||
         kp_segment_open(segments, &o->segments) != KP_OK) {
         kp_perf_writer_free(o->perf);
-        free(o);
+        kp_free(o);
         return NULL;
     }
     return o;
 }
 
-static int add_weight(kp_outputs *o, int out, uint32_t stack, int64_t w)
+static int add_weight(kp_record_files *o, int out, uint32_t stack, int64_t w)
 {
     if (w <= 0)
         return 0;
@@ -66,8 +67,8 @@ static int add_weight(kp_outputs *o, int out, uint32_t stack, int64_t w)
         size_t cap = o->weights_cap ? o->weights_cap : 1024;
         while (cap <= stack)
             cap *= 2;
-        for (int k = 0; k < KP_OUT_COUNT; k++) {
-            uint64_t *a = realloc(o->weights[k], cap * sizeof *a);
+        for (int k = 0; k < KP_WEIGHT_COUNT; k++) {
+            uint64_t *a = kp_realloc_array(o->weights[k], cap, sizeof *a);
             if (!a)
                 return -1;
             memset(a + o->weights_cap, 0, (cap - o->weights_cap) * sizeof *a);
@@ -79,11 +80,11 @@ static int add_weight(kp_outputs *o, int out, uint32_t stack, int64_t w)
     return 0;
 }
 
-int kp_outputs_add(kp_outputs *o, uint32_t os_pid, uint64_t time_us, const kp_profile_sample *s)
+int kp_record_files_add(kp_record_files *o, uint32_t os_pid, uint64_t time_us, const kp_proc_sample *s)
 {
     kp_metric metrics[KP_METRIC_COUNT];
     for (int m = 0; m < KP_METRIC_COUNT; m++) {
-        metrics[m].name = kp_metric_names[m];
+        metrics[m].name = kp_metrics[m].name;
         metrics[m].value = s->value[m];
         metrics[m].delta = s->delta[m];
     }
@@ -100,38 +101,38 @@ int kp_outputs_add(kp_outputs *o, uint32_t os_pid, uint64_t time_us, const kp_pr
     }
     int64_t bin = s->value[KP_METRIC_BIN_VHEAP] + s->value[KP_METRIC_BIN_OLD_VHEAP];
     int64_t bin_delta = s->delta[KP_METRIC_BIN_VHEAP] + s->delta[KP_METRIC_BIN_OLD_VHEAP];
-    if (add_weight(o, KP_OUT_SAMPLES, s->stack, 1) ||
-        add_weight(o, KP_OUT_REDUCTIONS, s->stack, s->delta[KP_METRIC_REDUCTIONS]) ||
-        add_weight(o, KP_OUT_MEMORY, s->stack, s->value[KP_METRIC_MEMORY]) ||
-        add_weight(o, KP_OUT_QUEUE, s->stack, s->value[KP_METRIC_QUEUE]) ||
-        add_weight(o, KP_OUT_BIN_VHEAP, s->stack, bin) ||
-        add_weight(o, KP_OUT_BIN_GROWTH, s->stack, bin_delta) ||
-        add_weight(o, KP_OUT_BIN_RELEASE, s->stack, -bin_delta))
+    if (add_weight(o, KP_WEIGHT_SAMPLES, s->stack, 1) ||
+        add_weight(o, KP_WEIGHT_REDUCTIONS, s->stack, s->delta[KP_METRIC_REDUCTIONS]) ||
+        add_weight(o, KP_WEIGHT_MEMORY, s->stack, s->value[KP_METRIC_MEMORY]) ||
+        add_weight(o, KP_WEIGHT_QUEUE, s->stack, s->value[KP_METRIC_QUEUE]) ||
+        add_weight(o, KP_WEIGHT_BIN_VHEAP, s->stack, bin) ||
+        add_weight(o, KP_WEIGHT_BIN_GROWTH, s->stack, bin_delta) ||
+        add_weight(o, KP_WEIGHT_BIN_RELEASE, s->stack, -bin_delta))
         return -1;
     o->samples++;
     return 0;
 }
 
-kp_status kp_outputs_error(const kp_outputs *o, int *saved_errno)
+kp_status kp_record_files_error(const kp_record_files *o, int *saved_errno)
 {
     if (saved_errno)
         *saved_errno = o->error_errno;
     return o->error;
 }
 
-uint64_t kp_outputs_samples(const kp_outputs *o)
+uint64_t kp_record_files_samples(const kp_record_files *o)
 {
     return o->samples;
 }
 
-const kp_segment_stats *kp_outputs_segment_stats(const kp_outputs *o)
+const kp_segment_stats *kp_record_files_segment_stats(const kp_record_files *o)
 {
     return kp_segment_stats_get(o->segments);
 }
 
 /* Writes OUT.folded and its flame graph OUT.svg; returns 1 if written, 0 if
  * they would be empty, -1 on error. */
-static int write_folded(kp_outputs *o, int out, const char *caption, char *err, size_t err_len)
+static int write_folded(kp_record_files *o, int out, const char *caption, char *err, size_t err_len)
 {
     size_t used = 0;
     for (size_t id = 0; id < o->weights_cap; id++)
@@ -145,12 +146,12 @@ static int write_folded(kp_outputs *o, int out, const char *caption, char *err, 
             st = kp_folded_add_stack(f, o->frames, o->stacks, (uint32_t)id, "beam.smp",
                                      o->weights[out][id]);
     char path[4200];
-    snprintf(path, sizeof path, "%s/%s.folded", o->dir, kp_out_names[out]);
+    snprintf(path, sizeof path, "%s/%s.folded", o->dir, kp_weight_names[out]);
     if (st == KP_OK)
         st = kp_folded_save(f, path);
     if (st == KP_OK) {
-        snprintf(path, sizeof path, "%s/%s.svg", o->dir, kp_out_names[out]);
-        kp_flame_options flame = {out_titles[out], caption, kp_out_units[out], 0};
+        snprintf(path, sizeof path, "%s/%s.svg", o->dir, kp_weight_names[out]);
+        kp_flame_options flame = {weight_titles[out], caption, kp_weight_units[out], 0};
         st = kp_flame_svg_save(f, &flame, path);
     }
     int saved_errno = errno;
@@ -176,8 +177,8 @@ static int write_text(const char *dir, const char *name, const char *text, char 
     return 0;
 }
 
-int kp_outputs_close(kp_outputs *o, const char *readme, const char *caption,
-                     int written[KP_OUT_COUNT], kp_segment_stats *stats, char *err,
+int kp_record_files_close(kp_record_files *o, const char *readme, const char *caption,
+                     int written[KP_WEIGHT_COUNT], kp_segment_stats *stats, char *err,
                      size_t err_len)
 {
     int rc = 0;
@@ -187,7 +188,7 @@ int kp_outputs_close(kp_outputs *o, const char *readme, const char *caption,
                  kp_status_reason(st, errno));
         rc = -1;
     }
-    for (int out = 0; out < KP_OUT_COUNT; out++) {
+    for (int out = 0; out < KP_WEIGHT_COUNT; out++) {
         written[out] = 0;
         if (rc == 0 && o->samples) {
             written[out] = write_folded(o, out, caption ? caption : "", err, err_len);
@@ -197,10 +198,10 @@ int kp_outputs_close(kp_outputs *o, const char *readme, const char *caption,
     }
     if (rc == 0)
         rc = write_text(o->dir, "README.txt", readme, err, err_len);
-    for (int k = 0; k < KP_OUT_COUNT; k++)
-        free(o->weights[k]);
+    for (int k = 0; k < KP_WEIGHT_COUNT; k++)
+        kp_free(o->weights[k]);
     kp_buf_free(&o->text);
     kp_perf_writer_free(o->perf);
-    free(o);
+    kp_free(o);
     return rc;
 }

@@ -1,18 +1,12 @@
 #define _GNU_SOURCE
 #include "record/processes.h"
+#include "kp/alloc.h"
 #include "common/pid_text.h"
 #include "common/u64_map.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-const char *const kp_metric_names[KP_METRIC_COUNT] = {
-    "reductions", "message_queue_len", "memory", "total_heap_size", "heap_size",
-    "stack_size", "bin_vheap_size", "bin_old_vheap_size", "minor_gcs"};
-
-/* Which metrics the agent sends in words (converted to bytes). */
-static const int in_words[KP_METRIC_COUNT] = {0, 0, 0, 1, 1, 1, 1, 1, 0};
 
 #define NO_FRAME UINT32_MAX
 
@@ -27,12 +21,12 @@ typedef struct {
     char status[32];      /* of the previous sample */
 } proc;
 
-struct kp_profile {
+struct kp_processes {
     kp_frames *frames;
     kp_stacks *stacks;
     uint32_t node_frame; /* NO_FRAME for a single-node recording */
     unsigned wordsize;
-    kp_profile_sink sink;
+    kp_proc_sample_fn sink;
     void *ctx;
     uint32_t *mfa_frames; /* agent MFA id -> frame id */
     size_t mfa_cap;
@@ -41,7 +35,7 @@ struct kp_profile {
     size_t proc_cap, n_procs;
     uint32_t *ids;        /* scratch for building stacks */
     size_t ids_cap;
-    kp_batch_handler handler;
+    kp_wire_handler handler;
 };
 
 static uint64_t proc_key(uint32_t num, uint32_t serial)
@@ -53,7 +47,7 @@ static uint64_t proc_key(uint32_t num, uint32_t serial)
  * afresh (the next sample of each process then has delta 0, as a first one). */
 #define PROC_LIMIT 200000
 
-static proc *find_proc(kp_profile *p, uint32_t num, uint32_t serial, int create)
+static proc *find_proc(kp_processes *p, uint32_t num, uint32_t serial, int create)
 {
     uint64_t key = proc_key(num, serial);
     uint32_t at;
@@ -67,7 +61,7 @@ static proc *find_proc(kp_profile *p, uint32_t num, uint32_t serial, int create)
     }
     if (p->n_procs == p->proc_cap) {
         size_t cap = p->proc_cap ? p->proc_cap * 2 : 256;
-        proc *t = realloc(p->procs, cap * sizeof *t);
+        proc *t = kp_realloc_array(p->procs, cap, sizeof *t);
         if (!t)
             return NULL;
         p->procs = t;
@@ -88,11 +82,11 @@ static proc *find_proc(kp_profile *p, uint32_t num, uint32_t serial, int create)
     return n;
 }
 
-static int reserve_ids(kp_profile *p, size_t n)
+static int reserve_ids(kp_processes *p, size_t n)
 {
     if (n <= p->ids_cap)
         return 0;
-    uint32_t *ids = realloc(p->ids, n * sizeof *ids);
+    uint32_t *ids = kp_realloc_array(p->ids, n, sizeof *ids);
     if (!ids)
         return -1;
     p->ids = ids;
@@ -102,7 +96,7 @@ static int reserve_ids(kp_profile *p, size_t n)
 
 static int on_reset(void *ctx)
 {
-    kp_profile *p = ctx;
+    kp_processes *p = ctx;
     /* frames stay interned; only the agent's id numbering starts again */
     for (size_t i = 0; i < p->mfa_cap; i++)
         p->mfa_frames[i] = NO_FRAME;
@@ -112,14 +106,14 @@ static int on_reset(void *ctx)
 static int on_mfa(void *ctx, uint32_t id, const char *module, const char *function,
                   unsigned arity)
 {
-    kp_profile *p = ctx;
+    kp_processes *p = ctx;
     if (id >= 10000000)
         return -1; /* the agent bounds its dictionary far below this */
     if (id >= p->mfa_cap) {
         size_t cap = p->mfa_cap ? p->mfa_cap : 1024;
         while (cap <= id)
             cap *= 2;
-        uint32_t *m = realloc(p->mfa_frames, cap * sizeof *m);
+        uint32_t *m = kp_realloc_array(p->mfa_frames, cap, sizeof *m);
         if (!m)
             return -1;
         for (size_t i = p->mfa_cap; i < cap; i++)
@@ -134,7 +128,7 @@ static int on_mfa(void *ctx, uint32_t id, const char *module, const char *functi
 static int on_label(void *ctx, uint32_t num, uint32_t serial, int registered, const char *text,
                     size_t len)
 {
-    kp_profile *p = ctx;
+    kp_processes *p = ctx;
     proc *pr = find_proc(p, num, serial, 1);
     if (!pr)
         return -1;
@@ -145,16 +139,16 @@ static int on_label(void *ctx, uint32_t num, uint32_t serial, int registered, co
                : -1;
 }
 
-static int on_sample(void *ctx, const kp_raw_sample *s)
+static int on_sample(void *ctx, const kp_wire_sample *s)
 {
-    kp_profile *p = ctx;
+    kp_processes *p = ctx;
     proc *pr = find_proc(p, s->num, s->serial, 1);
     if (!pr)
         return -1;
     if (s->unchanged) {
         if (!pr->has_previous || pr->full_stack == NO_FRAME)
             return 0; /* forgotten here (the table is bounded): skip this tick */
-        kp_profile_sample out = {.num = s->num, .serial = s->serial, .status = pr->status,
+        kp_proc_sample out = {.num = s->num, .serial = s->serial, .status = pr->status,
                                  .stack = pr->full_stack};
         memcpy(out.value, pr->previous, sizeof out.value);
         memset(out.delta, 0, sizeof out.delta);
@@ -203,13 +197,13 @@ static int on_sample(void *ctx, const kp_raw_sample *s)
             return -1;
         pr->status_frame = status;
     }
-    kp_profile_sample out;
+    kp_proc_sample out;
     out.num = s->num;
     out.serial = s->serial;
     out.status = s->status;
     out.stack = pr->full_stack;
     for (int m = 0; m < KP_METRIC_COUNT; m++) {
-        int64_t v = s->metrics[m] * (in_words[m] ? (int64_t)p->wordsize : 1);
+        int64_t v = s->metrics[m] * (kp_metrics[m].in_words ? (int64_t)p->wordsize : 1);
         out.value[m] = v;
         out.delta[m] = pr->has_previous ? v - pr->previous[m] : 0;
         pr->previous[m] = v;
@@ -218,10 +212,10 @@ static int on_sample(void *ctx, const kp_raw_sample *s)
     return p->sink(p->ctx, &out);
 }
 
-kp_profile *kp_profile_create(kp_frames *frames, kp_stacks *stacks, unsigned wordsize,
-                              const char *node, kp_profile_sink sink, void *ctx)
+kp_processes *kp_processes_create(kp_frames *frames, kp_stacks *stacks, unsigned wordsize,
+                              const char *node, kp_proc_sample_fn sink, void *ctx)
 {
-    kp_profile *p = calloc(1, sizeof *p);
+    kp_processes *p = kp_calloc(1, sizeof *p);
     if (!p)
         return NULL;
     p->frames = frames;
@@ -229,7 +223,7 @@ kp_profile *kp_profile_create(kp_frames *frames, kp_stacks *stacks, unsigned wor
     p->node_frame = NO_FRAME;
     if (node &&
         kp_frames_intern_pseudo(frames, node, strlen(node), "node", &p->node_frame) != KP_OK) {
-        free(p);
+        kp_free(p);
         return NULL;
     }
     p->wordsize = wordsize ? wordsize : 8;
@@ -243,23 +237,23 @@ kp_profile *kp_profile_create(kp_frames *frames, kp_stacks *stacks, unsigned wor
     return p;
 }
 
-void kp_profile_free(kp_profile *p)
+void kp_processes_free(kp_processes *p)
 {
     if (!p)
         return;
-    free(p->mfa_frames);
+    kp_free(p->mfa_frames);
     kp_u64_map_free(&p->index);
-    free(p->procs);
-    free(p->ids);
-    free(p);
+    kp_free(p->procs);
+    kp_free(p->ids);
+    kp_free(p);
 }
 
-const kp_batch_handler *kp_profile_handler(kp_profile *p)
+const kp_wire_handler *kp_processes_wire_handler(kp_processes *p)
 {
     return &p->handler;
 }
 
-size_t kp_profile_processes(const kp_profile *p)
+size_t kp_processes_count(const kp_processes *p)
 {
     return p->n_procs;
 }

@@ -7,13 +7,14 @@
  * (the node frame only when several nodes are recorded at once).
  * and metric values with deltas since that process's previous sample (0 on
  * the first one, never a bogus jump). */
-#ifndef KP_PROFILE_H
-#define KP_PROFILE_H
+#ifndef KP_RECORD_PROCESSES_H
+#define KP_RECORD_PROCESSES_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "node/agent.h"
+#include "record/metrics.h"
+#include "record/sample_wire.h"
 #include "kp/intern.h"
 
 typedef struct {
@@ -22,27 +23,25 @@ typedef struct {
     uint32_t stack; /* full stack id in the profile's kp_stacks */
     int64_t value[KP_METRIC_COUNT]; /* sizes in bytes */
     int64_t delta[KP_METRIC_COUNT];
-} kp_profile_sample;
+} kp_proc_sample;
 
-typedef int (*kp_profile_sink)(void *ctx, const kp_profile_sample *sample);
+typedef int (*kp_proc_sample_fn)(void *ctx, const kp_proc_sample *sample);
 
-typedef struct kp_profile kp_profile;
+typedef struct kp_processes kp_processes;
 
 /* A profile of one node over frames and stacks that several profiles may
  * share (borrowed). `wordsize` converts the agent's word counts to bytes;
  * `node` (NULL for none) becomes the root pseudo-frame. NULL when out of
  * memory. */
-kp_profile *kp_profile_create(kp_frames *frames, kp_stacks *stacks, unsigned wordsize,
-                              const char *node, kp_profile_sink sink, void *ctx);
-void kp_profile_free(kp_profile *profile);
+kp_processes *kp_processes_create(kp_frames *frames, kp_stacks *stacks, unsigned wordsize,
+                              const char *node, kp_proc_sample_fn sink, void *ctx);
+void kp_processes_free(kp_processes *profile);
 
-/* The handler to pass to kp_agent_next_tick(). */
-const kp_batch_handler *kp_profile_handler(kp_profile *profile);
+/* The handler to pass to kp_sample_wire_next_tick(). */
+const kp_wire_handler *kp_processes_wire_handler(kp_processes *profile);
 
 /* Processes currently tracked. */
-size_t kp_profile_processes(const kp_profile *profile);
+size_t kp_processes_count(const kp_processes *profile);
 
-/* The names of the metrics, in kp_agent order ("reductions", ...). */
-extern const char *const kp_metric_names[KP_METRIC_COUNT];
 
 #endif

@@ -2,7 +2,7 @@
  * (with jitter), one request in flight per node, a deadline on every wait,
  * lateness reported instead of assumed away. Samples go to perf-script
  * segments as they arrive and into per-metric folded aggregates written at
- * the end (outputs.c). */
+ * the end (record/files.c). */
 #define _GNU_SOURCE
 #include "record/run.h"
 
@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "node/agent.h"
+#include "record/sample_wire.h"
 #include "common/cli.h"
 #include "node/connection.h"
 #include "record/files.h"
@@ -28,13 +28,13 @@
 typedef struct {
     char target[512];
     kp_node node;
-    kp_agent agent;
-    kp_profile *profile;
-    kp_outputs *outputs; /* shared */
+    kp_sample_wire wire;
+    kp_processes *profile;
+    kp_record_files *outputs; /* shared */
     uint64_t time_us;    /* of the tick being decoded, on our clock */
     int64_t offset_us;   /* our clock minus the node's */
     int attached;
-} session;
+} attached_node;
 
 /* A round of ticks lasts about this long: the agents keep the schedule, and
  * kprof wakes once a round instead of once a tick. */
@@ -46,7 +46,7 @@ typedef struct {
  * time, so that merging their ticks keeps a file in time order. Returns the
  * ticks asked for (0: none left), with `*lost_node` set when a request could
  * not be sent. */
-static unsigned send_round(session *s, size_t n, unsigned per_round, uint64_t wanted,
+static unsigned send_round(attached_node *s, size_t n, unsigned per_round, uint64_t wanted,
                            uint64_t interval, uint64_t *next_round, uint64_t *requested,
                            uint64_t *skipped, const char **lost_node)
 {
@@ -69,7 +69,7 @@ static unsigned send_round(session *s, size_t n, unsigned per_round, uint64_t wa
     if (!round)
         return 0;
     for (size_t i = 0; i < n; i++) {
-        if (kp_agent_request(&s[i].agent, round, interval,
+        if (kp_sample_wire_request(&s[i].wire, round, interval,
                              (int64_t)*next_round - s[i].offset_us) != 0) {
             *lost_node = s[i].target;
             return 0;
@@ -112,13 +112,13 @@ static double latency_quantile(latencies *l, double q)
 /* Writes the ticks of the latest round of every node, oldest first on our
  * clock, so that files stay in time order. Returns 0, or -1 with the error
  * printed when a reply cannot be decoded. */
-static int write_ticks(session *s, size_t n, latencies *lat)
+static int write_ticks(attached_node *s, size_t n, latencies *lat)
 {
     for (;;) {
-        session *next = NULL;
+        attached_node *next = NULL;
         int64_t next_time = 0, t;
         for (size_t i = 0; i < n; i++) {
-            if (kp_agent_tick_time(&s[i].agent, &t) &&
+            if (kp_sample_wire_tick_time(&s[i].wire, &t) &&
                 (t += s[i].offset_us, !next || t < next_time)) {
                 next = &s[i];
                 next_time = t;
@@ -127,18 +127,18 @@ static int write_ticks(session *s, size_t n, latencies *lat)
         if (!next)
             return 0;
         next->time_us = next_time > 0 ? (uint64_t)next_time : 0;
-        if (kp_agent_next_tick(&next->agent, kp_profile_handler(next->profile)) != 0) {
+        if (kp_sample_wire_next_tick(&next->wire, kp_processes_wire_handler(next->profile)) != 0) {
             kp_error("malformed reply from the agent on %s; please report this", next->target);
             return -1;
         }
-        latency_add(lat, next->agent.tick_delay_us + next->agent.tick_busy_us);
+        latency_add(lat, next->wire.tick_delay_us + next->wire.tick_busy_us);
     }
 }
 
-static int on_profile_sample(void *ctx, const kp_profile_sample *s)
+static int on_profile_sample(void *ctx, const kp_proc_sample *s)
 {
-    session *se = ctx;
-    return kp_outputs_add(se->outputs, (uint32_t)se->agent.os_pid, se->time_us, s);
+    attached_node *se = ctx;
+    return kp_record_files_add(se->outputs, (uint32_t)se->wire.agent.os_pid, se->time_us, s);
 }
 
 /* "kprof recording of app@host: top 100 processes by reductions, 10 samples/s
@@ -254,11 +254,11 @@ static size_t connected_nodes(kp_node *first, char names[][512], size_t cap)
     return n;
 }
 
-/* Opens the segments and folded aggregates in `dir` and gives every session
+/* Opens the segments and folded aggregates in `dir` and gives every attached node
  * its profile, writing to them. Returns NULL when out of memory. */
-static kp_outputs *open_outputs(const kp_record_options *o, const char *dir,
+static kp_record_files *open_outputs(const kp_record_options *o, const char *dir,
                                 const char *targets, kp_frames *frames, kp_stacks *stacks,
-                                session *s, size_t n)
+                                attached_node *s, size_t n)
 {
     char header[5000], err[256];
     snprintf(header, sizeof header,
@@ -267,13 +267,13 @@ static kp_outputs *open_outputs(const kp_record_options *o, const char *dir,
              targets, (unsigned long long)kp_now_us(), (long)time(NULL));
     kp_segment_config sc = {dir, "samples", "perf", o->compression, 0, o->rotate_bytes,
                             o->rotate_us, o->keep, header};
-    kp_outputs *out = kp_outputs_open(&sc, frames, stacks);
+    kp_record_files *out = kp_record_files_open(&sc, frames, stacks);
     for (size_t i = 0; i < n && out; i++) {
         s[i].outputs = out;
-        s[i].profile = kp_profile_create(frames, stacks, s[i].agent.wordsize,
+        s[i].profile = kp_processes_create(frames, stacks, s[i].wire.agent.wordsize,
                                          n > 1 ? s[i].target : NULL, on_profile_sample, &s[i]);
         if (!s[i].profile) {
-            kp_outputs_close(out, "", NULL, (int[KP_OUT_COUNT]){0}, NULL, err, sizeof err);
+            kp_record_files_close(out, "", NULL, (int[KP_WEIGHT_COUNT]){0}, NULL, err, sizeof err);
             out = NULL;
         }
     }
@@ -281,11 +281,11 @@ static kp_outputs *open_outputs(const kp_record_options *o, const char *dir,
 }
 
 /* Ticks taken (or, with `late`, skipped) per node, averaged over the nodes. */
-static double node_average(const session *s, size_t n, int late)
+static double node_average(const attached_node *s, size_t n, int late)
 {
     uint64_t sum = 0;
     for (size_t i = 0; i < n; i++)
-        sum += late ? s[i].agent.missed : s[i].agent.ticks;
+        sum += late ? s[i].wire.missed : s[i].wire.ticks;
     return n ? (double)sum / (double)n : 0.0;
 }
 
@@ -296,23 +296,23 @@ typedef struct {
     uint64_t agent_ticks, queried, reused, busy_us; /* summed over the nodes */
 } run_totals;
 
-static run_totals totals_of(const session *s, size_t n, uint64_t elapsed_us, uint64_t skipped)
+static run_totals totals_of(const attached_node *s, size_t n, uint64_t elapsed_us, uint64_t skipped)
 {
     run_totals t = {(double)elapsed_us / 1e6, node_average(s, n, 0),
                     node_average(s, n, 1) + (double)skipped, 0, 0, 0, 0, 0};
     for (size_t i = 0; i < n; i++) {
-        t.processes += kp_profile_processes(s[i].profile);
-        t.agent_ticks += s[i].agent.ticks;
-        t.queried += s[i].agent.stacks_queried;
-        t.reused += s[i].agent.stacks_reused;
-        t.busy_us += s[i].agent.busy_us;
+        t.processes += kp_processes_count(s[i].profile);
+        t.agent_ticks += s[i].wire.ticks;
+        t.queried += s[i].wire.stacks_queried;
+        t.reused += s[i].wire.stacks_reused;
+        t.busy_us += s[i].wire.busy_us;
     }
     return t;
 }
 
 static void print_summary(const kp_record_options *o, const char *dir, const run_totals *t,
                           uint64_t samples, const kp_segment_stats *st,
-                          const int written[KP_OUT_COUNT], latencies *lat)
+                          const int written[KP_WEIGHT_COUNT], latencies *lat)
 {
     fprintf(stderr,
             "kprof: %llu samples of %zu processes in %.1f s (%.1f ticks/s of %.6g "
@@ -338,53 +338,53 @@ static void print_summary(const kp_record_options *o, const char *dir, const run
             "(see README.txt there)\n",
             (unsigned long long)st->segments, st->segments == 1 ? "" : "s", dir);
     int any = 0;
-    for (int k = 0; k < KP_OUT_COUNT; k++)
+    for (int k = 0; k < KP_WEIGHT_COUNT; k++)
         if (written[k] > 0) {
-            fprintf(stderr, "  %s/%s.folded  (%s)\n", dir, kp_out_names[k], kp_out_units[k]);
+            fprintf(stderr, "  %s/%s.folded  (%s)\n", dir, kp_weight_names[k], kp_weight_units[k]);
             any = 1;
         }
     if (any)
         fprintf(stderr, "  %s/*.svg  (their flame graphs: open one in a web browser)\n", dir);
 }
 
-static void status_line(const kp_outputs *out, uint64_t elapsed_us, double rate,
-                        const session *s, size_t n, uint64_t skipped)
+static void status_line(const kp_record_files *out, uint64_t elapsed_us, double rate,
+                        const attached_node *s, size_t n, uint64_t skipped)
 {
     double secs = (double)elapsed_us / 1e6;
-    uint64_t samples = kp_outputs_samples(out);
+    uint64_t samples = kp_record_files_samples(out);
     fprintf(stderr,
             "\r%.1fs  %llu samples (%.0f/s)  ticks %.1f/s of %.6g  late %.0f  written %.1f MB   ",
             secs, (unsigned long long)samples, secs > 0 ? (double)samples / secs : 0.0,
             secs > 0 ? node_average(s, n, 0) / secs : 0.0, rate,
             node_average(s, n, 1) + (double)skipped,
-            (double)kp_outputs_segment_stats(out)->bytes / 1e6);
+            (double)kp_record_files_segment_stats(out)->bytes / 1e6);
     fflush(stderr);
 }
 
-static void detach_all(session *s, size_t n)
+static void detach_all(attached_node *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (s[i].attached)
-            kp_agent_detach(&s[i].agent);
+            kp_sample_wire_stop(&s[i].wire);
         kp_node_close(&s[i].node);
-        kp_profile_free(s[i].profile);
+        kp_processes_free(s[i].profile);
         s[i].profile = NULL;
         s[i].attached = 0;
     }
 }
 
 /* Connects and attaches to the `n` nodes in `names` (completed names; with
- * --all-nodes, room for MAX_NODES); returns how many sessions, or 0 with the
+ * --all-nodes, room for MAX_NODES); returns how many nodes, or 0 with the
  * error printed. */
-static size_t attach_all(const kp_record_options *o, const char *cookie, session *s,
+static size_t attach_all(const kp_record_options *o, const char *cookie, attached_node *s,
                          char names[][512], size_t n, uint64_t interval)
 {
     char err[2048];
-    kp_agent_options ao = {o->top, o->select_by, (unsigned)(o->reselect_us / 1000), o->pids,
+    kp_sampling_options ao = {o->top, o->select_by, (unsigned)(o->reselect_us / 1000), o->pids,
                            o->n_pids, o->depth,
                            (unsigned)(interval / 50 > 10000 ? interval / 50 : 10000)};
     for (size_t i = 0; i < n; i++) {
-        session *se = &s[i];
+        attached_node *se = &s[i];
         snprintf(se->target, sizeof se->target, "%s", names[i]);
         if (kp_node_connect(&se->node, se->target, cookie, o->connect_timeout_ms, err,
                             sizeof err) != 0) {
@@ -395,13 +395,13 @@ static size_t attach_all(const kp_record_options *o, const char *cookie, session
         if (o->all_nodes && i == 0 && n == 1) {
             n += connected_nodes(&se->node, names + 1, MAX_NODES - 1);
         }
-        if (kp_agent_attach(&se->agent, &se->node, &ao, err, sizeof err) != 0) {
+        if (kp_sample_wire_start(&se->wire, &se->node, &ao, err, sizeof err) != 0) {
             kp_error("%s", err);
             detach_all(s, i + 1);
             return 0;
         }
         se->attached = 1;
-        if (kp_agent_clock_offset(&se->agent, &se->offset_us, err, sizeof err) != 0) {
+        if (kp_node_clock_offset(&se->node, &se->offset_us, err, sizeof err) != 0) {
             kp_error("%s", err);
             detach_all(s, i + 1);
             return 0;
@@ -433,9 +433,9 @@ int kp_record_run(const kp_record_options *o)
         return KP_EXIT_FAILURE;
     }
     uint64_t interval = (uint64_t)(1e6 / o->rate);
-    static session sessions[MAX_NODES];
-    memset(sessions, 0, sizeof sessions);
-    size_t n = attach_all(o, cookie, sessions, names, n_names, interval);
+    static attached_node nodes[MAX_NODES];
+    memset(nodes, 0, sizeof nodes);
+    size_t n = attach_all(o, cookie, nodes, names, n_names, interval);
     memset(cookie, 0, sizeof cookie);
     if (n == 0) {
         if (created)
@@ -446,14 +446,14 @@ int kp_record_run(const kp_record_options *o)
     char targets[4096] = "";
     for (size_t i = 0; i < n; i++)
         snprintf(targets + strlen(targets), sizeof targets - strlen(targets), "%s%.60s",
-                 i ? ", " : "", sessions[i].target);
+                 i ? ", " : "", nodes[i].target);
     kp_frames *frames = kp_frames_create(0);
     kp_stacks *stacks = kp_stacks_create();
-    kp_outputs *out = frames && stacks ? open_outputs(o, dir, targets, frames, stacks, sessions, n)
+    kp_record_files *out = frames && stacks ? open_outputs(o, dir, targets, frames, stacks, nodes, n)
                                        : NULL;
     if (!out) {
         kp_error("out of memory");
-        detach_all(sessions, n);
+        detach_all(nodes, n);
         kp_frames_free(frames);
         kp_stacks_free(stacks);
         return KP_EXIT_FAILURE;
@@ -487,17 +487,17 @@ int kp_record_run(const kp_record_options *o)
     const char *lost = NULL, *lost_node = NULL;
     static latencies lat;
     uint64_t skipped = 0; /* ticks kprof was too late to ask for */
-    unsigned in_flight = send_round(sessions, n, per_round, wanted, interval, &next_round,
+    unsigned in_flight = send_round(nodes, n, per_round, wanted, interval, &next_round,
                                     &requested, &skipped, &lost_node);
     if (lost_node)
         lost = "sending a request";
     while (in_flight && !lost && rc == KP_EXIT_OK) {
-        double missed_before = node_average(sessions, n, 1);
+        double missed_before = node_average(nodes, n, 1);
         for (size_t i = 0; i < n && !lost && rc == KP_EXIT_OK; i++) {
-            session *se = &sessions[i];
+            attached_node *se = &nodes[i];
             uint64_t wait_start = kp_now_us();
             for (;;) {
-                int res = kp_agent_receive(&se->agent, 200);
+                int res = kp_sample_wire_receive(&se->wire, 200);
                 if (res == 1)
                     break;
                 if (res == -1) {
@@ -523,21 +523,21 @@ int kp_record_run(const kp_record_options *o)
          * sample while kprof formats */
         uint64_t skipped_before = skipped;
         in_flight = kp_stop_requested() ? 0
-                                        : send_round(sessions, n, per_round, wanted, interval,
+                                        : send_round(nodes, n, per_round, wanted, interval,
                                                      &next_round, &requested, &skipped,
                                                      &lost_node);
         if (lost_node) {
             lost = "sending a request";
             break;
         }
-        if (write_ticks(sessions, n, &lat) != 0) {
+        if (write_ticks(nodes, n, &lat) != 0) {
             rc = KP_EXIT_FAILURE;
             break;
         }
-        if (kp_outputs_error(out, NULL) != KP_OK)
+        if (kp_record_files_error(out, NULL) != KP_OK)
             break;
         uint64_t done = kp_now_us();
-        if (node_average(sessions, n, 1) > missed_before || skipped > skipped_before) {
+        if (node_average(nodes, n, 1) > missed_before || skipped > skipped_before) {
             if (!slow_since)
                 slow_since = done;
         } else {
@@ -546,12 +546,12 @@ int kp_record_run(const kp_record_options *o)
         if (slow_since && done - slow_since > 3000000u && !warned && !o->quiet) {
             fprintf(stderr, "%skprof: warning: sampling falls behind: a tick takes %.1f ms in "
                     "the node, the interval is %.1f ms; lower --rate or --top\n",
-                    tty ? "\n" : "", (double)sessions[0].agent.tick_busy_us / 1e3,
+                    tty ? "\n" : "", (double)nodes[0].wire.tick_busy_us / 1e3,
                     (double)interval / 1e3);
             warned = 1;
         }
         if (tty && done - last_status >= 500000u) {
-            status_line(out, done - start, o->rate, sessions, n, skipped);
+            status_line(out, done - start, o->rate, nodes, n, skipped);
             last_status = done;
         }
     }
@@ -567,8 +567,8 @@ int kp_record_run(const kp_record_options *o)
     uint64_t elapsed = kp_now_us() - start;
     if (tty)
         fputc('\n', stderr);
-    run_totals totals = totals_of(sessions, n, elapsed, skipped);
-    detach_all(sessions, n);
+    run_totals totals = totals_of(nodes, n, elapsed, skipped);
+    detach_all(nodes, n);
 
     if (lost) {
         kp_error("lost the connection to %s while %s (the node stopped or the network failed); "
@@ -577,20 +577,20 @@ int kp_record_run(const kp_record_options *o)
         rc = KP_EXIT_NODE;
     }
     int write_errno;
-    kp_status write_error = kp_outputs_error(out, &write_errno);
+    kp_status write_error = kp_record_files_error(out, &write_errno);
     if (write_error != KP_OK) {
         kp_error("cannot write to %s: %s; the segments already written are complete", dir,
                  kp_status_reason(write_error, write_errno));
         rc = KP_EXIT_FAILURE;
     }
-    uint64_t samples = kp_outputs_samples(out);
+    uint64_t samples = kp_record_files_samples(out);
     char readme[8192];
     char caption[4200];
     caption_text(caption, sizeof caption, o, targets);
     readme_text(readme, sizeof readme, o, caption);
-    int written[KP_OUT_COUNT];
+    int written[KP_WEIGHT_COUNT];
     kp_segment_stats st;
-    if (kp_outputs_close(out, readme, caption, written, &st, err, sizeof err) != 0) {
+    if (kp_record_files_close(out, readme, caption, written, &st, err, sizeof err) != 0) {
         kp_error("%s", err);
         rc = KP_EXIT_FAILURE;
     }

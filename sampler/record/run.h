@@ -1,6 +1,6 @@
 /* `kprof record`: the sampling loop and its outputs. */
-#ifndef KP_RECORD_H
-#define KP_RECORD_H
+#ifndef KP_RECORD_RUN_H
+#define KP_RECORD_RUN_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -8,12 +8,12 @@
  *   Token = {Flags, Label, Serial, From, LastCnt}; Label is a pid for kprof's
  *   requests (anything else is another user's seq_trace label).
  *
- * The bytes come from the node's term_to_binary through the trace port kprof
- * itself connected to; ei's decoders do not check bounds, so this trusts
- * them as it trusts the distribution connection.
+ * The bytes come from the node's term_to_binary through the trace port; they
+ * are checked whole (kp_term_check) before ei decodes them, since ei's
+ * decoders do not check bounds.
  */
-#ifndef KP_TIER_DECODE_H
-#define KP_TIER_DECODE_H
+#ifndef KP_TIERS_EVENTS_H
+#define KP_TIERS_EVENTS_H
 
 #include <stddef.h>
 

@@ -1,4 +1,5 @@
 #include "tiers/match.h"
+#include "kp/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,16 +76,16 @@ kp_tier_match_limits kp_tier_match_default_limits(void)
 kp_tier_match *kp_tier_match_create(kp_tier_stats *stats, const kp_tier_fn *fns, size_t n_fns,
                                     const kp_tier_match_limits *lim)
 {
-    kp_tier_match *m = calloc(1, sizeof *m);
+    kp_tier_match *m = kp_calloc(1, sizeof *m);
     if (!m)
         return NULL;
     m->stats = stats;
     m->n_tiers = kp_tier_stats_tiers(stats) - 1;
     m->lim = *lim;
-    m->fns = malloc((n_fns ? n_fns : 1) * sizeof *m->fns);
-    m->reqs = calloc(lim->max_requests, sizeof *m->reqs);
-    m->stacks = calloc(lim->max_processes, sizeof *m->stacks);
-    m->free_stacks = malloc(lim->max_processes * sizeof *m->free_stacks);
+    m->fns = kp_realloc_array(NULL, (n_fns ? n_fns : 1), sizeof *m->fns);
+    m->reqs = kp_calloc(lim->max_requests, sizeof *m->reqs);
+    m->stacks = kp_calloc(lim->max_processes, sizeof *m->stacks);
+    m->free_stacks = kp_malloc(lim->max_processes * sizeof *m->free_stacks);
     if (!m->fns || !m->reqs || !m->stacks || !m->free_stacks) {
         kp_tier_match_free(m);
         return NULL;
@@ -99,8 +100,8 @@ kp_tier_match *kp_tier_match_create(kp_tier_stats *stats, const kp_tier_fn *fns,
 static void release_request(kp_tier_match *m, uint32_t r)
 {
     request *q = &m->reqs[r];
-    free(q->iv);
-    free(q->calls);
+    kp_free(q->iv);
+    kp_free(q->calls);
     uint32_t gen = q->gen + 1;
     memset(q, 0, sizeof *q);
     q->gen = gen;
@@ -114,19 +115,19 @@ void kp_tier_match_free(kp_tier_match *m)
     if (!m)
         return;
     for (size_t i = 0; i < m->n_stacks; i++)
-        free(m->stacks[i].frames);
+        kp_free(m->stacks[i].frames);
     for (size_t i = 0; i < m->n_reqs; i++) {
-        free(m->reqs[i].iv);
-        free(m->reqs[i].calls);
+        kp_free(m->reqs[i].iv);
+        kp_free(m->reqs[i].calls);
     }
     kp_u64_map_free(&m->procs);
     kp_u64_map_free(&m->open);
     kp_buf_free(&m->tree);
-    free(m->stacks);
-    free(m->free_stacks);
-    free(m->reqs);
-    free(m->fns);
-    free(m);
+    kp_free(m->stacks);
+    kp_free(m->free_stacks);
+    kp_free(m->reqs);
+    kp_free(m->fns);
+    kp_free(m);
 }
 
 void kp_tier_match_trees(kp_tier_match *m, int all, uint64_t slow_us, kp_tier_tree_fn fn,
@@ -158,11 +159,11 @@ static uint32_t open_request(kp_tier_match *m, kp_tier_pid label, const kp_tier_
         return NO_REQ;
     }
     request *q = &m->reqs[r];
-    q->calls = calloc(m->n_tiers ? m->n_tiers : 1, sizeof *q->calls);
+    q->calls = kp_calloc(m->n_tiers ? m->n_tiers : 1, sizeof *q->calls);
     size_t identity = kp_tier_stats_identity(m->stats, ev->identity_len ? ev->identity : "undefined",
                                              ev->identity_len ? ev->identity_len : 9);
     if (!q->calls || identity == SIZE_MAX || kp_u64_map_put(&m->open, label, r) != 0) {
-        free(q->calls);
+        kp_free(q->calls);
         q->calls = NULL;
         q->next = m->free_req;
         m->free_req = r;
@@ -201,7 +202,7 @@ static void add_interval(kp_tier_match *m, request *q, uint32_t fn, kp_tier_pid 
         size_t cap = q->cap_iv ? q->cap_iv * 2 : 8;
         if (cap > m->lim.max_intervals)
             cap = m->lim.max_intervals;
-        interval *iv = cap > q->cap_iv ? realloc(q->iv, cap * sizeof *iv) : NULL;
+        interval *iv = cap > q->cap_iv ? kp_realloc_array(q->iv, cap, sizeof *iv) : NULL;
         if (!iv) {
             q->truncated = 1;
             return;
@@ -377,7 +378,7 @@ static void drop_if_empty(kp_tier_match *m, kp_tier_pid pid, proc_stack *st, uin
         return;
     /* keep small frame arrays for reuse; free big ones to stay bounded */
     if (st->cap > 64) {
-        free(st->frames);
+        kp_free(st->frames);
         st->frames = NULL;
         st->cap = 0;
     }
@@ -395,7 +396,7 @@ static kp_status push(kp_tier_match *m, const kp_tier_event *ev, uint32_t req, i
     }
     if (st->n == st->cap) {
         size_t cap = st->cap ? st->cap * 2 : 8;
-        frame *f = realloc(st->frames, cap * sizeof *f);
+        frame *f = kp_realloc_array(st->frames, cap, sizeof *f);
         if (!f) {
             m->c.unattributed++;
             drop_if_empty(m, ev->pid, st, s);

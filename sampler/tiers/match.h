@@ -27,8 +27,8 @@
  * Memory is bounded: open processes, open requests, frames per process and
  * intervals per request all have limits (kp_tier_match_limits); past them
  * events are counted as unattributed (or the request as truncated). */
-#ifndef KP_TIER_MATCH_H
-#define KP_TIER_MATCH_H
+#ifndef KP_TIERS_MATCH_H
+#define KP_TIERS_MATCH_H
 
 #include <stddef.h>
 #include <stdint.h>

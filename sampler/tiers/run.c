@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "tiers/run.h"
+#include "kp/alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +32,7 @@ typedef struct {
     kp_tier_stats *stats;
     kp_tier_match *match;
     kp_tier_decoder dec;
-    kp_trace_stream stream;
+    kp_trace_port stream;
     int jsonl_fd, calls_fd; /* -1 when not written */
     char jsonl_path[4200], calls_path[4200], table_path[4200];
     /* clock: node monotonic time = local monotonic - offset (an upper bound
@@ -43,19 +44,19 @@ typedef struct {
     uint64_t dropped, pauses, paused_ns, rearms;
     uint64_t interval_ms, max_lag_ns, cooldown_ns;
     int lost; /* the node connection is gone */
-} session;
+} tiers_run;
 
 static int read_file(const char *path, char **text, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return -1;
-    char *buf = malloc(MAX_TIER_FILE + 1);
+    char *buf = kp_malloc(MAX_TIER_FILE + 1);
     size_t n = buf ? fread(buf, 1, MAX_TIER_FILE + 1, f) : 0;
     int bad = !buf || ferror(f) || n > MAX_TIER_FILE;
     fclose(f);
     if (bad) {
-        free(buf);
+        kp_free(buf);
         errno = buf ? EFBIG : ENOMEM;
         return -1;
     }
@@ -84,12 +85,12 @@ static void write_all(int fd, const char *data, size_t len, const char *path)
 
 static void on_tree(void *ctx, const char *text, size_t len)
 {
-    session *s = ctx;
+    tiers_run *s = ctx;
     fwrite(text, 1, len, stderr); /* asked for with print_calls or a slow threshold */
     write_all(s->calls_fd, text, len, s->calls_path);
 }
 
-static void set_counters(session *s, int64_t now)
+static void set_counters(tiers_run *s, int64_t now)
 {
     kp_tier_match_counters mc = kp_tier_match_counts(s->match);
     uint64_t paused = s->paused_ns + (s->paused ? (uint64_t)(now - s->paused_at) : 0);
@@ -115,7 +116,7 @@ static void iso_now(char *out, size_t cap)
 /* One report: the interval's JSON line, the live table, the node's copy.
  * The since-start line and table are made once: the node gets them every
  * time, the final report also writes and prints them. */
-static void report(session *s, uint64_t interval_ms, int final)
+static void report(tiers_run *s, uint64_t interval_ms, int final)
 {
     char when[64];
     kp_buf json = {0}, table = {0}, since = {0}, total = {0};
@@ -157,7 +158,7 @@ static void report(session *s, uint64_t interval_ms, int final)
 /* ------------------------------------------------------------------ */
 /* overload */
 
-static void pause_tracing(session *s, const char *why)
+static void pause_tracing(tiers_run *s, const char *why)
 {
     if (s->paused)
         return;
@@ -172,7 +173,7 @@ static void pause_tracing(session *s, const char *why)
             why);
 }
 
-static void maybe_resume(session *s, int64_t now)
+static void maybe_resume(tiers_run *s, int64_t now)
 {
     if (!s->paused || now < s->resume_at)
         return;
@@ -185,14 +186,14 @@ static void maybe_resume(session *s, int64_t now)
 /* the trace stream */
 
 typedef struct {
-    session *s;
+    tiers_run *s;
     int64_t oldest; /* time of the first event read in this round, or 0 */
 } read_round;
 
 static int on_event(void *ctx, const char *term, size_t len)
 {
     read_round *r = ctx;
-    session *s = r->s;
+    tiers_run *s = r->s;
     kp_tier_event ev;
     int rc = kp_tier_decode(&s->dec, term, len, &ev);
     if (rc < 0)
@@ -216,11 +217,11 @@ static void on_drop(void *ctx, uint32_t count)
 }
 
 /* Returns 1 while the stream is open, 0 at its end, -1 on error. */
-static int read_stream(session *s)
+static int read_stream(tiers_run *s)
 {
     read_round r = {.s = s};
-    kp_trace_stream_handler h = {.ctx = &r, .on_event = on_event, .on_drop = on_drop};
-    int rc = kp_trace_stream_read(&s->stream, &h);
+    kp_trace_port_handler h = {.ctx = &r, .on_event = on_event, .on_drop = on_drop};
+    int rc = kp_trace_port_read(&s->stream, &h);
     /* the age of the oldest event read now: events that waited longer than
      * max_lag to be read mean the collector lags, even if it has caught up
      * within this call; a quiet stream (nothing read) is not a late one */
@@ -238,7 +239,7 @@ static int read_stream(session *s)
 }
 
 /* Messages from the node: clock replies; ticks are answered by ei. */
-static void read_node(session *s)
+static void read_node(tiers_run *s)
 {
     erlang_msg msg;
     ei_x_buff x;
@@ -266,7 +267,7 @@ static void read_node(session *s)
     ei_x_free(&x);
 }
 
-static int open_outputs(session *s, char *err, size_t err_len)
+static int open_outputs(tiers_run *s, char *err, size_t err_len)
 {
     const char *dir = s->o->output_dir;
     s->jsonl_fd = s->calls_fd = -1;
@@ -301,7 +302,7 @@ static int open_outputs(session *s, char *err, size_t err_len)
 
 /* ------------------------------------------------------------------ */
 
-static int setup(session *s, char *err, size_t err_len)
+static int setup(tiers_run *s, char *err, size_t err_len)
 {
     const kp_tiers_options *o = s->o;
     char target[512], cookie[512], *text = NULL;
@@ -314,19 +315,19 @@ static int setup(session *s, char *err, size_t err_len)
     }
     if (kp_cookie_load(o->cookie_file, cookie, sizeof cookie, err, err_len) != 0 ||
         kp_node_connect(&s->node, target, cookie, o->connect_timeout_ms, err, err_len) != 0) {
-        free(text);
+        kp_free(text);
         return KP_EXIT_NODE;
     }
     /* a session runs the node's own kprof application: loading other code
      * over it would purge the session process */
     kp_agent agent;
     if (!o->session && kp_agent_load(&agent, &s->node, err, err_len) != 0) {
-        free(text);
+        kp_free(text);
         return KP_EXIT_NODE;
     }
     char why[2048];
     int rc = kp_tiers_start(&s->node, text, text_len, o->queue_size, &s->cfg, why, sizeof why);
-    free(text);
+    kp_free(text);
     if (rc == KP_TIERS_START_BAD_CONFIG) {
         snprintf(err, err_len, "%s: %s", o->session ? "kprof:start_trace/1" : o->tiers_file, why);
         return KP_EXIT_DATA;
@@ -356,16 +357,16 @@ static int setup(session *s, char *err, size_t err_len)
     kp_tier_match_trees(s->match, s->cfg.print_calls, s->cfg.slow_us, on_tree, s);
     if (open_outputs(s, err, err_len) != 0)
         return KP_EXIT_FAILURE;
-    return kp_trace_stream_connect(&s->stream, target, s->cfg.port, err, err_len) != 0
+    return kp_trace_port_connect(&s->stream, target, s->cfg.port, err, err_len) != 0
                ? KP_EXIT_NODE
                : KP_EXIT_OK;
 }
 
-static void teardown(session *s)
+static void teardown(tiers_run *s)
 {
     if (s->node.fd >= 0 && !s->lost)
         kp_tiers_send_atom(&s->node, "stop");
-    kp_trace_stream_close(&s->stream);
+    kp_trace_port_close(&s->stream);
     if (s->jsonl_fd >= 0)
         close(s->jsonl_fd);
     if (s->calls_fd >= 0)
@@ -378,7 +379,7 @@ static void teardown(session *s)
 
 int kp_tiers_run(const kp_tiers_options *o)
 {
-    session s = {.o = o, .stream = {.fd = -1}, .jsonl_fd = -1, .calls_fd = -1};
+    tiers_run s = {.o = o, .stream = {.fd = -1}, .jsonl_fd = -1, .calls_fd = -1};
     s.node.fd = -1;
     char err[4096];
     kp_stop_on_signals();

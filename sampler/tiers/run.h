@@ -6,8 +6,8 @@
  * JSON line; at the end it prints and writes the totals. Overload (events
  * older than max_lag, or events the port dropped) pauses tracing for a
  * cool-down; pauses are reported, never silent. */
-#ifndef KP_TIERS_H
-#define KP_TIERS_H
+#ifndef KP_TIERS_RUN_H
+#define KP_TIERS_RUN_H
 
 #include <stdint.h>
 

@@ -1,5 +1,7 @@
 #define _GNU_SOURCE
 #include "tiers/setup.h"
+#include "kp/alloc.h"
+#include "node/term.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,27 +14,6 @@ static int decode_u64(const char *buf, int *i, uint64_t *v)
         return -1;
     *v = x;
     return 0;
-}
-
-static int decode_text(const char *buf, int *i, char *out, size_t cap)
-{
-    int type, size;
-    long len;
-    if (ei_get_type(buf, i, &type, &size) != 0 || (size_t)size >= cap)
-        return -1;
-    if (type == ERL_BINARY_EXT) {
-        if (ei_decode_binary(buf, i, out, &len) != 0)
-            return -1;
-        out[len] = '\0';
-        return 0;
-    }
-    if (type == ERL_STRING_EXT)
-        return ei_decode_string(buf, i, out);
-    if (type == ERL_NIL_EXT) {
-        out[0] = '\0';
-        return ei_skip_term(buf, i);
-    }
-    return -1;
 }
 
 static void add_fn(kp_tiers_config *c, const char *mod, const char *fun, unsigned arity,
@@ -74,10 +55,10 @@ static int decode_tiers(const char *buf, int *i, kp_tiers_config *c)
         char name[300], mod[MAXATOMLEN_UTF8], fun[MAXATOMLEN_UTF8];
         long a;
         if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 4 ||
-            decode_text(buf, i, name, sizeof name) != 0 || ei_decode_atom(buf, i, mod) != 0 ||
+            kp_term_decode_text(buf, i, name, sizeof name) != 0 || ei_decode_atom(buf, i, mod) != 0 ||
             ei_decode_atom(buf, i, fun) != 0 || ei_decode_long(buf, i, &a) != 0)
             return -1;
-        c->tier_names[c->n_tiers++] = strdup(name);
+        c->tier_names[c->n_tiers++] = kp_strdup(name);
         add_fn(c, mod, fun, (unsigned)a, KP_TIER_FN_TIER, name);
         c->fns[c->n_fns - 1].tier_index = (size_t)k;
     }
@@ -119,7 +100,7 @@ static int decode_setting(const char *buf, int *i, const char *key, kp_tiers_con
         return 0;
     }
     if (strcmp(key, "stats_file") == 0)
-        return decode_text(buf, i, c->stats_file, sizeof c->stats_file);
+        return kp_term_decode_text(buf, i, c->stats_file, sizeof c->stats_file);
     struct {
         const char *name;
         uint64_t *into;
@@ -169,7 +150,7 @@ int kp_tiers_start(kp_node *node, const char *text, size_t len, unsigned queue_s
     if (queue_size) {
         char extra[64];
         int n = snprintf(extra, sizeof extra, "\n{queue_size, %u}.\n", queue_size);
-        char *joined = malloc(len + (size_t)n);
+        char *joined = kp_malloc(len + (size_t)n);
         if (!joined) {
             snprintf(err, err_len, "out of memory");
             return KP_TIERS_START_REFUSED;
@@ -177,7 +158,7 @@ int kp_tiers_start(kp_node *node, const char *text, size_t len, unsigned queue_s
         memcpy(joined, text, len);
         memcpy(joined + len, extra, (size_t)n);
         ei_x_encode_binary(&args, joined, (long)(len + (size_t)n));
-        free(joined);
+        kp_free(joined);
     } else {
         ei_x_encode_binary(&args, text, (long)len);
     }
@@ -211,7 +192,7 @@ int kp_tiers_start(kp_node *node, const char *text, size_t len, unsigned queue_s
             }
             if (ok && ei_get_type(reply.buff, &i, &type, &size) == 0 &&
                 (type == ERL_STRING_EXT || type == ERL_NIL_EXT) &&
-                decode_text(reply.buff, &i, why, sizeof why) == 0) {
+                kp_term_decode_text(reply.buff, &i, why, sizeof why) == 0) {
                 snprintf(err, err_len, "%s", why);
                 rc = config ? KP_TIERS_START_BAD_CONFIG : KP_TIERS_START_REFUSED;
             } else {
@@ -230,7 +211,7 @@ int kp_tiers_start(kp_node *node, const char *text, size_t len, unsigned queue_s
 void kp_tiers_config_free(kp_tiers_config *c)
 {
     for (size_t k = 0; k < c->n_tiers; k++)
-        free(c->tier_names[k]);
+        kp_free(c->tier_names[k]);
     c->n_tiers = 0;
 }
 

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "trace/collect.h"
+#include "kp/alloc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -30,7 +31,7 @@ typedef struct {
     kp_stacks *stacks;
     uint64_t *ns;              /* per stack id */
     size_t n_ns;
-    kp_rt_interval *iv;
+    kp_trace_interval *iv;
     size_t n_iv, cap_iv;
     erlang_pid *pids;          /* every process of the trace, root first */
     size_t n_pids, cap_pids;
@@ -45,9 +46,9 @@ typedef struct {
     size_t depth;
 } proc;
 
-struct kp_rtrace {
-    kp_rtrace_options o;
-    kp_rtrace_handler h;
+struct kp_trace_collector {
+    kp_trace_collector_options o;
+    kp_trace_collector_handler h;
     kp_frames *frames;
     uint32_t sleep_frame, gc_frame;
     trace traces[MAX_TRACES];
@@ -57,9 +58,9 @@ struct kp_rtrace {
     uint32_t *free;
     size_t n_free;
     uint64_t written;
-    /* kp_rtrace_adopt */
+    /* kp_trace_collector_adopt */
     int adopting;
-    kp_rt_event adopt_fn;
+    kp_trace_event adopt_fn;
     uint64_t adopted, max_adopted;
 };
 
@@ -68,9 +69,9 @@ static uint64_t pack(const erlang_pid *p)
     return ((uint64_t)p->num << 32) | p->serial;
 }
 
-kp_rtrace *kp_rtrace_create(const kp_rtrace_options *o, const kp_rtrace_handler *h)
+kp_trace_collector *kp_trace_collector_create(const kp_trace_collector_options *o, const kp_trace_collector_handler *h)
 {
-    kp_rtrace *rt = calloc(1, sizeof *rt);
+    kp_trace_collector *rt = kp_calloc(1, sizeof *rt);
     if (!rt)
         return NULL;
     rt->o = *o;
@@ -80,7 +81,7 @@ kp_rtrace *kp_rtrace_create(const kp_rtrace_options *o, const kp_rtrace_handler 
     rt->frames = kp_frames_create(0);
     if (!rt->frames || kp_frames_intern_pseudo(rt->frames, "sleep", 5, "state", &rt->sleep_frame) ||
         kp_frames_intern_pseudo(rt->frames, "garbage_collection", 18, "state", &rt->gc_frame)) {
-        kp_rtrace_free(rt);
+        kp_trace_collector_free(rt);
         return NULL;
     }
     return rt;
@@ -89,33 +90,33 @@ kp_rtrace *kp_rtrace_create(const kp_rtrace_options *o, const kp_rtrace_handler 
 static void free_trace(trace *t)
 {
     kp_stacks_free(t->stacks);
-    free(t->ns);
-    free(t->iv);
-    free(t->pids);
+    kp_free(t->ns);
+    kp_free(t->iv);
+    kp_free(t->pids);
     memset(t, 0, sizeof *t);
 }
 
-void kp_rtrace_free(kp_rtrace *rt)
+void kp_trace_collector_free(kp_trace_collector *rt)
 {
     if (!rt)
         return;
     for (size_t k = 0; k < MAX_TRACES; k++)
         free_trace(&rt->traces[k]);
     for (size_t k = 0; k < rt->n_ps; k++)
-        free(rt->ps[k].frames);
-    free(rt->ps);
-    free(rt->free);
+        kp_free(rt->ps[k].frames);
+    kp_free(rt->ps);
+    kp_free(rt->free);
     kp_u64_map_free(&rt->procs);
     kp_frames_free(rt->frames);
-    free(rt);
+    kp_free(rt);
 }
 
-uint64_t kp_rtrace_written(const kp_rtrace *rt)
+uint64_t kp_trace_collector_written(const kp_trace_collector *rt)
 {
     return rt->written;
 }
 
-size_t kp_rtrace_running(const kp_rtrace *rt)
+size_t kp_trace_collector_running(const kp_trace_collector *rt)
 {
     size_t n = 0;
     for (size_t k = 0; k < MAX_TRACES; k++)
@@ -126,13 +127,13 @@ size_t kp_rtrace_running(const kp_rtrace *rt)
 /* ------------------------------------------------------------------ */
 /* processes */
 
-static proc *proc_of(kp_rtrace *rt, const erlang_pid *pid)
+static proc *proc_of(kp_trace_collector *rt, const erlang_pid *pid)
 {
     uint32_t k;
     return kp_u64_map_get(&rt->procs, pack(pid), &k) ? &rt->ps[k] : NULL;
 }
 
-static proc *add_proc(kp_rtrace *rt, uint32_t t, const erlang_pid *pid, int64_t ts, int state)
+static proc *add_proc(kp_trace_collector *rt, uint32_t t, const erlang_pid *pid, int64_t ts, int state)
 {
     size_t slot;
     if (rt->n_free) {
@@ -140,8 +141,8 @@ static proc *add_proc(kp_rtrace *rt, uint32_t t, const erlang_pid *pid, int64_t 
     } else {
         if (rt->n_ps == rt->cap_ps) {
             size_t cap = rt->cap_ps ? rt->cap_ps * 2 : 64;
-            proc *ps = realloc(rt->ps, cap * sizeof *ps);
-            uint32_t *fr = realloc(rt->free, cap * sizeof *fr);
+            proc *ps = kp_realloc_array(rt->ps, cap, sizeof *ps);
+            uint32_t *fr = kp_realloc_array(rt->free, cap, sizeof *fr);
             if (ps)
                 rt->ps = ps;
             if (fr)
@@ -157,7 +158,7 @@ static proc *add_proc(kp_rtrace *rt, uint32_t t, const erlang_pid *pid, int64_t 
     char text[KP_PID_TEXT_MAX];
     int n = kp_pid_text(text, pid->num, pid->serial);
     if (!p->frames)
-        p->frames = malloc(rt->o.max_depth * sizeof(uint32_t));
+        p->frames = kp_malloc(rt->o.max_depth * sizeof(uint32_t));
     if (!p->frames || kp_frames_intern_pseudo(rt->frames, text, (size_t)n, "process", &p->frames[0]) ||
         kp_u64_map_put(&rt->procs, pack(pid), (uint32_t)slot) != 0) {
         rt->free[rt->n_free++] = (uint32_t)slot;
@@ -171,7 +172,7 @@ static proc *add_proc(kp_rtrace *rt, uint32_t t, const erlang_pid *pid, int64_t 
     trace *tr = &rt->traces[t];
     if (tr->n_pids == tr->cap_pids) {
         size_t cap = tr->cap_pids ? tr->cap_pids * 2 : 8;
-        erlang_pid *pids = realloc(tr->pids, cap * sizeof *pids);
+        erlang_pid *pids = kp_realloc_array(tr->pids, cap, sizeof *pids);
         if (pids) {
             tr->pids = pids;
             tr->cap_pids = cap;
@@ -183,7 +184,7 @@ static proc *add_proc(kp_rtrace *rt, uint32_t t, const erlang_pid *pid, int64_t 
 }
 
 /* The slot is kept (with its frame array) for the next process. */
-static void remove_proc(kp_rtrace *rt, const erlang_pid *pid)
+static void remove_proc(kp_trace_collector *rt, const erlang_pid *pid)
 {
     uint32_t k;
     if (!kp_u64_map_get(&rt->procs, pack(pid), &k))
@@ -195,7 +196,7 @@ static void remove_proc(kp_rtrace *rt, const erlang_pid *pid)
 /* ------------------------------------------------------------------ */
 /* time attribution */
 
-static int account(kp_rtrace *rt, proc *p, int64_t ts)
+static int account(kp_trace_collector *rt, proc *p, int64_t ts)
 {
     trace *t = &rt->traces[p->trace];
     if (!p->timed) { /* an adopted call: its first timed event */
@@ -224,7 +225,7 @@ static int account(kp_rtrace *rt, proc *p, int64_t ts)
         size_t cap = t->n_ns ? t->n_ns * 2 : 64;
         while (cap <= stack)
             cap *= 2;
-        uint64_t *ns = realloc(t->ns, cap * sizeof *ns);
+        uint64_t *ns = kp_realloc_array(t->ns, cap, sizeof *ns);
         if (!ns)
             return -1;
         memset(ns + t->n_ns, 0, (cap - t->n_ns) * sizeof *ns);
@@ -234,24 +235,24 @@ static int account(kp_rtrace *rt, proc *p, int64_t ts)
     t->ns[stack] += (uint64_t)dt;
     if (t->n_iv == t->cap_iv) {
         size_t cap = t->cap_iv ? t->cap_iv * 2 : 256;
-        kp_rt_interval *iv = realloc(t->iv, cap * sizeof *iv);
+        kp_trace_interval *iv = kp_realloc_array(t->iv, cap, sizeof *iv);
         if (!iv)
             return -1;
         t->iv = iv;
         t->cap_iv = cap;
     }
-    t->iv[t->n_iv++] = (kp_rt_interval){stack, p->frames[0], p->last - dt, dt};
+    t->iv[t->n_iv++] = (kp_trace_interval){stack, p->frames[0], p->last - dt, dt};
     return 0;
 }
 
 /* kprof's own tracing machinery (trace_request, the marks, the server
  * calls) is left out of the stacks: the trace starts at the request's code. */
-static int machinery(const kp_rt_event *ev)
+static int machinery(const kp_trace_event *ev)
 {
     return strcmp(ev->module, "kprof") == 0 || strncmp(ev->module, "kprof_rtrace", 12) == 0;
 }
 
-static int frame_of(kp_rtrace *rt, const kp_rt_event *ev, uint32_t *id)
+static int frame_of(kp_trace_collector *rt, const kp_trace_event *ev, uint32_t *id)
 {
     kp_mfa mfa = {.module = ev->module, .module_len = strlen(ev->module),
                   .function = ev->function, .function_len = strlen(ev->function),
@@ -259,7 +260,7 @@ static int frame_of(kp_rtrace *rt, const kp_rt_event *ev, uint32_t *id)
     return kp_frames_intern_mfa(rt->frames, &mfa, id) == KP_OK ? 0 : -1;
 }
 
-static int push(kp_rtrace *rt, proc *p, const kp_rt_event *ev)
+static int push(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
 {
     uint32_t id;
     if (machinery(ev))
@@ -280,7 +281,7 @@ static int push(kp_rtrace *rt, proc *p, const kp_rt_event *ev)
     return 0;
 }
 
-static int pop_to(kp_rtrace *rt, proc *p, const kp_rt_event *ev)
+static int pop_to(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
 {
     uint32_t id;
     if (!ev->module[0] || machinery(ev))
@@ -299,7 +300,7 @@ static int pop_to(kp_rtrace *rt, proc *p, const kp_rt_event *ev)
     return 0;
 }
 
-static void finish(kp_rtrace *rt, uint32_t k)
+static void finish(kp_trace_collector *rt, uint32_t k)
 {
     trace *t = &rt->traces[k];
     char stamp[32], base[4200], folded[4300], perf[4300], svg[4300], why[4500] = "";
@@ -314,12 +315,12 @@ static void finish(kp_rtrace *rt, uint32_t k)
     snprintf(svg, sizeof svg, "%s.svg", base);
     if (mkdir(rt->o.dir, 0700) != 0 && errno != EEXIST)
         snprintf(why, sizeof why, "cannot create %s: %s", rt->o.dir, strerror(errno));
-    kp_rt_trace_data d = {.frames = rt->frames, .stacks = t->stacks, .ns = t->ns,
+    kp_trace_data d = {.frames = rt->frames, .stacks = t->stacks, .ns = t->ns,
                           .n_ns = t->n_ns, .iv = t->iv, .n_iv = t->n_iv,
                           .start = t->start, .last = t->last, .root = t->root, .cut = t->cut};
-    kp_status st = why[0] ? KP_ERR_IO : kp_rt_write_folded(&d, folded, svg, t->id);
+    kp_status st = why[0] ? KP_ERR_IO : kp_trace_write_folded(&d, folded, svg, t->id);
     if (st == KP_OK)
-        st = kp_rt_write_perf(&d, perf);
+        st = kp_trace_write_perf(&d, perf);
     if (st != KP_OK && !why[0])
         snprintf(why, sizeof why, "writing %s: %s", folded, st == KP_ERR_IO ? strerror(errno)
                                                                            : kp_strerror(st));
@@ -334,7 +335,7 @@ static void finish(kp_rtrace *rt, uint32_t k)
 
 /* ------------------------------------------------------------------ */
 
-static int open_trace(kp_rtrace *rt, const char *id, const erlang_pid *pid, int64_t ts,
+static int open_trace(kp_trace_collector *rt, const char *id, const erlang_pid *pid, int64_t ts,
                       uint64_t max_events, uint64_t max_duration_ms, int untimed)
 {
     int k = 0;
@@ -359,12 +360,12 @@ static int open_trace(kp_rtrace *rt, const char *id, const erlang_pid *pid, int6
     return 0;
 }
 
-int kp_rtrace_open(kp_rtrace *rt, const char *id, const erlang_pid *pid, int64_t ts_ns)
+int kp_trace_collector_open(kp_trace_collector *rt, const char *id, const erlang_pid *pid, int64_t ts_ns)
 {
     return open_trace(rt, id, pid, ts_ns, 0, 0, 0);
 }
 
-void kp_rtrace_close(kp_rtrace *rt, const char *id, const char *cut)
+void kp_trace_collector_close(kp_trace_collector *rt, const char *id, const char *cut)
 {
     for (uint32_t k = 0; k < MAX_TRACES; k++) {
         trace *t = &rt->traces[k];
@@ -376,7 +377,7 @@ void kp_rtrace_close(kp_rtrace *rt, const char *id, const char *cut)
     }
 }
 
-void kp_rtrace_sweep(kp_rtrace *rt, int64_t now_ns)
+void kp_trace_collector_sweep(kp_trace_collector *rt, int64_t now_ns)
 {
     for (uint32_t k = 0; k < MAX_TRACES; k++) {
         trace *t = &rt->traces[k];
@@ -390,7 +391,7 @@ void kp_rtrace_sweep(kp_rtrace *rt, int64_t now_ns)
     }
 }
 
-int kp_rtrace_adopt(kp_rtrace *rt, const char *module, const char *function, unsigned arity,
+int kp_trace_collector_adopt(kp_trace_collector *rt, const char *module, const char *function, unsigned arity,
                     uint64_t max_traces)
 {
     rt->adopting = 1;
@@ -401,12 +402,12 @@ int kp_rtrace_adopt(kp_rtrace *rt, const char *module, const char *function, uns
     return 0;
 }
 
-uint64_t kp_rtrace_adopted(const kp_rtrace *rt)
+uint64_t kp_trace_collector_adopted(const kp_trace_collector *rt)
 {
     return rt->adopted;
 }
 
-static int same_fn(const kp_rt_event *a, const kp_rt_event *b)
+static int same_fn(const kp_trace_event *a, const kp_trace_event *b)
 {
     return a->arity == b->arity && strcmp(a->module, b->module) == 0 &&
            strcmp(a->function, b->function) == 0;
@@ -414,13 +415,13 @@ static int same_fn(const kp_rt_event *a, const kp_rt_event *b)
 
 /* A process that called the adopted function: its own trace, under a frame
  * for that function. */
-static proc *adopt(kp_rtrace *rt, const kp_rt_event *ev)
+static proc *adopt(kp_trace_collector *rt, const kp_trace_event *ev)
 {
     /* only the meta event of the call itself (no time of ours) starts one:
      * events a finished call's process sends before its flags are cleared
      * must not */
     if (!rt->adopting || rt->adopted >= rt->max_adopted || ev->ts_ns ||
-        ev->kind != KP_RT_CALL || !same_fn(ev, &rt->adopt_fn))
+        ev->kind != KP_TRACE_CALL || !same_fn(ev, &rt->adopt_fn))
         return NULL;
     char id[64];
     snprintf(id, sizeof id, "%s.%u.%llu", "CALL", ev->pid.num, (unsigned long long)rt->adopted + 1);
@@ -433,13 +434,13 @@ static proc *adopt(kp_rtrace *rt, const kp_rt_event *ev)
     return NULL; /* this event has no time: the next one starts the clock */
 }
 
-int kp_rtrace_event(kp_rtrace *rt, const kp_rt_event *ev)
+int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
 {
-    if (ev->kind == KP_RT_BEGIN) {
+    if (ev->kind == KP_TRACE_BEGIN) {
         open_trace(rt, ev->id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms, 0);
         return 0;
     }
-    if (ev->kind == KP_RT_END && ev->cut[0]) { /* the node cut it: by id, from its server */
+    if (ev->kind == KP_TRACE_END && ev->cut[0]) { /* the node cut it: by id, from its server */
         for (uint32_t k = 0; k < MAX_TRACES; k++)
             if (rt->traces[k].used && strcmp(rt->traces[k].id, ev->id) == 0) {
                 rt->traces[k].cut = strcmp(ev->cut, "node_backlog") == 0 ? "node_backlog"
@@ -449,11 +450,11 @@ int kp_rtrace_event(kp_rtrace *rt, const kp_rt_event *ev)
         return 0;
     }
     proc *p = proc_of(rt, &ev->pid);
-    if (!p && ev->kind != KP_RT_RETURN_FROM)
+    if (!p && ev->kind != KP_TRACE_RETURN_FROM)
         p = adopt(rt, ev);
     if (!p)
         return 0; /* not (or no longer) part of a trace */
-    if (ev->kind == KP_RT_RETURN_FROM) { /* meta: no time; ends an adopted trace */
+    if (ev->kind == KP_TRACE_RETURN_FROM) { /* meta: no time; ends an adopted trace */
         uint32_t k = p->trace;
         if (rt->adopting && pack(&ev->pid) == pack(&rt->traces[k].root) && same_fn(ev, &rt->adopt_fn))
             finish(rt, k);
@@ -480,21 +481,21 @@ int kp_rtrace_event(kp_rtrace *rt, const kp_rt_event *ev)
     }
     int rc = 0;
     switch (ev->kind) {
-    case KP_RT_CALL: rc = push(rt, p, ev); break;
-    case KP_RT_RETURN_TO: rc = pop_to(rt, p, ev); break;
-    case KP_RT_OUT: p->state = OUT; break;
-    case KP_RT_IN: p->state = RUNNING; break;
-    case KP_RT_GC_START: p->state = GC; break;
-    case KP_RT_GC_END: p->state = RUNNING; break;
-    case KP_RT_SPAWN:
+    case KP_TRACE_CALL: rc = push(rt, p, ev); break;
+    case KP_TRACE_RETURN_TO: rc = pop_to(rt, p, ev); break;
+    case KP_TRACE_OUT: p->state = OUT; break;
+    case KP_TRACE_IN: p->state = RUNNING; break;
+    case KP_TRACE_GC_START: p->state = GC; break;
+    case KP_TRACE_GC_END: p->state = RUNNING; break;
+    case KP_TRACE_SPAWN:
         if (!proc_of(rt, &ev->child)) /* runnable until it first runs */
             add_proc(rt, k, &ev->child, ev->ts_ns, OUT);
         break;
-    case KP_RT_EXIT:
+    case KP_TRACE_EXIT:
         if (pack(&ev->pid) != pack(&t->root))
             remove_proc(rt, &ev->pid);
         break;
-    case KP_RT_END:
+    case KP_TRACE_END:
         if (strcmp(ev->id, t->id) == 0)
             finish(rt, k);
         break;

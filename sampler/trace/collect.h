@@ -15,23 +15,23 @@
  * between two events of a process goes to its stack at the first one.
  *
  * A trace begins with the mark of kprof_rtrace_mark:begin_trace/1 in its
- * process (or kp_rtrace_open() for a process traced from the shell), takes in
+ * process (or kp_trace_collector_open() for a process traced from the shell), takes in
  * the processes it spawns, and ends with the end mark, or is cut past its
  * bounds (events, duration; the file then ends with a marker frame). */
-#ifndef KP_RTRACE_H
-#define KP_RTRACE_H
+#ifndef KP_TRACE_COLLECT_H
+#define KP_TRACE_COLLECT_H
 
 #include <ei.h>
 #include <stddef.h>
 #include <stdint.h>
 
 typedef enum {
-    KP_RT_CALL, KP_RT_RETURN_TO, KP_RT_IN, KP_RT_OUT, KP_RT_GC_START, KP_RT_GC_END,
-    KP_RT_SPAWN, KP_RT_EXIT, KP_RT_BEGIN, KP_RT_END, KP_RT_RETURN_FROM, KP_RT_OTHER
-} kp_rt_kind;
+    KP_TRACE_CALL, KP_TRACE_RETURN_TO, KP_TRACE_IN, KP_TRACE_OUT, KP_TRACE_GC_START, KP_TRACE_GC_END,
+    KP_TRACE_SPAWN, KP_TRACE_EXIT, KP_TRACE_BEGIN, KP_TRACE_END, KP_TRACE_RETURN_FROM, KP_TRACE_OTHER
+} kp_trace_event_kind;
 
 typedef struct {
-    kp_rt_kind kind;
+    kp_trace_event_kind kind;
     erlang_pid pid;
     char module[256], function[256]; /* CALL, RETURN_TO, RETURN_FROM */
     unsigned arity;
@@ -40,19 +40,19 @@ typedef struct {
     char cut[32];                    /* END sent by the node's server: why it cut */
     uint64_t max_events, max_duration_ms; /* BEGIN; 0 = the collector's default */
     int64_t ts_ns;                   /* 0 when the event has none (meta events) */
-    uint32_t dropped;                /* KP_RT_OTHER from the NIF: events it dropped */
-} kp_rt_event;
+    uint32_t dropped;                /* KP_TRACE_OTHER from the NIF: events it dropped */
+} kp_trace_event;
 
 /* Decodes one event (term_to_binary bytes from the trace port). Returns 1,
  * 0 for a term that is not a trace event, -1 for malformed bytes. */
-int kp_rt_decode(const char *buf, size_t len, kp_rt_event *ev);
+int kp_trace_decode(const char *buf, size_t len, kp_trace_event *ev);
 
 /* Decodes the message of a begin (`begin` 1: {Id, Bounds}) or end mark
  * (Id, or {Id, Why}), term_to_binary bytes, into `ev` (kind, id, bounds,
  * cut; the caller sets pid and time). Returns 0 or -1. */
-int kp_rt_decode_mark(const char *buf, size_t len, int begin, kp_rt_event *ev);
+int kp_trace_decode_mark(const char *buf, size_t len, int begin, kp_trace_event *ev);
 
-typedef struct kp_rtrace kp_rtrace;
+typedef struct kp_trace_collector kp_trace_collector;
 
 typedef struct {
     void *ctx;
@@ -61,45 +61,45 @@ typedef struct {
      * NULL when writing failed (`why` says why) */
     void (*on_done)(void *ctx, const char *id, const erlang_pid *pids, size_t n_pids,
                     const char *written, const char *why);
-} kp_rtrace_handler;
+} kp_trace_collector_handler;
 
 typedef struct {
     const char *dir;            /* where files go; created if missing */
     uint64_t max_events;        /* defaults for traces that give none */
     uint64_t max_duration_ms;
     unsigned max_depth;         /* frames kept per process */
-} kp_rtrace_options;
+} kp_trace_collector_options;
 
 /* Returns a collector, or NULL when out of memory. */
-kp_rtrace *kp_rtrace_create(const kp_rtrace_options *options, const kp_rtrace_handler *handler);
-void kp_rtrace_free(kp_rtrace *rt);
+kp_trace_collector *kp_trace_collector_create(const kp_trace_collector_options *options, const kp_trace_collector_handler *handler);
+void kp_trace_collector_free(kp_trace_collector *rt);
 
 /* Feeds one decoded event. Returns 0, or -1 when out of memory (the event's
  * trace is then cut). */
-int kp_rtrace_event(kp_rtrace *rt, const kp_rt_event *ev);
+int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev);
 
 /* Traces of calls of one function (kprof trace --mfa): a process not in a
  * trace that sends events starts a trace of its own, under a first frame
  * for the function, until `max_traces` have started; the return_from of
  * that function ends it. Returns 0, or -1 when out of memory. */
-int kp_rtrace_adopt(kp_rtrace *rt, const char *module, const char *function, unsigned arity,
+int kp_trace_collector_adopt(kp_trace_collector *rt, const char *module, const char *function, unsigned arity,
                     uint64_t max_traces);
 
 /* How many traces adoption has started. */
-uint64_t kp_rtrace_adopted(const kp_rtrace *rt);
+uint64_t kp_trace_collector_adopted(const kp_trace_collector *rt);
 
 /* Starts a trace of `pid` from outside (kprof trace --pid). */
-int kp_rtrace_open(kp_rtrace *rt, const char *id, const erlang_pid *pid, int64_t ts_ns);
+int kp_trace_collector_open(kp_trace_collector *rt, const char *id, const erlang_pid *pid, int64_t ts_ns);
 
 /* Ends trace `id` now (written as complete) or every trace (`id` NULL),
  * with `cut` naming why they were cut (NULL: complete). */
-void kp_rtrace_close(kp_rtrace *rt, const char *id, const char *cut);
+void kp_trace_collector_close(kp_trace_collector *rt, const char *id, const char *cut);
 
 /* Cuts traces older than their duration bound at node time `now_ns`. */
-void kp_rtrace_sweep(kp_rtrace *rt, int64_t now_ns);
+void kp_trace_collector_sweep(kp_trace_collector *rt, int64_t now_ns);
 
 /* Traces written and running. */
-uint64_t kp_rtrace_written(const kp_rtrace *rt);
-size_t kp_rtrace_running(const kp_rtrace *rt);
+uint64_t kp_trace_collector_written(const kp_trace_collector *rt);
+size_t kp_trace_collector_running(const kp_trace_collector *rt);
 
 #endif

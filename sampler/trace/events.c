@@ -1,12 +1,14 @@
 /* Decoding of request-trace events: the messages of the trace flags
- * kprof_rtrace sets, as term_to_binary bytes (trusted like the distribution
- * connection: they come from the node's trace port). */
+ * kprof_rtrace sets, as term_to_binary bytes from the node's trace port or
+ * the NIF's records, checked whole (kp_term_check) before ei decodes them. */
+#include <stdint.h>
 #include <string.h>
 
+#include "node/term.h"
 #include "trace/collect.h"
 
 /* {M, F, Arity}, or {M, F, Args} (meta trace events carry the arguments) */
-static int decode_mfa(const char *buf, int *i, kp_rt_event *ev)
+static int decode_mfa(const char *buf, int *i, kp_trace_event *ev)
 {
     int arity, type, size;
     long a;
@@ -24,23 +26,12 @@ static int decode_mfa(const char *buf, int *i, kp_rt_event *ev)
     return 0;
 }
 
-static int decode_text(const char *buf, int *i, char *out, size_t cap)
-{
-    int type, size;
-    long len;
-    if (ei_get_type(buf, i, &type, &size) != 0 || type != ERL_BINARY_EXT || (size_t)size >= cap ||
-        ei_decode_binary(buf, i, out, &len) != 0)
-        return -1;
-    out[len] = '\0';
-    return 0;
-}
-
 /* {Id, #{max_events => N, max_duration_ms => N, ...}} */
-static int decode_begin(const char *buf, int *i, kp_rt_event *ev)
+static int decode_begin(const char *buf, int *i, kp_trace_event *ev)
 {
     int arity, n;
     if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 2 ||
-        decode_text(buf, i, ev->id, sizeof ev->id) != 0 || ei_decode_map_header(buf, i, &n) != 0)
+        kp_term_decode_text(buf, i, ev->id, sizeof ev->id) != 0 || ei_decode_map_header(buf, i, &n) != 0)
         return -1;
     for (int k = 0; k < n; k++) {
         char key[MAXATOMLEN_UTF8];
@@ -60,30 +51,31 @@ static int decode_begin(const char *buf, int *i, kp_rt_event *ev)
     return 0;
 }
 
-static kp_rt_kind kind_of(const char *tag)
+static kp_trace_event_kind kind_of(const char *tag)
 {
     static const struct {
         const char *tag;
-        kp_rt_kind kind;
-    } kinds[] = {{"call", KP_RT_CALL},       {"return_to", KP_RT_RETURN_TO},
-                 {"in", KP_RT_IN},           {"out", KP_RT_OUT},
-                 {"gc_minor_start", KP_RT_GC_START}, {"gc_major_start", KP_RT_GC_START},
-                 {"gc_minor_end", KP_RT_GC_END},     {"gc_major_end", KP_RT_GC_END},
-                 {"spawn", KP_RT_SPAWN},     {"exit", KP_RT_EXIT},
-                 {"return_from", KP_RT_RETURN_FROM}};
+        kp_trace_event_kind kind;
+    } kinds[] = {{"call", KP_TRACE_CALL},       {"return_to", KP_TRACE_RETURN_TO},
+                 {"in", KP_TRACE_IN},           {"out", KP_TRACE_OUT},
+                 {"gc_minor_start", KP_TRACE_GC_START}, {"gc_major_start", KP_TRACE_GC_START},
+                 {"gc_minor_end", KP_TRACE_GC_END},     {"gc_major_end", KP_TRACE_GC_END},
+                 {"spawn", KP_TRACE_SPAWN},     {"exit", KP_TRACE_EXIT},
+                 {"return_from", KP_TRACE_RETURN_FROM}};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         if (strcmp(tag, kinds[k].tag) == 0)
             return kinds[k].kind;
-    return KP_RT_OTHER;
+    return KP_TRACE_OTHER;
 }
 
-int kp_rt_decode(const char *buf, size_t len, kp_rt_event *ev)
+int kp_trace_decode(const char *buf, size_t len, kp_trace_event *ev)
 {
     int i = 0, version, arity;
     char tag[MAXATOMLEN_UTF8];
     long long ts;
     memset(ev, 0, sizeof *ev);
-    if (ei_decode_version(buf, &i, &version) != 0 || ei_decode_tuple_header(buf, &i, &arity) != 0)
+    if (len > INT32_MAX || kp_term_check(buf, len) != 0 ||
+        ei_decode_version(buf, &i, &version) != 0 || ei_decode_tuple_header(buf, &i, &arity) != 0)
         return -1;
     if (arity < 4 || ei_decode_atom(buf, &i, tag) != 0 || strcmp(tag, "trace_ts") != 0 ||
         ei_decode_pid(buf, &i, &ev->pid) != 0 || ei_decode_atom(buf, &i, tag) != 0)
@@ -91,33 +83,33 @@ int kp_rt_decode(const char *buf, size_t len, kp_rt_event *ev)
     ev->kind = kind_of(tag);
     int rc = 0;
     switch (ev->kind) {
-    case KP_RT_CALL:
+    case KP_TRACE_CALL:
         rc = decode_mfa(buf, &i, ev);
         if (rc == 0 && arity == 6) { /* a mark: the pattern's message follows */
             if (strcmp(ev->module, "kprof_rtrace_mark") == 0 &&
                 strcmp(ev->function, "begin_trace") == 0) {
-                ev->kind = KP_RT_BEGIN;
+                ev->kind = KP_TRACE_BEGIN;
                 rc = decode_begin(buf, &i, ev);
             } else if (strcmp(ev->module, "kprof_rtrace_mark") == 0 &&
                        strcmp(ev->function, "end_trace") == 0) {
-                ev->kind = KP_RT_END;
+                ev->kind = KP_TRACE_END;
                 int type, size, arity2;
                 /* Id from the traced process; {Id, Why} from kprof_rtrace when it cuts */
                 if (ei_get_type(buf, &i, &type, &size) == 0 && type == ERL_SMALL_TUPLE_EXT) {
                     rc = ei_decode_tuple_header(buf, &i, &arity2) != 0 || arity2 != 2 ||
-                                 decode_text(buf, &i, ev->id, sizeof ev->id) != 0 ||
+                                 kp_term_decode_text(buf, &i, ev->id, sizeof ev->id) != 0 ||
                                  ei_decode_atom(buf, &i, ev->cut) != 0
                              ? -1
                              : 0;
                 } else {
-                    rc = decode_text(buf, &i, ev->id, sizeof ev->id);
+                    rc = kp_term_decode_text(buf, &i, ev->id, sizeof ev->id);
                 }
             } else {
                 rc = ei_skip_term(buf, &i);
             }
         }
         break;
-    case KP_RT_RETURN_TO: {
+    case KP_TRACE_RETURN_TO: {
         int type, size;
         if (ei_get_type(buf, &i, &type, &size) == 0 &&
             (type == ERL_SMALL_TUPLE_EXT || type == ERL_LARGE_TUPLE_EXT))
@@ -126,10 +118,10 @@ int kp_rt_decode(const char *buf, size_t len, kp_rt_event *ev)
             rc = ei_skip_term(buf, &i); /* undefined: returned to no function we know */
         break;
     }
-    case KP_RT_RETURN_FROM: /* {trace_ts, Pid, return_from, MFA, Value, Ts} */
+    case KP_TRACE_RETURN_FROM: /* {trace_ts, Pid, return_from, MFA, Value, Ts} */
         rc = decode_mfa(buf, &i, ev) != 0 || ei_skip_term(buf, &i) != 0 ? -1 : 0;
         break;
-    case KP_RT_SPAWN:
+    case KP_TRACE_SPAWN:
         rc = ei_decode_pid(buf, &i, &ev->child) != 0 || ei_skip_term(buf, &i) != 0 ? -1 : 0;
         break;
     default: /* in/out carry the current function, gc a list, exit a reason */
@@ -151,21 +143,21 @@ int kp_rt_decode(const char *buf, size_t len, kp_rt_event *ev)
     return 1;
 }
 
-int kp_rt_decode_mark(const char *buf, size_t len, int begin, kp_rt_event *ev)
+int kp_trace_decode_mark(const char *buf, size_t len, int begin, kp_trace_event *ev)
 {
     int i = 0, version, type, size, arity;
-    if (ei_decode_version(buf, &i, &version) != 0)
+    if (len > INT32_MAX || kp_term_check(buf, len) != 0 || ei_decode_version(buf, &i, &version) != 0)
         return -1;
     if (begin) {
-        ev->kind = KP_RT_BEGIN;
+        ev->kind = KP_TRACE_BEGIN;
         return decode_begin(buf, &i, ev) == 0 && (size_t)i <= len ? 0 : -1;
     }
-    ev->kind = KP_RT_END;
+    ev->kind = KP_TRACE_END;
     if (ei_get_type(buf, &i, &type, &size) == 0 && type == ERL_SMALL_TUPLE_EXT)
         return ei_decode_tuple_header(buf, &i, &arity) == 0 && arity == 2 &&
-                       decode_text(buf, &i, ev->id, sizeof ev->id) == 0 &&
+                       kp_term_decode_text(buf, &i, ev->id, sizeof ev->id) == 0 &&
                        ei_decode_atom(buf, &i, ev->cut) == 0 && (size_t)i <= len
                    ? 0
                    : -1;
-    return decode_text(buf, &i, ev->id, sizeof ev->id) == 0 && (size_t)i <= len ? 0 : -1;
+    return kp_term_decode_text(buf, &i, ev->id, sizeof ev->id) == 0 && (size_t)i <= len ? 0 : -1;
 }

@@ -1,4 +1,5 @@
 #include "trace/files.h"
+#include "kp/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@
 
 static int by_start(const void *a, const void *b)
 {
-    const kp_rt_interval *x = a, *y = b;
+    const kp_trace_interval *x = a, *y = b;
     return (x->start > y->start) - (x->start < y->start);
 }
 
@@ -39,7 +40,7 @@ static uint32_t pid_number(const kp_frames *frames, uint32_t pid_frame)
     return (uint32_t)strtoul(s + 3, NULL, 10); /* "<0.N.S>" */
 }
 
-kp_status kp_rt_write_perf(kp_rt_trace_data *t, const char *path)
+kp_status kp_trace_write_perf(kp_trace_data *t, const char *path)
 {
     if (t->n_iv)
         qsort(t->iv, t->n_iv, sizeof *t->iv, by_start);
@@ -47,17 +48,17 @@ kp_status kp_rt_write_perf(kp_rt_trace_data *t, const char *path)
     if (tick_ns < MIN_TICK_NS)
         tick_ns = MIN_TICK_NS;
     size_t cap = 1024, n = 0;
-    tick *ticks = malloc(cap * sizeof *ticks);
+    tick *ticks = kp_realloc_array(NULL, cap, sizeof *ticks);
     if (!ticks)
         return KP_ERR_NOMEM;
     for (size_t k = 0; k < t->n_iv; k++) {
-        const kp_rt_interval *v = &t->iv[k];
+        const kp_trace_interval *v = &t->iv[k];
         int64_t first = ((v->start - t->start + tick_ns - 1) / tick_ns) * tick_ns + t->start;
         for (int64_t at = first; at < v->start + v->dur; at += tick_ns) {
             if (n == cap) {
-                tick *more = realloc(ticks, cap * 2 * sizeof *ticks);
+                tick *more = kp_realloc(ticks, cap * 2 * sizeof *ticks);
                 if (!more) {
-                    free(ticks);
+                    kp_free(ticks);
                     return KP_ERR_NOMEM;
                 }
                 ticks = more;
@@ -101,11 +102,11 @@ kp_status kp_rt_write_perf(kp_rt_trace_data *t, const char *path)
         st = st == KP_OK ? kp_sink_commit(sink) : (kp_sink_abort(sink), st);
     kp_buf_free(&text);
     kp_perf_writer_free(w);
-    free(ticks);
+    kp_free(ticks);
     return st;
 }
 
-kp_status kp_rt_write_folded(const kp_rt_trace_data *t, const char *path, const char *svg_path,
+kp_status kp_trace_write_folded(const kp_trace_data *t, const char *path, const char *svg_path,
                              const char *id)
 {
     kp_folded *f = kp_folded_create();

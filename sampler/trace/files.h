@@ -1,8 +1,8 @@
 /* Writing one finished request trace (rtrace.h): the eflame-compatible
  * folded file, its flame graph and the perf-script timeline, each complete
  * or not at all (kp_sink: temporary name, then rename). */
-#ifndef KP_RTRACE_WRITE_H
-#define KP_RTRACE_WRITE_H
+#ifndef KP_TRACE_FILES_H
+#define KP_TRACE_FILES_H
 
 #include <ei.h>
 #include <stddef.h>
@@ -16,30 +16,30 @@ typedef struct {
     uint32_t stack;     /* id in the trace's kp_stacks */
     uint32_t pid_frame; /* the process's pseudo-frame, "<0.N.S>" */
     int64_t start, dur; /* node monotonic ns */
-} kp_rt_interval;
+} kp_trace_interval;
 
 typedef struct {
     const kp_frames *frames;
     const kp_stacks *stacks;
     const uint64_t *ns;      /* ns spent per stack id */
     size_t n_ns;
-    kp_rt_interval *iv;      /* in event order; kp_rt_write_perf sorts them */
+    kp_trace_interval *iv;      /* in event order; kp_trace_write_perf sorts them */
     size_t n_iv;
     int64_t start, last;     /* of the trace */
     erlang_pid root;
     const char *cut;         /* why the trace was cut, or NULL */
-} kp_rt_trace_data;
+} kp_trace_data;
 
 /* The folded file at `path`: each stack with its microseconds (at least 1,
  * so that no part of the request vanishes), and for a cut trace a last line
  * `<0.N.S>;kprof_trace_cut:REASON 1`; and, unless `svg_path` is NULL, first
  * its flame graph there, headed "Request trace ID". */
-kp_status kp_rt_write_folded(const kp_rt_trace_data *trace, const char *path,
+kp_status kp_trace_write_folded(const kp_trace_data *trace, const char *path,
                              const char *svg_path, const char *id);
 
 /* The perf-script file: every process's stack sampled every tick (10 us, or
  * 1/100,000 of the trace when longer), PERIOD in microseconds; a trace too
  * short for two ticks gets a sample per interval instead. */
-kp_status kp_rt_write_perf(kp_rt_trace_data *trace, const char *path);
+kp_status kp_trace_write_perf(kp_trace_data *trace, const char *path);
 
 #endif

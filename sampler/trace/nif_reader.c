@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "trace/nif_reader.h"
+#include "kp/alloc.h"
 
 #include <ei.h>
 #include <errno.h>
@@ -8,19 +9,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* record kinds, as kprof_tracer.c writes them */
-enum { EV_CALL = 1, EV_RETURN_TO, EV_IN, EV_OUT, EV_GC_START, EV_GC_END, EV_SPAWN, EV_EXIT,
-       EV_RETURN_FROM, REC_PID = 100, REC_MFA = 101, REC_MARK = 102, REC_RESET = 104,
-       REC_DROP = 105 };
-
-#define MAX_IDS 65536 /* the NIF resets its ids before that */
+#include "kprof_tracer_records.h"
+#include "node/term.h"
 
 typedef struct {
     char module[256], function[256];
     unsigned arity;
 } mfa;
 
-struct kp_nif_stream {
+struct kp_nif_reader {
     int fd;
     unsigned char *buf;
     size_t len, cap;
@@ -28,36 +25,36 @@ struct kp_nif_stream {
     mfa *mfas;
 };
 
-kp_nif_stream *kp_nif_stream_create(int fd)
+kp_nif_reader *kp_nif_reader_create(int fd)
 {
-    kp_nif_stream *s = calloc(1, sizeof *s);
+    kp_nif_reader *s = kp_calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->fd = fd;
     s->cap = 1 << 20;
-    s->buf = malloc(s->cap);
-    s->pids = calloc(MAX_IDS, sizeof *s->pids);
-    s->mfas = calloc(MAX_IDS, sizeof *s->mfas);
+    s->buf = kp_malloc(s->cap);
+    s->pids = kp_calloc(KPT_MAX_IDS, sizeof *s->pids);
+    s->mfas = kp_calloc(KPT_MAX_IDS, sizeof *s->mfas);
     if (!s->buf || !s->pids || !s->mfas) {
-        kp_nif_stream_free(s);
+        kp_nif_reader_free(s);
         return NULL;
     }
     return s;
 }
 
-void kp_nif_stream_free(kp_nif_stream *s)
+void kp_nif_reader_free(kp_nif_reader *s)
 {
     if (!s)
         return;
     if (s->fd >= 0)
         close(s->fd);
-    free(s->buf);
-    free(s->pids);
-    free(s->mfas);
-    free(s);
+    kp_free(s->buf);
+    kp_free(s->pids);
+    kp_free(s->mfas);
+    kp_free(s);
 }
 
-int kp_nif_stream_fd(const kp_nif_stream *s)
+int kp_nif_reader_fd(const kp_nif_reader *s)
 {
     return s->fd;
 }
@@ -76,104 +73,171 @@ static int64_t i64(const unsigned char *p)
     return v;
 }
 
-static const kp_rt_kind kinds[] = {
-    [EV_CALL] = KP_RT_CALL,       [EV_RETURN_TO] = KP_RT_RETURN_TO, [EV_IN] = KP_RT_IN,
-    [EV_OUT] = KP_RT_OUT,         [EV_GC_START] = KP_RT_GC_START,   [EV_GC_END] = KP_RT_GC_END,
-    [EV_SPAWN] = KP_RT_SPAWN,     [EV_EXIT] = KP_RT_EXIT,           [EV_RETURN_FROM] = KP_RT_RETURN_FROM};
+static const kp_trace_event_kind kinds[] = {
+    [KPT_CALL] = KP_TRACE_CALL,     [KPT_RETURN_TO] = KP_TRACE_RETURN_TO,
+    [KPT_IN] = KP_TRACE_IN,         [KPT_OUT] = KP_TRACE_OUT,
+    [KPT_GC_START] = KP_TRACE_GC_START, [KPT_GC_END] = KP_TRACE_GC_END,
+    [KPT_SPAWN] = KP_TRACE_SPAWN,   [KPT_EXIT] = KP_TRACE_EXIT,
+    [KPT_RETURN_FROM] = KP_TRACE_RETURN_FROM};
 
-/* One record at p (n bytes available): its size, 0 when incomplete, -1 when
- * malformed. */
-static long one(kp_nif_stream *s, const unsigned char *p, size_t n,
-                int (*on_event)(void *, const kp_rt_event *), void *ctx)
+/* Each reader below takes the record at `p` with `n` bytes available and
+ * returns its size, 0 when it is not complete yet, or -1 when malformed. */
+
+static long read_event(kp_nif_reader *s, const unsigned char *p, size_t n, kp_event_fn on_event,
+                       void *ctx)
 {
-    kp_rt_event ev;
-    if (p[0] >= EV_CALL && p[0] <= EV_RETURN_FROM) {
-        if (n < 17)
-            return 0;
-        uint32_t pid = u32(p + 1), arg = u32(p + 5);
-        if (pid >= MAX_IDS)
-            return -1;
-        memset(&ev, 0, sizeof ev);
-        ev.kind = kinds[p[0]];
-        ev.pid = s->pids[pid];
-        ev.ts_ns = i64(p + 9);
-        if (p[0] == EV_SPAWN) {
-            if (arg < MAX_IDS)
-                ev.child = s->pids[arg];
-            else
-                ev.kind = KP_RT_OTHER; /* the child could not be named (the NIF was full) */
-        } else if (arg < MAX_IDS) {
-            memcpy(ev.module, s->mfas[arg].module, sizeof ev.module);
-            memcpy(ev.function, s->mfas[arg].function, sizeof ev.function);
-            ev.arity = s->mfas[arg].arity;
-        } else if (ev.kind == KP_RT_CALL) {
-            ev.kind = KP_RT_OTHER; /* its function could not be named (the NIF was full) */
-        }
-        return on_event(ctx, &ev) == 0 ? 17 : -1;
+    if (n < KPT_EVENT_SIZE)
+        return 0;
+    uint32_t pid = u32(p + 1), arg = u32(p + 5);
+    if (pid >= KPT_MAX_IDS)
+        return -1;
+    kp_trace_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = kinds[p[0]];
+    ev.pid = s->pids[pid];
+    ev.ts_ns = i64(p + 9);
+    if (p[0] == KPT_SPAWN) {
+        if (arg < KPT_MAX_IDS)
+            ev.child = s->pids[arg];
+        else
+            ev.kind = KP_TRACE_OTHER; /* the child could not be named (the NIF was full) */
+    } else if (arg < KPT_MAX_IDS) {
+        memcpy(ev.module, s->mfas[arg].module, sizeof ev.module);
+        memcpy(ev.function, s->mfas[arg].function, sizeof ev.function);
+        ev.arity = s->mfas[arg].arity;
+    } else if (ev.kind == KP_TRACE_CALL) {
+        ev.kind = KP_TRACE_OTHER; /* its function could not be named (the NIF was full) */
     }
+    return on_event(ctx, &ev) == 0 ? KPT_EVENT_SIZE : -1;
+}
+
+static long read_pid(kp_nif_reader *s, const unsigned char *p, size_t n)
+{
+    if (n < KPT_PID_HEAD)
+        return 0;
+    uint32_t id = u32(p + 1);
+    size_t len = (size_t)p[5] | (size_t)p[6] << 8;
+    if (n < KPT_PID_HEAD + len)
+        return 0;
+    const char *term = (const char *)p + KPT_PID_HEAD;
+    int i = 0, version;
+    if (id >= KPT_MAX_IDS || kp_term_check(term, len) != 0 ||
+        ei_decode_version(term, &i, &version) != 0 || ei_decode_pid(term, &i, &s->pids[id]) != 0)
+        return -1;
+    return (long)(KPT_PID_HEAD + len);
+}
+
+static long read_mfa(kp_nif_reader *s, const unsigned char *p, size_t n)
+{
+    if (n < KPT_MFA_MIN)
+        return 0;
+    size_t ml = p[5];
+    if (n < KPT_MFA_MIN + ml)
+        return 0;
+    size_t fl = p[6 + ml];
+    if (n < KPT_MFA_MIN + ml + fl)
+        return 0;
+    uint32_t id = u32(p + 1);
+    if (id >= KPT_MAX_IDS)
+        return -1;
+    memcpy(s->mfas[id].module, p + 6, ml);
+    s->mfas[id].module[ml] = '\0';
+    memcpy(s->mfas[id].function, p + 7 + ml, fl);
+    s->mfas[id].function[fl] = '\0';
+    s->mfas[id].arity = p[7 + ml + fl];
+    return (long)(KPT_MFA_MIN + ml + fl);
+}
+
+static long read_mark(kp_nif_reader *s, const unsigned char *p, size_t n, kp_event_fn on_event,
+                      void *ctx)
+{
+    if (n < KPT_MARK_HEAD)
+        return 0;
+    uint32_t pid = u32(p + 2), len = u32(p + 14);
+    if (len > KPT_MARK_TERM_MAX || pid >= KPT_MAX_IDS ||
+        (p[1] != KPT_MARK_BEGIN && p[1] != KPT_MARK_END))
+        return -1;
+    if (n < KPT_MARK_HEAD + (size_t)len)
+        return 0;
+    kp_trace_event ev;
+    memset(&ev, 0, sizeof ev);
+    if (kp_trace_decode_mark((const char *)p + KPT_MARK_HEAD, len, p[1] == KPT_MARK_BEGIN, &ev) !=
+        0)
+        return -1;
+    ev.pid = s->pids[pid];
+    ev.ts_ns = i64(p + 6);
+    return on_event(ctx, &ev) == 0 ? (long)(KPT_MARK_HEAD + len) : -1;
+}
+
+static long read_drop(const unsigned char *p, size_t n, kp_event_fn on_event, void *ctx)
+{
+    if (n < KPT_DROP_SIZE)
+        return 0;
+    kp_trace_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = KP_TRACE_OTHER;
+    ev.dropped = u32(p + 1);
+    return on_event(ctx, &ev) == 0 ? KPT_DROP_SIZE : -1;
+}
+
+static long read_record(kp_nif_reader *s, const unsigned char *p, size_t n, kp_event_fn on_event,
+                        void *ctx)
+{
+    if (p[0] >= KPT_CALL && p[0] <= KPT_RETURN_FROM)
+        return read_event(s, p, n, on_event, ctx);
     switch (p[0]) {
-    case REC_PID: {
-        if (n < 7)
-            return 0;
-        uint32_t id = u32(p + 1);
-        size_t len = (size_t)p[5] | (size_t)p[6] << 8;
-        if (n < 7 + len)
-            return 0;
-        int i = 0, version;
-        if (id >= MAX_IDS || ei_decode_version((const char *)p + 7, &i, &version) != 0 ||
-            ei_decode_pid((const char *)p + 7, &i, &s->pids[id]) != 0 || (size_t)i > len)
-            return -1;
-        return (long)(7 + len);
-    }
-    case REC_MFA: {
-        if (n < 7)
-            return 0;
-        size_t ml = p[5];
-        if (n < 6 + ml + 1)
-            return 0;
-        size_t fl = p[6 + ml];
-        if (n < 7 + ml + fl + 1)
-            return 0;
-        uint32_t id = u32(p + 1);
-        if (id >= MAX_IDS)
-            return -1;
-        memcpy(s->mfas[id].module, p + 6, ml);
-        s->mfas[id].module[ml] = '\0';
-        memcpy(s->mfas[id].function, p + 7 + ml, fl);
-        s->mfas[id].function[fl] = '\0';
-        s->mfas[id].arity = p[7 + ml + fl];
-        return (long)(8 + ml + fl);
-    }
-    case REC_MARK: {
-        if (n < 18)
-            return 0;
-        uint32_t pid = u32(p + 2), len = u32(p + 14);
-        if (len > (1u << 20) || pid >= MAX_IDS)
-            return -1;
-        if (n < 18 + (size_t)len)
-            return 0;
-        memset(&ev, 0, sizeof ev);
-        if (kp_rt_decode_mark((const char *)p + 18, len, p[1] == 1, &ev) != 0)
-            return -1;
-        ev.pid = s->pids[pid];
-        ev.ts_ns = i64(p + 6);
-        return on_event(ctx, &ev) == 0 ? (long)(18 + len) : -1;
-    }
-    case REC_RESET:
+    case KPT_PID:
+        return read_pid(s, p, n);
+    case KPT_MFA:
+        return read_mfa(s, p, n);
+    case KPT_MARK:
+        return read_mark(s, p, n, on_event, ctx);
+    case KPT_RESET:
         return 1;
-    case REC_DROP:
-        if (n < 5)
-            return 0;
-        memset(&ev, 0, sizeof ev);
-        ev.kind = KP_RT_OTHER;
-        ev.dropped = u32(p + 1);
-        return on_event(ctx, &ev) == 0 ? 5 : -1;
+    case KPT_DROP:
+        return read_drop(p, n, on_event, ctx);
     default:
         return -1;
     }
 }
 
-int kp_nif_stream_read(kp_nif_stream *s, int (*on_event)(void *, const kp_rt_event *), void *ctx)
+/* Hands every complete record buffered to `on_event` and keeps the rest
+ * for more bytes. Returns 0, or -1 for a malformed record. */
+static int read_buffered(kp_nif_reader *s, kp_event_fn on_event, void *ctx)
+{
+    size_t at = 0;
+    while (at < s->len) {
+        long used = read_record(s, s->buf + at, s->len - at, on_event, ctx);
+        if (used < 0)
+            return -1;
+        if (used == 0)
+            break;
+        at += (size_t)used;
+    }
+    memmove(s->buf, s->buf + at, s->len - at);
+    s->len -= at;
+    return 0;
+}
+
+int kp_nif_reader_feed(kp_nif_reader *s, const void *data, size_t n, kp_event_fn on_event,
+                       void *ctx)
+{
+    const unsigned char *d = data;
+    while (n) {
+        size_t take = s->cap - s->len < n ? s->cap - s->len : n;
+        memcpy(s->buf + s->len, d, take);
+        s->len += take;
+        d += take;
+        n -= take;
+        if (read_buffered(s, on_event, ctx) != 0)
+            return -1;
+        if (take == 0 && s->len == s->cap)
+            return -1; /* a record larger than the buffer */
+    }
+    return 0;
+}
+
+int kp_nif_reader_read(kp_nif_reader *s, kp_event_fn on_event, void *ctx)
 {
     for (int rounds = 0; rounds < 64; rounds++) {
         ssize_t n = recv(s->fd, s->buf + s->len, s->cap - s->len, MSG_DONTWAIT);
@@ -184,19 +248,8 @@ int kp_nif_stream_read(kp_nif_stream *s, int (*on_event)(void *, const kp_rt_eve
         if (n <= 0)
             return n == 0 ? 0 : -1;
         s->len += (size_t)n;
-        size_t at = 0;
-        for (;;) {
-            if (at == s->len)
-                break;
-            long used = one(s, s->buf + at, s->len - at, on_event, ctx);
-            if (used < 0)
-                return -1;
-            if (used == 0)
-                break;
-            at += (size_t)used;
-        }
-        memmove(s->buf, s->buf + at, s->len - at);
-        s->len -= at;
+        if (read_buffered(s, on_event, ctx) != 0)
+            return -1;
     }
     return 1;
 }

@@ -1,23 +1,34 @@
 /* The stream of the kprof_tracer NIF (erlang_agent/c_src/kprof_tracer.c):
- * compact binary records, decoded into request-trace events (rtrace.h). */
-#ifndef KP_NIF_STREAM_H
-#define KP_NIF_STREAM_H
+ * compact binary records (their layout is kprof_tracer_records.h, shared
+ * with the NIF), decoded into request-trace events (trace/collect.h). */
+#ifndef KP_TRACE_NIF_READER_H
+#define KP_TRACE_NIF_READER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "trace/collect.h"
 
-typedef struct kp_nif_stream kp_nif_stream;
+typedef struct kp_nif_reader kp_nif_reader;
 
-/* A reader of the connected socket `fd` (owned from now on), or NULL. */
-kp_nif_stream *kp_nif_stream_create(int fd);
-void kp_nif_stream_free(kp_nif_stream *stream);
-int kp_nif_stream_fd(const kp_nif_stream *stream);
+/* Takes one event; returns 0 to go on, anything else to stop with an error. */
+typedef int (*kp_event_fn)(void *ctx, const kp_trace_event *ev);
+
+/* A reader of the connected socket `fd` (owned from now on; -1 for none,
+ * to use kp_nif_reader_feed), or NULL when out of memory. */
+kp_nif_reader *kp_nif_reader_create(int fd);
+void kp_nif_reader_free(kp_nif_reader *stream);
+int kp_nif_reader_fd(const kp_nif_reader *stream);
 
 /* Reads what is there now and hands each event to `on_event`. Returns 1
  * while open, 0 at its end, -1 for a read error or a malformed record. */
-int kp_nif_stream_read(kp_nif_stream *stream, int (*on_event)(void *ctx, const kp_rt_event *ev),
+int kp_nif_reader_read(kp_nif_reader *stream, kp_event_fn on_event, void *ctx);
+
+/* Decodes `n` bytes as if they came next on the socket: complete records
+ * go to `on_event`, an incomplete last one waits for more. Returns 0, or -1
+ * for a malformed record or an error of `on_event` (the reader is then
+ * unusable). For tests and fuzzing. */
+int kp_nif_reader_feed(kp_nif_reader *stream, const void *data, size_t n, kp_event_fn on_event,
                        void *ctx);
 
 #endif

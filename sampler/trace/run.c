@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "node/agent.h"
+#include "node/term.h"
 #include "common/cli.h"
 #include "commands.h"
 #include "node/connection.h"
@@ -32,9 +33,9 @@
 typedef struct {
     const kp_trace_options *o;
     kp_node node;
-    kp_rtrace *rt;
-    kp_trace_stream stream;
-    kp_nif_stream *nif;     /* the kprof_tracer NIF's records, when it runs */
+    kp_trace_collector *rt;
+    kp_trace_port stream;
+    kp_nif_reader *nif;     /* the kprof_tracer NIF's records, when it runs */
     int64_t offset; /* node monotonic time = local - offset */
     char dir[4096];
     unsigned port;
@@ -73,13 +74,13 @@ static void on_done(void *ctx, const char *id, const erlang_pid *pids, size_t n,
 
 static void on_drop(void *ctx, uint32_t count);
 
-static int on_nif_event(void *ctx, const kp_rt_event *ev)
+static int on_nif_event(void *ctx, const kp_trace_event *ev)
 {
     run *r = ctx;
-    if (ev->kind == KP_RT_OTHER && ev->dropped)
+    if (ev->kind == KP_TRACE_OTHER && ev->dropped)
         on_drop(ctx, ev->dropped); /* the NIF's buffer was full */
     else
-        kp_rtrace_event(r->rt, ev);
+        kp_trace_collector_event(r->rt, ev);
     return 0;
 }
 
@@ -117,7 +118,7 @@ static void start_nif(run *r)
         struct pollfd p = {.fd = l, .events = POLLIN};
         if (poll(&p, 1, 2000) == 1) { /* the NIF connected before the rpc returned */
             int fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-            if (fd >= 0 && !(r->nif = kp_nif_stream_create(fd)))
+            if (fd >= 0 && !(r->nif = kp_nif_reader_create(fd)))
                 close(fd);
         }
     }
@@ -129,12 +130,12 @@ static void start_nif(run *r)
 static int on_event(void *ctx, const char *term, size_t len)
 {
     run *r = ctx;
-    kp_rt_event ev;
-    int rc = kp_rt_decode(term, len, &ev);
+    kp_trace_event ev;
+    int rc = kp_trace_decode(term, len, &ev);
     if (rc < 0)
         return -1;
     if (rc == 1)
-        kp_rtrace_event(r->rt, &ev);
+        kp_trace_collector_event(r->rt, &ev);
     return 0;
 }
 
@@ -143,7 +144,7 @@ static void on_drop(void *ctx, uint32_t count)
     run *r = ctx;
     /* events are missing from whatever traces run: cut them all */
     kp_warn("the node's trace port dropped %u events; cutting the running traces", count);
-    kp_rtrace_close(r->rt, NULL, "events_dropped");
+    kp_trace_collector_close(r->rt, NULL, "events_dropped");
 }
 
 /* rpc M:F(Args) returning a proplist; decodes port, dir and time. */
@@ -201,7 +202,7 @@ static int start_external(run *r, char *err, size_t err_len)
     snprintf(r->dir, sizeof r->dir, "%s", r->o->output_dir); /* not the node's setting */
     if (rc != 0)
         return rc;
-    return kp_trace_stream_connect(&r->stream, r->node.target, r->port, err, err_len);
+    return kp_trace_port_connect(&r->stream, r->node.target, r->port, err, err_len);
 }
 
 /* kprof_rtrace:trace_calls({M, F, A}) or stop_calls/1; 0 when it said ok */
@@ -257,7 +258,7 @@ static int begin_pid_trace(run *r, char *id, size_t id_len, char *err, size_t er
         ei_decode_binary(reply.buff, &i, id, &len) == 0 && (size_t)len < id_len &&
         ei_decode_pid(reply.buff, &i, &pid) == 0) {
         id[len] = '\0';
-        rc = kp_rtrace_open(r->rt, id, &pid, kp_now_ns() - r->offset);
+        rc = kp_trace_collector_open(r->rt, id, &pid, kp_now_ns() - r->offset);
         if (rc != 0)
             snprintf(err, err_len, "out of memory");
     } else {
@@ -273,29 +274,29 @@ static int begin_pid_trace(run *r, char *id, size_t id_len, char *err, size_t er
 
 static int loop(run *r, int64_t deadline)
 {
-    kp_trace_stream_handler h = {.ctx = r, .on_event = on_event, .on_drop = on_drop};
+    kp_trace_port_handler h = {.ctx = r, .on_event = on_event, .on_drop = on_drop};
     int calls_stopped = 0;
     char err[1024];
     while (!kp_stop_requested() && kp_now_ns() < deadline) {
-        if (r->o->mfa && kp_rtrace_adopted(r->rt) >= r->o->count) {
+        if (r->o->mfa && kp_trace_collector_adopted(r->rt) >= r->o->count) {
             if (!calls_stopped) { /* enough calls started: no new ones */
                 calls_rpc(r, "stop_calls", err, sizeof err);
                 calls_stopped = 1;
             }
-            if (kp_rtrace_running(r->rt) == 0)
+            if (kp_trace_collector_running(r->rt) == 0)
                 break;
         }
         struct pollfd fds[3] = {{.fd = r->stream.fd, .events = POLLIN},
                                 {.fd = r->node.fd, .events = POLLIN},
-                                {.fd = r->nif ? kp_nif_stream_fd(r->nif) : -1, .events = POLLIN}};
+                                {.fd = r->nif ? kp_nif_reader_fd(r->nif) : -1, .events = POLLIN}};
         if (poll(fds, 3, 100) < 0 && errno != EINTR)
             return -1;
         if (fds[2].revents && r->nif) {
-            int rc = kp_nif_stream_read(r->nif, on_nif_event, r);
+            int rc = kp_nif_reader_read(r->nif, on_nif_event, r);
             if (rc <= 0) { /* the NIF went away or sent nonsense: the port still serves */
                 if (rc < 0)
                     kp_warn("the node's trace records are malformed; reading them no more");
-                kp_nif_stream_free(r->nif);
+                kp_nif_reader_free(r->nif);
                 r->nif = NULL;
             }
         }
@@ -309,11 +310,11 @@ static int loop(run *r, int64_t deadline)
                 return -2;
         }
         if (fds[0].revents) {
-            int rc = kp_trace_stream_read(&r->stream, &h);
+            int rc = kp_trace_port_read(&r->stream, &h);
             if (rc <= 0)
                 return rc;
         }
-        kp_rtrace_sweep(r->rt, kp_now_ns() - r->offset);
+        kp_trace_collector_sweep(r->rt, kp_now_ns() - r->offset);
     }
     return 1;
 }
@@ -340,9 +341,9 @@ int kp_trace_run(const kp_trace_options *o)
         kp_node_close(&r.node);
         return KP_EXIT_NODE;
     }
-    kp_rtrace_options ro = {.dir = r.dir, .max_events = 1000000, .max_duration_ms = 5000};
-    kp_rtrace_handler h = {.ctx = &r, .on_done = on_done};
-    r.rt = kp_rtrace_create(&ro, &h);
+    kp_trace_collector_options ro = {.dir = r.dir, .max_events = 1000000, .max_duration_ms = 5000};
+    kp_trace_collector_handler h = {.ctx = &r, .on_done = on_done};
+    r.rt = kp_trace_collector_create(&ro, &h);
     char id[64] = "";
     int rc;
     if (!r.rt) {
@@ -356,13 +357,13 @@ int kp_trace_run(const kp_trace_options *o)
         rc = config_call(&r, "kprof_rtrace", "collector_config", &args, err, sizeof err);
         ei_x_free(&args);
         if (rc == 0)
-            rc = kp_trace_stream_connect(&r.stream, target, r.port, err, sizeof err);
+            rc = kp_trace_port_connect(&r.stream, target, r.port, err, sizeof err);
         if (rc == 0)
             start_nif(&r);
     } else if (o->mfa) {
         rc = start_external(&r, err, sizeof err);
         if (rc == 0)
-            rc = kp_rtrace_adopt(r.rt, o->mfa_module, o->mfa_function, o->mfa_arity, o->count);
+            rc = kp_trace_collector_adopt(r.rt, o->mfa_module, o->mfa_function, o->mfa_arity, o->count);
         if (rc == 0)
             rc = calls_rpc(&r, "trace_calls", err, sizeof err);
     } else {
@@ -382,8 +383,8 @@ int kp_trace_run(const kp_trace_options *o)
             code = KP_EXIT_DATA;
         } else if (o->mfa) {
             calls_rpc(&r, "stop_calls", err, sizeof err);
-            if (kp_rtrace_running(r.rt)) /* calls still running at the end */
-                kp_rtrace_close(r.rt, NULL, "max_duration");
+            if (kp_trace_collector_running(r.rt)) /* calls still running at the end */
+                kp_trace_collector_close(r.rt, NULL, "max_duration");
         } else if (!o->session) {
             /* end the trace in the node, read what it emitted until then */
             ei_x_buff args, reply;
@@ -397,8 +398,8 @@ int kp_trace_run(const kp_trace_options *o)
             ei_x_free(&reply);
             loop(&r, kp_now_ns() + 200000000);
         }
-        kp_rtrace_close(r.rt, NULL, o->session ? "collector_stopped" : NULL);
-        if (!o->session && !r.failed && kp_rtrace_written(r.rt) == 0)
+        kp_trace_collector_close(r.rt, NULL, o->session ? "collector_stopped" : NULL);
+        if (!o->session && !r.failed && kp_trace_collector_written(r.rt) == 0)
             kp_warn("no trace was written");
     }
     if (!o->session && r.node.fd >= 0 && code != KP_EXIT_NODE) {
@@ -412,9 +413,9 @@ int kp_trace_run(const kp_trace_options *o)
     }
     if (r.failed && code == KP_EXIT_OK)
         code = KP_EXIT_FAILURE;
-    kp_rtrace_free(r.rt);
-    kp_nif_stream_free(r.nif);
-    kp_trace_stream_close(&r.stream);
+    kp_trace_collector_free(r.rt);
+    kp_nif_reader_free(r.nif);
+    kp_trace_port_close(&r.stream);
     kp_node_close(&r.node);
     return code;
 }

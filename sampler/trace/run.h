@@ -1,6 +1,7 @@
-/* `kprof trace`: see rtrace_run.c and rtrace.h. */
-#ifndef KP_RTRACE_RUN_H
-#define KP_RTRACE_RUN_H
+/* `kprof trace`: the request-trace collector attached to a node (see
+ * trace/run.c and trace/collect.h). */
+#ifndef KP_TRACE_RUN_H
+#define KP_TRACE_RUN_H
 
 #include <stdint.h>
 

@@ -1,4 +1,4 @@
-/* The request-trace collector (sampler/rtrace.c): stacks rebuilt from
+/* The request-trace collector (sampler/trace/collect.c): stacks rebuilt from
  * call/return_to events, sleep and garbage-collection leaves, spawned
  * processes, cuts with their marker frame, adopted calls (--mfa), and the
  * files it writes (checked with the project's format checker). */
@@ -15,13 +15,13 @@
 #include <cmocka.h>
 
 #include "format_check.h"
-#include "rtrace.h"
+#include "trace/collect.h"
 
 #define US 1000LL
 
 typedef struct {
     char dir[64];
-    kp_rtrace *rt;
+    kp_trace_collector *rt;
     char written[8][4400];
     int n_written;
     char last_id[64];
@@ -45,9 +45,9 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     snprintf(f->dir, sizeof f->dir, "/tmp/kp_test_rtrace.XXXXXX");
     assert_non_null(mkdtemp(f->dir));
-    kp_rtrace_options o = {.dir = f->dir, .max_events = 1000, .max_duration_ms = 5000};
-    kp_rtrace_handler h = {.ctx = f, .on_done = on_done};
-    f->rt = kp_rtrace_create(&o, &h);
+    kp_trace_collector_options o = {.dir = f->dir, .max_events = 1000, .max_duration_ms = 5000};
+    kp_trace_collector_handler h = {.ctx = f, .on_done = on_done};
+    f->rt = kp_trace_collector_create(&o, &h);
     assert_non_null(f->rt);
     *state = f;
     return 0;
@@ -56,7 +56,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    kp_rtrace_free(f->rt);
+    kp_trace_collector_free(f->rt);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
     assert_int_equal(system(cmd), 0);
@@ -73,9 +73,9 @@ static erlang_pid pid(unsigned num)
     return p;
 }
 
-static void ev(fixture *f, kp_rt_kind kind, unsigned p, const char *mfa, int64_t ts)
+static void ev(fixture *f, kp_trace_event_kind kind, unsigned p, const char *mfa, int64_t ts)
 {
-    kp_rt_event e;
+    kp_trace_event e;
     memset(&e, 0, sizeof e);
     e.kind = kind;
     e.pid = pid(p);
@@ -83,30 +83,30 @@ static void ev(fixture *f, kp_rt_kind kind, unsigned p, const char *mfa, int64_t
     if (mfa) {
         assert_int_equal(sscanf(mfa, "%255[^:]:%255[^/]/%u", e.module, e.function, &e.arity), 3);
     }
-    assert_int_equal(kp_rtrace_event(f->rt, &e), 0);
+    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
 }
 
 static void begin(fixture *f, unsigned p, const char *id, int64_t ts, uint64_t max_events)
 {
-    kp_rt_event e;
+    kp_trace_event e;
     memset(&e, 0, sizeof e);
-    e.kind = KP_RT_BEGIN;
+    e.kind = KP_TRACE_BEGIN;
     e.pid = pid(p);
     e.ts_ns = ts;
     e.max_events = max_events;
     snprintf(e.id, sizeof e.id, "%s", id);
-    assert_int_equal(kp_rtrace_event(f->rt, &e), 0);
+    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
 }
 
 static void end(fixture *f, unsigned p, const char *id, int64_t ts)
 {
-    kp_rt_event e;
+    kp_trace_event e;
     memset(&e, 0, sizeof e);
-    e.kind = KP_RT_END;
+    e.kind = KP_TRACE_END;
     e.pid = pid(p);
     e.ts_ns = ts;
     snprintf(e.id, sizeof e.id, "%s", id);
-    assert_int_equal(kp_rtrace_event(f->rt, &e), 0);
+    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
 }
 
 static char *slurp(const char *path)
@@ -124,23 +124,23 @@ static void a_request_with_a_call_a_sleep_and_a_child(void **state)
 {
     fixture *f = *state;
     begin(f, 10, "T1", 0, 0);
-    ev(f, KP_RT_CALL, 10, "h:handle/1", 100 * US);          /* 0..100 us: root only */
-    ev(f, KP_RT_CALL, 10, "db:get/1", 300 * US);            /* 200 us in handle */
-    ev(f, KP_RT_OUT, 10, NULL, 400 * US);                   /* 100 us in get */
-    ev(f, KP_RT_IN, 10, NULL, 1400 * US);                   /* 1000 us asleep in get */
-    ev(f, KP_RT_RETURN_TO, 10, "h:handle/1", 1500 * US);    /* 100 us in get */
-    kp_rt_event spawn;
+    ev(f, KP_TRACE_CALL, 10, "h:handle/1", 100 * US);          /* 0..100 us: root only */
+    ev(f, KP_TRACE_CALL, 10, "db:get/1", 300 * US);            /* 200 us in handle */
+    ev(f, KP_TRACE_OUT, 10, NULL, 400 * US);                   /* 100 us in get */
+    ev(f, KP_TRACE_IN, 10, NULL, 1400 * US);                   /* 1000 us asleep in get */
+    ev(f, KP_TRACE_RETURN_TO, 10, "h:handle/1", 1500 * US);    /* 100 us in get */
+    kp_trace_event spawn;
     memset(&spawn, 0, sizeof spawn);
-    spawn.kind = KP_RT_SPAWN;
+    spawn.kind = KP_TRACE_SPAWN;
     spawn.pid = pid(10);
     spawn.child = pid(11);
     spawn.ts_ns = 1600 * US;                                /* 100 us in handle */
-    assert_int_equal(kp_rtrace_event(f->rt, &spawn), 0);
-    ev(f, KP_RT_IN, 11, NULL, 1700 * US);                   /* child: 100 us runnable */
-    ev(f, KP_RT_CALL, 11, "w:work/0", 1700 * US);
-    ev(f, KP_RT_GC_START, 11, NULL, 1800 * US);             /* 100 us in work */
-    ev(f, KP_RT_GC_END, 11, NULL, 1850 * US);               /* 50 us collecting */
-    ev(f, KP_RT_EXIT, 11, NULL, 1900 * US);                 /* 50 us in work */
+    assert_int_equal(kp_trace_collector_event(f->rt, &spawn), 0);
+    ev(f, KP_TRACE_IN, 11, NULL, 1700 * US);                   /* child: 100 us runnable */
+    ev(f, KP_TRACE_CALL, 11, "w:work/0", 1700 * US);
+    ev(f, KP_TRACE_GC_START, 11, NULL, 1800 * US);             /* 100 us in work */
+    ev(f, KP_TRACE_GC_END, 11, NULL, 1850 * US);               /* 50 us collecting */
+    ev(f, KP_TRACE_EXIT, 11, NULL, 1900 * US);                 /* 50 us in work */
     end(f, 10, "T1", 2000 * US);                            /* 400 us in handle */
     assert_int_equal(f->n_written, 1);
     assert_string_equal(f->last_id, "T1");
@@ -174,10 +174,10 @@ static void loops_and_returns_below_the_start(void **state)
     fixture *f = *state;
     begin(f, 20, "T2", 0, 0);
     /* returned below where the trace began: the stack restarts there */
-    ev(f, KP_RT_RETURN_TO, 20, "s:loop/1", 10 * US);
-    ev(f, KP_RT_CALL, 20, "s:handle/1", 20 * US);   /* 10 us in loop */
-    ev(f, KP_RT_CALL, 20, "s:loop/1", 30 * US);     /* 10 us in handle; tail call back */
-    ev(f, KP_RT_CALL, 20, "s:handle/1", 40 * US);   /* 10 us in loop, not loop;handle;loop */
+    ev(f, KP_TRACE_RETURN_TO, 20, "s:loop/1", 10 * US);
+    ev(f, KP_TRACE_CALL, 20, "s:handle/1", 20 * US);   /* 10 us in loop */
+    ev(f, KP_TRACE_CALL, 20, "s:loop/1", 30 * US);     /* 10 us in handle; tail call back */
+    ev(f, KP_TRACE_CALL, 20, "s:handle/1", 40 * US);   /* 10 us in loop, not loop;handle;loop */
     end(f, 20, "T2", 50 * US);                      /* 10 us in handle */
     const char *text = slurp(f->written[0]);
     assert_string_equal(text, "<0.20.0> 10\n"
@@ -189,22 +189,22 @@ static void cut_past_max_events_with_a_marker(void **state)
 {
     fixture *f = *state;
     begin(f, 30, "T3", 0, 3);
-    ev(f, KP_RT_CALL, 30, "a:b/0", 10 * US);
-    ev(f, KP_RT_CALL, 30, "a:c/0", 20 * US);
-    ev(f, KP_RT_CALL, 30, "a:d/0", 30 * US);
+    ev(f, KP_TRACE_CALL, 30, "a:b/0", 10 * US);
+    ev(f, KP_TRACE_CALL, 30, "a:c/0", 20 * US);
+    ev(f, KP_TRACE_CALL, 30, "a:d/0", 30 * US);
     assert_int_equal(f->n_written, 0);
-    ev(f, KP_RT_CALL, 30, "a:e/0", 40 * US); /* the 4th event: past the bound */
+    ev(f, KP_TRACE_CALL, 30, "a:e/0", 40 * US); /* the 4th event: past the bound */
     assert_int_equal(f->n_written, 1);
     assert_non_null(strstr(slurp(f->written[0]), "<0.30.0>;kprof_trace_cut:max_events 1\n"));
-    ev(f, KP_RT_CALL, 30, "a:f/0", 50 * US); /* ignored: the trace is over */
-    assert_int_equal(kp_rtrace_running(f->rt), 0);
+    ev(f, KP_TRACE_CALL, 30, "a:f/0", 50 * US); /* ignored: the trace is over */
+    assert_int_equal(kp_trace_collector_running(f->rt), 0);
 }
 
 static void sub_microsecond_parts_count_one(void **state)
 {
     fixture *f = *state;
     begin(f, 40, "T4", 0, 0);
-    ev(f, KP_RT_CALL, 40, "f:x/0", 300);
+    ev(f, KP_TRACE_CALL, 40, "f:x/0", 300);
     end(f, 40, "T4", 700);
     assert_string_equal(slurp(f->written[0]), "<0.40.0> 1\n<0.40.0>;f:x/0 1\n");
 }
@@ -212,18 +212,18 @@ static void sub_microsecond_parts_count_one(void **state)
 static void adopted_calls_start_and_end_with_the_function(void **state)
 {
     fixture *f = *state;
-    assert_int_equal(kp_rtrace_adopt(f->rt, "kv", "request", 1, 1), 0);
-    ev(f, KP_RT_CALL, 50, "other:fun/0", 10 * US); /* not the call: not adopted */
-    assert_int_equal(kp_rtrace_running(f->rt), 0);
-    ev(f, KP_RT_CALL, 50, "kv:request/1", 0);      /* the meta call event: no time */
-    assert_int_equal(kp_rtrace_running(f->rt), 1);
-    ev(f, KP_RT_CALL, 50, "kv:parse/1", 100 * US);
-    ev(f, KP_RT_RETURN_TO, 50, "kv:request/1", 130 * US);
-    ev(f, KP_RT_CALL, 51, "kv:request/1", 0);      /* past --count 1 */
-    assert_int_equal(kp_rtrace_running(f->rt), 1);
-    ev(f, KP_RT_RETURN_FROM, 50, "kv:request/1", 0);
-    assert_int_equal(kp_rtrace_running(f->rt), 0);
-    assert_int_equal(kp_rtrace_adopted(f->rt), 1);
+    assert_int_equal(kp_trace_collector_adopt(f->rt, "kv", "request", 1, 1), 0);
+    ev(f, KP_TRACE_CALL, 50, "other:fun/0", 10 * US); /* not the call: not adopted */
+    assert_int_equal(kp_trace_collector_running(f->rt), 0);
+    ev(f, KP_TRACE_CALL, 50, "kv:request/1", 0);      /* the meta call event: no time */
+    assert_int_equal(kp_trace_collector_running(f->rt), 1);
+    ev(f, KP_TRACE_CALL, 50, "kv:parse/1", 100 * US);
+    ev(f, KP_TRACE_RETURN_TO, 50, "kv:request/1", 130 * US);
+    ev(f, KP_TRACE_CALL, 51, "kv:request/1", 0);      /* past --count 1 */
+    assert_int_equal(kp_trace_collector_running(f->rt), 1);
+    ev(f, KP_TRACE_RETURN_FROM, 50, "kv:request/1", 0);
+    assert_int_equal(kp_trace_collector_running(f->rt), 0);
+    assert_int_equal(kp_trace_collector_adopted(f->rt), 1);
     /* the clock starts at the first timed event, inside the call */
     assert_string_equal(slurp(f->written[0]), "<0.50.0>;kv:request/1;kv:parse/1 30\n");
 }

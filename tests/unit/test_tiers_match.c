@@ -1,4 +1,4 @@
-/* The tier matcher (sampler/tier_match.c): calls paired with returns per
+/* The tier matcher (sampler/tiers/match.c): calls paired with returns per
  * process, attribution to requests by token label, union of a tier's call
  * intervals per request, grace before finalizing, bounds and counters. */
 #include <setjmp.h>
@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "tier_match.h"
-#include "u64_map.h"
+#include "tiers/match.h"
+#include "common/u64_map.h"
 
 enum { FN_A, FN_B, FN_ENTRY, FN_BEGIN, FN_END, N_FNS };
 #define MS 1000000LL

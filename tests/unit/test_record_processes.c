@@ -1,4 +1,4 @@
-/* What kprof record knows of a node's processes (sampler/profile.c): decoded
+/* What kprof record knows of a node's processes (sampler/record/processes.c): decoded
  * agent samples become full stacks (status ; pid ; label ; code, root first)
  * with per-process deltas, across thousands of processes, and an unchanged
  * sample repeats the previous one with zero deltas. */
@@ -12,20 +12,20 @@
 
 #include <cmocka.h>
 
-#include "profile.h"
+#include "record/processes.h"
 
 #define MAX_SEEN 20000
 
 typedef struct {
     kp_frames *frames;
     kp_stacks *stacks;
-    kp_profile *profile;
-    const kp_batch_handler *h;
-    kp_profile_sample seen[MAX_SEEN];
+    kp_processes *profile;
+    const kp_wire_handler *h;
+    kp_proc_sample seen[MAX_SEEN];
     size_t n_seen;
 } fixture;
 
-static int on_out(void *ctx, const kp_profile_sample *s)
+static int on_out(void *ctx, const kp_proc_sample *s)
 {
     fixture *f = ctx;
     assert_true(f->n_seen < MAX_SEEN);
@@ -39,9 +39,9 @@ static int setup(void **state)
     assert_non_null(f);
     f->frames = kp_frames_create(0);
     f->stacks = kp_stacks_create();
-    f->profile = kp_profile_create(f->frames, f->stacks, 8, NULL, on_out, f);
+    f->profile = kp_processes_create(f->frames, f->stacks, 8, NULL, on_out, f);
     assert_non_null(f->profile);
-    f->h = kp_profile_handler(f->profile);
+    f->h = kp_processes_wire_handler(f->profile);
     *state = f;
     return 0;
 }
@@ -49,7 +49,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    kp_profile_free(f->profile);
+    kp_processes_free(f->profile);
     kp_stacks_free(f->stacks);
     kp_frames_free(f->frames);
     free(f);
@@ -61,7 +61,7 @@ static void sample(fixture *f, uint32_t num, const char *status, int64_t reds,
                    const uint32_t *mfa_ids, size_t depth)
 {
     uint32_t frames[2 * 16];
-    kp_raw_sample s;
+    kp_wire_sample s;
     memset(&s, 0, sizeof s);
     s.num = num;
     snprintf(s.status, sizeof s.status, "%s", status);
@@ -78,7 +78,7 @@ static void sample(fixture *f, uint32_t num, const char *status, int64_t reds,
 
 static void unchanged(fixture *f, uint32_t num)
 {
-    kp_raw_sample s;
+    kp_wire_sample s;
     memset(&s, 0, sizeof s);
     s.num = num;
     s.unchanged = 1;
@@ -132,7 +132,7 @@ static void test_many_processes_keep_their_own_deltas(void **state)
         sample(f, 100 + p, "waiting", 1000 * p, stack, 1);
     for (uint32_t p = 0; p < N; p++)
         sample(f, 100 + p, "waiting", 1000 * p + p, stack, 1);
-    assert_int_equal(kp_profile_processes(f->profile), N);
+    assert_int_equal(kp_processes_count(f->profile), N);
     assert_int_equal(f->n_seen, 2 * N);
     for (uint32_t p = 0; p < N; p++) {
         assert_int_equal(f->seen[p].num, 100 + p);
@@ -153,7 +153,7 @@ static void test_unchanged_repeats_previous_with_zero_deltas(void **state)
     unchanged(f, 9);
     unchanged(f, 12345); /* never seen: nothing to repeat, skipped */
     assert_int_equal(f->n_seen, 3);
-    const kp_profile_sample *again = &f->seen[2];
+    const kp_proc_sample *again = &f->seen[2];
     assert_int_equal(again->num, 9);
     assert_int_equal(again->stack, f->seen[1].stack);
     assert_string_equal(again->status, "waiting");

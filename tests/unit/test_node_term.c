@@ -1,4 +1,4 @@
-/* How a node's reply is shown in an error message (sampler/node.c,
+/* How a node's reply is shown in an error message (sampler/node/term.c,
  * kp_term_text): Erlang text of the term where it starts, cut to the buffer,
  * and the caller's fallback when the bytes are not a term. */
 #include <setjmp.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "node.h"
+#include "node/term.h"
 
 /* {error, {badarg, "x"}} as an rpc reply carries it: no version byte (ei prints
  * it with a space after each comma) */

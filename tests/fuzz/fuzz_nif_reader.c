@@ -1,0 +1,48 @@
+/* Fuzz target: any bytes as the kprof_tracer NIF's record stream
+ * (trace/nif_reader.c), fed in pieces whose sizes the input's first byte
+ * chooses, into a request-trace collector (trace/collect.c) writing to a
+ * scratch directory. A record split anywhere must decode as a whole one. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace/collect.h"
+#include "trace/nif_reader.h"
+
+static int to_collector(void *ctx, const kp_trace_event *ev)
+{
+    kp_trace_collector_event(ctx, ev);
+    return 0;
+}
+
+static void done(void *ctx, const char *id, const erlang_pid *pids, size_t n, const char *written,
+                 const char *why)
+{
+    (void)ctx, (void)id, (void)pids, (void)n, (void)written, (void)why;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    static char dir[] = "/tmp/kprof-fuzz-nif-XXXXXX";
+    static int made;
+    if (!made && !mkdtemp(dir))
+        return 0;
+    made = 1;
+    kp_trace_collector_options o = {dir, 1000, 1000, 16};
+    kp_trace_collector_handler h = {NULL, done};
+    kp_trace_collector *c = kp_trace_collector_create(&o, &h);
+    kp_nif_reader *r = kp_nif_reader_create(-1);
+    size_t piece = (size_t)data[0] % 23 + 1;
+    if (c && r)
+        for (size_t at = 1; at < size; at += piece) {
+            size_t n = size - at < piece ? size - at : piece;
+            if (kp_nif_reader_feed(r, data + at, n, to_collector, c) != 0)
+                break;
+        }
+    kp_nif_reader_free(r);
+    kp_trace_collector_free(c);
+    return 0;
+}

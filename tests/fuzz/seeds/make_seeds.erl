@@ -1,0 +1,67 @@
+%%% Writes the seed inputs of the fuzz targets of node data (tests/fuzz/
+%%% seeds/TARGET/*) from real terms, as the node sends them:
+%%%   erl -noshell -s make_seeds main -s init stop   (run in this folder)
+%%% The files are committed; run it again when a wire format changes.
+-module(make_seeds).
+-export([main/0]).
+
+-spec main() -> ok.
+main() ->
+    Pid = self(),
+    Other = spawn(fun() -> ok end),
+    Stack = <<1:32, 10:32, 2:32, 0:32>>,
+    Sample = {Pid, running, 1200, 0, 2688, 233, 233, 12, 0, 0, 3, Stack},
+    Tick = fun(Samples, Reset) ->
+                   {-576460751234567, [{1, lists, seq, 2}, {2, kpt_node, hot_spin, 2}],
+                    [{Pid, {registered, <<"hot">>}}, {Other, {initial, <<"m:f/1">>}}],
+                    Samples, Reset, {2, 1, 140, 35}}
+           end,
+    seeds(sample_wire,
+          [{reply_one_tick, <<0, (term_to_binary({kprof_samples, 0, 0, [Tick([Sample], true)]}))/binary>>},
+           {reply_same_and_bare, <<1, (term_to_binary(
+                {kprof_samples, 1, 2,
+                 [Tick([Sample], true),
+                  Tick([setelement(12, Sample, same), Other], false)]}))/binary>>},
+           {stale_reply, <<2, (term_to_binary({kprof_samples, 3, 0, []}))/binary>>},
+           {other_message, <<0, (term_to_binary({'DOWN', make_ref(), process, Pid, x}))/binary>>}]),
+    Token = {0, Pid, 3, Other, 2},
+    seeds(tier_events,
+          [{call, term_to_binary({trace_ts, Pid, call, {m, f, 1}, Token, 1000})},
+           {entry, term_to_binary({trace_ts, Pid, call, {kprof_kv_db, get, 2},
+                                   [<<"GET k1">>, Token], 1000})},
+           {return, term_to_binary({trace_ts, Pid, return_from, {m, f, 1}, ok, 2000})},
+           {exception, term_to_binary({trace_ts, Pid, exception_from, {m, f, 1},
+                                       {error, badarg}, 2000})},
+           {with_fun, term_to_binary({trace_ts, Pid, return_from, {lists, seq, 2},
+                                      fun lists:seq/2, 3})}]),
+    seeds(trace_events,
+          [{call, term_to_binary({trace_ts, Pid, call, {m, f, 1}, 1000})},
+           {return_to, term_to_binary({trace_ts, Pid, return_to, {m, g, 0}, 1001})},
+           {in, term_to_binary({trace_ts, Pid, in, {m, f, 1}, 1002})},
+           {spawn, term_to_binary({trace_ts, Pid, spawn, Other, {m, f, [a]}, 1003})},
+           {gc, term_to_binary({trace_ts, Pid, gc_minor_start, [{heap_size, 10}], 1004})},
+           {meta_call, term_to_binary({trace_ts, Pid, call, {m, f, [1, make_ref()]}, 1005})},
+           {begin_mark, term_to_binary({<<"abc">>, #{max_events => 10, max_duration_ms => 5}})},
+           {end_mark, term_to_binary({<<"abc">>, node_backlog})}]),
+    PidExt = term_to_binary(Pid),
+    PidRec = fun(Id) -> <<100, Id:32/little, (byte_size(PidExt)):16/little, PidExt/binary>> end,
+    Mfa = <<101, 0:32/little, 5, "lists", 3, "seq", 2>>,
+    Ev = fun(Kind, Arg, Ts) -> <<Kind, 0:32/little, Arg:32/little, Ts:64/little>> end,
+    Mark = fun(Which, Msg) ->
+                   Bin = term_to_binary(Msg),
+                   <<102, Which, 0:32/little, 500:64/little, (byte_size(Bin)):32/little, Bin/binary>>
+           end,
+    seeds(nif_reader,
+          [{trace, <<0, (PidRec(0))/binary, (Mark(1, {<<"t1">>, #{}}))/binary, Mfa/binary,
+                     (Ev(1, 0, 1000))/binary, (Ev(3, 0, 1100))/binary, (Ev(4, 0, 1200))/binary,
+                     (Ev(9, 0, 1300))/binary, (Mark(2, <<"t1">>))/binary>>},
+           {split_small, <<3, (PidRec(0))/binary, Mfa/binary, (Ev(1, 0, 10))/binary,
+                           104, (PidRec(0))/binary, 105, 7:32/little>>},
+           {spawn_unnamed, <<9, (PidRec(0))/binary, (Ev(7, 16#ffffffff, 10))/binary>>}]),
+    ok.
+
+seeds(Target, Files) ->
+    Dir = atom_to_list(Target),
+    ok = filelib:ensure_dir(filename:join(Dir, "x")),
+    [ok = file:write_file(filename:join(Dir, atom_to_list(Name)), Bin) || {Name, Bin} <- Files],
+    ok.

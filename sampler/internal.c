@@ -18,8 +18,7 @@ static int extract_agent(const char *dir)
         snprintf(path, sizeof path, "%s/%s.beam", dir, m->name);
         kp_status st = kp_sink_write_file(path, m->beam, m->size);
         if (st != KP_OK) {
-            kp_error("cannot write %s: %s", path,
-                     kp_status_reason(st, errno));
+            kp_error("cannot write %s: %s", path, kp_status_reason(st, errno));
             return KP_EXIT_FAILURE;
         }
         printf("%s\n", path);

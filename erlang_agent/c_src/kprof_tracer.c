@@ -21,10 +21,9 @@
 
 #include "kprof_tracer_records.h"
 
-#define WRITE_AT (64 * 1024)        /* write once this much is waiting */
-#define BUF_CAP (8 * 1024 * 1024)    /* then drop */
-#define TABLE KPT_MAX_IDS /* slots; reset past half full, so ids stay below it */
-
+#define WRITE_AT (64 * 1024)      /* write once this much is waiting */
+#define BUF_CAP (8 * 1024 * 1024) /* then drop */
+#define TABLE KPT_MAX_IDS         /* slots; reset past half full, so ids stay below it */
 
 static ErlNifMutex *mu;
 static int fd = -1;
@@ -41,8 +40,8 @@ static uint64_t dropped;
 
 static ERL_NIF_TERM a_trace, a_discard, a_remove, a_trace_status, a_ok, a_error, a_undefined,
     a_match_spec_result, a_call, a_return_to, a_in, a_out, a_gc_minor_start, a_gc_major_start,
-    a_gc_minor_end, a_gc_major_end, a_spawn, a_exit, a_return_from, a_mark_module,
-    a_begin_trace, a_pending;
+    a_gc_minor_end, a_gc_major_end, a_spawn, a_exit, a_return_from, a_mark_module, a_begin_trace,
+    a_pending;
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
@@ -120,10 +119,25 @@ static int room(size_t need)
     return len + need <= sizeof buf;
 }
 
-static void put8(unsigned v) { buf[len++] = (unsigned char)v; }
-static void put16(unsigned v) { memcpy(buf + len, &(uint16_t){(uint16_t)v}, 2); len += 2; }
-static void put32(uint32_t v) { memcpy(buf + len, &v, 4); len += 4; }
-static void put64(int64_t v) { memcpy(buf + len, &v, 8); len += 8; }
+static void put8(unsigned v)
+{
+    buf[len++] = (unsigned char)v;
+}
+static void put16(unsigned v)
+{
+    memcpy(buf + len, &(uint16_t){(uint16_t)v}, 2);
+    len += 2;
+}
+static void put32(uint32_t v)
+{
+    memcpy(buf + len, &v, 4);
+    len += 4;
+}
+static void put64(int64_t v)
+{
+    memcpy(buf + len, &v, 8);
+    len += 8;
+}
 
 static void reset_tables_locked(void)
 {
@@ -219,15 +233,24 @@ static ERL_NIF_TERM enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 
 static int kind_of(ERL_NIF_TERM tag)
 {
-    if (tag == a_call) return KPT_CALL;
-    if (tag == a_return_to) return KPT_RETURN_TO;
-    if (tag == a_in) return KPT_IN;
-    if (tag == a_out) return KPT_OUT;
-    if (tag == a_gc_minor_start || tag == a_gc_major_start) return KPT_GC_START;
-    if (tag == a_gc_minor_end || tag == a_gc_major_end) return KPT_GC_END;
-    if (tag == a_spawn) return KPT_SPAWN;
-    if (tag == a_exit) return KPT_EXIT;
-    if (tag == a_return_from) return KPT_RETURN_FROM;
+    if (tag == a_call)
+        return KPT_CALL;
+    if (tag == a_return_to)
+        return KPT_RETURN_TO;
+    if (tag == a_in)
+        return KPT_IN;
+    if (tag == a_out)
+        return KPT_OUT;
+    if (tag == a_gc_minor_start || tag == a_gc_major_start)
+        return KPT_GC_START;
+    if (tag == a_gc_minor_end || tag == a_gc_major_end)
+        return KPT_GC_END;
+    if (tag == a_spawn)
+        return KPT_SPAWN;
+    if (tag == a_exit)
+        return KPT_EXIT;
+    if (tag == a_return_from)
+        return KPT_RETURN_FROM;
     return 0;
 }
 
@@ -254,7 +277,7 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         pending_drops++;
         dropped++;
     } else if (kind == KPT_CALL && enif_get_map_value(env, argv[4], a_match_spec_result, &msg) &&
-        enif_get_tuple(env, argv[3], &arity, &t) && arity == 3 && t[0] == a_mark_module) {
+               enif_get_tuple(env, argv[3], &arity, &t) && arity == 3 && t[0] == a_mark_module) {
         /* a begin or end mark: its message, whole */
         ErlNifBinary ext;
         if (enif_term_to_binary(env, msg, &ext)) {
@@ -304,7 +327,8 @@ static ERL_NIF_TERM nif_connect(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     if (!enif_get_uint(env, argv[0], &port) || port == 0 || port > 65535)
         return enif_make_badarg(env);
     int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
         if (s >= 0)
@@ -351,11 +375,8 @@ static ERL_NIF_TERM nif_close(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 }
 
 static ErlNifFunc funcs[] = {
-    {"enabled", 3, enabled, 0},
-    {"trace", 5, trace, 0},
-    {"connect", 1, nif_connect, 0},
-    {"flush", 0, nif_flush, 0},
-    {"close", 0, nif_close, 0},
+    {"enabled", 3, enabled, 0}, {"trace", 5, trace, 0},     {"connect", 1, nif_connect, 0},
+    {"flush", 0, nif_flush, 0}, {"close", 0, nif_close, 0},
 };
 
 ERL_NIF_INIT(kprof_tracer, funcs, load, NULL, NULL, unload)

@@ -43,10 +43,10 @@ enum { KPT_MARK_BEGIN = 1, KPT_MARK_END = 2 };
 
 /* Sizes in bytes of the fixed parts. */
 enum {
-    KPT_EVENT_SIZE = 17,    /* the whole EVENT record */
-    KPT_PID_HEAD = 7,       /* PID up to its term */
-    KPT_MFA_MIN = 8,        /* MFA with empty names */
-    KPT_MARK_HEAD = 18,     /* MARK up to its term */
+    KPT_EVENT_SIZE = 17, /* the whole EVENT record */
+    KPT_PID_HEAD = 7,    /* PID up to its term */
+    KPT_MFA_MIN = 8,     /* MFA with empty names */
+    KPT_MARK_HEAD = 18,  /* MARK up to its term */
     KPT_DROP_SIZE = 5,
     KPT_PID_TERM_MAX = 1000, /* the NIF sends no longer pid term */
     KPT_MARK_TERM_MAX = 1 << 20

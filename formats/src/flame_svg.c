@@ -77,9 +77,8 @@ static kp_status add_line(void *ctx, const char *stack, size_t len, uint64_t wei
         const char *end = memchr(stack + pos, ';', len - pos);
         size_t flen = end ? (size_t)(end - (stack + pos)) : len - pos;
         const char *name = stack + pos;
-        if (shared == SIZE_MAX &&
-            (depth >= l->n_open || l->open[depth].len != flen ||
-             memcmp(l->open[depth].name, name, flen) != 0)) {
+        if (shared == SIZE_MAX && (depth >= l->n_open || l->open[depth].len != flen ||
+                                   memcmp(l->open[depth].name, name, flen) != 0)) {
             shared = depth;
             kp_status st = close_frames(l, shared);
             if (st != KP_OK)
@@ -119,8 +118,11 @@ static kp_status append_fmt_double(kp_buf *b, const char *fmt, double v)
 /* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid. */
 static size_t utf8_len(const unsigned char *s, size_t n)
 {
-    size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-                                 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    size_t len = s[0] < 0x80             ? 1
+                 : (s[0] & 0xE0) == 0xC0 ? 2
+                 : (s[0] & 0xF0) == 0xE0 ? 3
+                 : (s[0] & 0xF8) == 0xF0 ? 4
+                                         : 0;
     if (len == 0 || len > n || (len == 2 && s[0] < 0xC2) || (len == 4 && s[0] > 0xF4))
         return 0;
     for (size_t i = 1; i < len; i++)
@@ -211,36 +213,58 @@ static kp_status append_box(kp_buf *b, const box *f, const layout *l, uint64_t t
     double y = TOP + (double)(l->max_depth - f->depth) * FRAME_H;
     long fit = (long)((w - 6) / CHAR_W);
     kp_status st = kp_buf_append_str(b, "<g class=\"f\" data-n=\"");
-    if (st == KP_OK) st = append_xml(b, f->name, f->len, SIZE_MAX);
-    if (st == KP_OK) st = kp_buf_append_str(b, "\" data-d=\"");
-    if (st == KP_OK) st = kp_buf_append_u64(b, f->depth);
-    if (st == KP_OK) st = kp_buf_append_str(b, "\" data-x=\"");
-    if (st == KP_OK) st = kp_buf_append_u64(b, f->x);
-    if (st == KP_OK) st = kp_buf_append_str(b, "\" data-w=\"");
-    if (st == KP_OK) st = kp_buf_append_u64(b, f->w);
-    if (st == KP_OK) st = kp_buf_append_str(b, "\"><title>");
-    if (st == KP_OK) st = append_xml(b, f->name, f->len, SIZE_MAX);
-    if (st == KP_OK) st = kp_buf_append_str(b, " (");
-    if (st == KP_OK) st = kp_buf_append_u64(b, f->w);
-    if (st == KP_OK) st = kp_buf_append_char(b, ' ');
-    if (st == KP_OK) st = append_xml(b, countname, strlen(countname), SIZE_MAX);
+    if (st == KP_OK)
+        st = append_xml(b, f->name, f->len, SIZE_MAX);
+    if (st == KP_OK)
+        st = kp_buf_append_str(b, "\" data-d=\"");
+    if (st == KP_OK)
+        st = kp_buf_append_u64(b, f->depth);
+    if (st == KP_OK)
+        st = kp_buf_append_str(b, "\" data-x=\"");
+    if (st == KP_OK)
+        st = kp_buf_append_u64(b, f->x);
+    if (st == KP_OK)
+        st = kp_buf_append_str(b, "\" data-w=\"");
+    if (st == KP_OK)
+        st = kp_buf_append_u64(b, f->w);
+    if (st == KP_OK)
+        st = kp_buf_append_str(b, "\"><title>");
+    if (st == KP_OK)
+        st = append_xml(b, f->name, f->len, SIZE_MAX);
+    if (st == KP_OK)
+        st = kp_buf_append_str(b, " (");
+    if (st == KP_OK)
+        st = kp_buf_append_u64(b, f->w);
+    if (st == KP_OK)
+        st = kp_buf_append_char(b, ' ');
+    if (st == KP_OK)
+        st = append_xml(b, countname, strlen(countname), SIZE_MAX);
     double share = 100.0 * (double)f->w / (double)total;
-    if (st == KP_OK) st = append_fmt_double(b, ", %.2f%%)</title><rect x=\"", share);
-    if (st == KP_OK) st = append_fmt_double(b, "%.1f\" y=\"", x);
-    if (st == KP_OK) st = append_fmt_double(b, "%.0f\" width=\"", y);
-    if (st == KP_OK) st = append_fmt_double(b, "%.1f\" height=\"15\" rx=\"2\" fill=\"", w);
-    if (st == KP_OK) st = append_fill(b, f);
-    if (st == KP_OK) st = append_fmt_double(b, "\"/><text x=\"%.1f\" y=\"", x + 3);
-    if (st == KP_OK) st = append_fmt_double(b, "%.0f\">", y + 11.5);
+    if (st == KP_OK)
+        st = append_fmt_double(b, ", %.2f%%)</title><rect x=\"", share);
+    if (st == KP_OK)
+        st = append_fmt_double(b, "%.1f\" y=\"", x);
+    if (st == KP_OK)
+        st = append_fmt_double(b, "%.0f\" width=\"", y);
+    if (st == KP_OK)
+        st = append_fmt_double(b, "%.1f\" height=\"15\" rx=\"2\" fill=\"", w);
+    if (st == KP_OK)
+        st = append_fill(b, f);
+    if (st == KP_OK)
+        st = append_fmt_double(b, "\"/><text x=\"%.1f\" y=\"", x + 3);
+    if (st == KP_OK)
+        st = append_fmt_double(b, "%.0f\">", y + 11.5);
     if (st == KP_OK && fit >= 3) {
         if (char_count(f->name, f->len) <= (size_t)fit) {
             st = append_xml(b, f->name, f->len, SIZE_MAX);
         } else {
             st = append_xml(b, f->name, f->len, (size_t)fit - 2);
-            if (st == KP_OK) st = kp_buf_append_str(b, "..");
+            if (st == KP_OK)
+                st = kp_buf_append_str(b, "..");
         }
     }
-    if (st == KP_OK) st = kp_buf_append_str(b, "</text></g>\n");
+    if (st == KP_OK)
+        st = kp_buf_append_str(b, "</text></g>\n");
     return st;
 }
 
@@ -332,19 +356,18 @@ static const char script[] =
     "}\n"
     "]]></script>\n";
 
-static const char style[] =
-    "<style type=\"text/css\">\n"
-    "text { font-family: monospace; font-size: 12px; fill: rgb(0,0,0); }\n"
-    "#title { font-size: 17px; text-anchor: middle; }\n"
-    "#subtitle { fill: rgb(90,90,90); text-anchor: middle; }\n"
-    ".f { cursor: pointer; }\n"
-    ".f:hover rect { stroke: rgb(0,0,0); stroke-width: 0.5; }\n"
-    ".f text { pointer-events: none; }\n"
-    ".m rect { fill: rgb(230,0,230); }\n"
-    ".a { opacity: 0.6; }\n"
-    ".h { display: none; }\n"
-    ".button { cursor: pointer; fill: rgb(0,0,160); }\n"
-    "</style>\n";
+static const char style[] = "<style type=\"text/css\">\n"
+                            "text { font-family: monospace; font-size: 12px; fill: rgb(0,0,0); }\n"
+                            "#title { font-size: 17px; text-anchor: middle; }\n"
+                            "#subtitle { fill: rgb(90,90,90); text-anchor: middle; }\n"
+                            ".f { cursor: pointer; }\n"
+                            ".f:hover rect { stroke: rgb(0,0,0); stroke-width: 0.5; }\n"
+                            ".f text { pointer-events: none; }\n"
+                            ".m rect { fill: rgb(230,0,230); }\n"
+                            ".a { opacity: 0.6; }\n"
+                            ".h { display: none; }\n"
+                            ".button { cursor: pointer; fill: rgb(0,0,160); }\n"
+                            "</style>\n";
 
 static kp_status append_header(kp_buf *b, const kp_flame_options *o, unsigned width,
                                unsigned height)
@@ -359,17 +382,23 @@ static kp_status append_header(kp_buf *b, const kp_flame_options *o, unsigned wi
              "<!-- Flame graph drawn by kprof: click a box to zoom, Escape to undo; "
              "Ctrl-F to highlight frames. -->\n",
              width, height, width, height);
-    if (st == KP_OK) st = kp_buf_append_str(b, tmp);
-    if (st == KP_OK) st = kp_buf_append_str(b, style);
-    if (st == KP_OK) st = kp_buf_append_str(b, script);
+    if (st == KP_OK)
+        st = kp_buf_append_str(b, tmp);
+    if (st == KP_OK)
+        st = kp_buf_append_str(b, style);
+    if (st == KP_OK)
+        st = kp_buf_append_str(b, script);
     snprintf(tmp, sizeof tmp,
              "<rect x=\"0\" y=\"0\" width=\"%u\" height=\"%u\" fill=\"rgb(250,250,242)\"/>\n"
              "<text id=\"title\" x=\"%u\" y=\"24\">",
              width, height, width / 2);
-    if (st == KP_OK) st = kp_buf_append_str(b, tmp);
-    if (st == KP_OK) st = append_xml(b, title, strlen(title), SIZE_MAX);
+    if (st == KP_OK)
+        st = kp_buf_append_str(b, tmp);
+    if (st == KP_OK)
+        st = append_xml(b, title, strlen(title), SIZE_MAX);
     snprintf(tmp, sizeof tmp, "</text>\n<text id=\"subtitle\" x=\"%u\" y=\"42\">", width / 2);
-    if (st == KP_OK) st = kp_buf_append_str(b, tmp);
+    if (st == KP_OK)
+        st = kp_buf_append_str(b, tmp);
     if (st == KP_OK && o && o->subtitle)
         st = append_xml(b, o->subtitle, strlen(o->subtitle), SIZE_MAX);
     snprintf(tmp, sizeof tmp,
@@ -381,7 +410,8 @@ static kp_status append_header(kp_buf *b, const kp_flame_options *o, unsigned wi
              "<text id=\"matched\" x=\"%u\" y=\"%u\" text-anchor=\"end\"> </text>\n"
              "<g id=\"frames\">\n",
              PAD, width - PAD, PAD, height - 9, width - PAD, height - 9);
-    if (st == KP_OK) st = kp_buf_append_str(b, tmp);
+    if (st == KP_OK)
+        st = kp_buf_append_str(b, tmp);
     return st;
 }
 

@@ -5,7 +5,7 @@
 #include "kp/alloc.h"
 
 #define SUB_BITS 7
-#define SUB (1u << SUB_BITS)                 /* buckets per power of two */
+#define SUB (1u << SUB_BITS)                  /* buckets per power of two */
 #define BUCKETS ((64 - SUB_BITS) * SUB + SUB) /* shifts 0..56, each SUB wide, + the exact part */
 
 struct kp_hist {

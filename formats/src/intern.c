@@ -64,15 +64,12 @@ static void put_u32(char *p, uint32_t v)
 /* Adds the frame whose key is in f->scratch[0..key_len) and whose display
  * strings follow it in the scratch buffer. Nothing is added on error: the
  * display strings are interned first (harmless if left over), the key last. */
-static kp_status add_frame(kp_frames *f, size_t key_len, uint64_t h, size_t sym_len,
-                           uint32_t *id)
+static kp_status add_frame(kp_frames *f, size_t key_len, uint64_t h, size_t sym_len, uint32_t *id)
 {
     uint32_t count = kp_strtab_count(f->keys);
     if (count == f->ids_cap) {
         /* doubling past 2^31 would wrap to 0 */
-        uint32_t cap = !f->ids_cap                   ? 64
-                       : f->ids_cap > UINT32_MAX / 2 ? UINT32_MAX
-                                                     : f->ids_cap * 2;
+        uint32_t cap = !f->ids_cap ? 64 : f->ids_cap > UINT32_MAX / 2 ? UINT32_MAX : f->ids_cap * 2;
         display_ids *ids = kp_realloc_array(f->ids, cap, sizeof *ids);
         if (!ids)
             return KP_ERR_NOMEM;
@@ -126,8 +123,8 @@ kp_status kp_frames_intern_mfa(kp_frames *f, const kp_mfa *m, uint32_t *id)
         (st = kp_buf_append_char(b, '/')) != KP_OK ||
         (st = kp_buf_append_u64(b, m->arity)) != KP_OK)
         return st;
-    if (line && ((st = kp_buf_append_char(b, ':')) != KP_OK ||
-                 (st = kp_buf_append_u64(b, line)) != KP_OK))
+    if (line &&
+        ((st = kp_buf_append_char(b, ':')) != KP_OK || (st = kp_buf_append_u64(b, line)) != KP_OK))
         return st;
     size_t sym_len = b->len - key_len;
     if ((st = kp_module_encode(b, m->module, m->module_len)) != KP_OK ||
@@ -136,8 +133,8 @@ kp_status kp_frames_intern_mfa(kp_frames *f, const kp_mfa *m, uint32_t *id)
     return add_frame(f, key_len, h, sym_len, id);
 }
 
-kp_status kp_frames_intern_pseudo(kp_frames *f, const char *text, size_t len,
-                                  const char *kind, uint32_t *id)
+kp_status kp_frames_intern_pseudo(kp_frames *f, const char *text, size_t len, const char *kind,
+                                  uint32_t *id)
 {
     kp_buf *b = &f->scratch;
     kp_buf_clear(b);

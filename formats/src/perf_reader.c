@@ -16,19 +16,19 @@ typedef struct {
 struct kp_perf_reader {
     kp_perf_reader_stats stats;
     int have_pname;
-    kp_buf pname;         /* COMM with ' ' -> '_' */
-    uint64_t period;      /* $m_period */
+    kp_buf pname;    /* COMM with ' ' -> '_' */
+    uint64_t period; /* $m_period */
     uint64_t header_line;
-    kp_buf event_filter;  /* "" until the first event is seen */
+    kp_buf event_filter; /* "" until the first event is seen */
     int have_filter;
-    kp_buf frames;        /* cleaned frame groups of the current sample */
-    kp_buf unknown;       /* "[unknown]" replaced by "[module]" */
-    span *groups;         /* one per frame line, file order (leaf first) */
+    kp_buf frames;  /* cleaned frame groups of the current sample */
+    kp_buf unknown; /* "[unknown]" replaced by "[module]" */
+    span *groups;   /* one per frame line, file order (leaf first) */
     size_t n_groups, groups_cap;
     kp_buf metric_names;
     kp_perf_metric *metrics;
     size_t n_metrics, metrics_cap;
-    kp_buf stack;         /* the folded stack handed out */
+    kp_buf stack; /* the folded stack handed out */
     kp_perf_sample sample;
 };
 
@@ -311,7 +311,8 @@ static kp_status add_frame_line(kp_perf_reader *r, const unsigned char *s, size_
                                 size_t func_len, size_t mod, size_t mod_len)
 {
     const unsigned char *f = s + func;
-    if (func_len > 0 && !(f[0] == 'L' && r->pname.len >= 4 && memcmp(r->pname.data, "java", 4) == 0)) {
+    if (func_len > 0 &&
+        !(f[0] == 'L' && r->pname.len >= 4 && memcmp(r->pname.data, "java", 4) == 0)) {
         size_t i = 0;
         while (i < func_len && !needs_rules[f[i]])
             i++;
@@ -459,8 +460,7 @@ static kp_status parse_metrics(kp_perf_reader *r, const char *s, size_t len)
     return KP_OK;
 }
 
-static kp_status on_header(kp_perf_reader *r, const unsigned char *s, size_t len,
-                           size_t comm_len)
+static kp_status on_header(kp_perf_reader *r, const unsigned char *s, size_t len, size_t comm_len)
 {
     const unsigned char *event, *period;
     size_t event_len, period_len;
@@ -558,9 +558,8 @@ kp_status kp_perf_reader_line(kp_perf_reader *r, const char *line, size_t len,
             return drop_on_error(r, on_header(r, s, len, comm_len));
     }
     if (match_frame(s, len, &func, &func_len, &mod, &mod_len))
-        return r->have_pname
-                   ? drop_on_error(r, add_frame_line(r, s, func, func_len, mod, mod_len))
-                   : KP_OK;
+        return r->have_pname ? drop_on_error(r, add_frame_line(r, s, func, func_len, mod, mod_len))
+                             : KP_OK;
     r->stats.malformed++;
     if (!r->stats.first_malformed)
         r->stats.first_malformed = r->stats.lines;

@@ -8,9 +8,9 @@
  * and again for every process that has not run (same stack, same values,
  * zero deltas): only the time differs, so the text around it is kept and
  * reused, which skips formatting, name checks and frame lookups. */
-#define CACHE_SLOTS 2048        /* direct-mapped by (tid, stack) */
-#define CACHE_METRICS 16        /* records with more metrics are not cached */
-#define CACHE_TEXT_MAX 4096     /* nor samples longer than this */
+#define CACHE_SLOTS 2048    /* direct-mapped by (tid, stack) */
+#define CACHE_METRICS 16    /* records with more metrics are not cached */
+#define CACHE_TEXT_MAX 4096 /* nor samples longer than this */
 
 typedef struct {
     char *blob; /* the metric names, each NUL-terminated, then head and tail */
@@ -28,7 +28,7 @@ struct kp_perf_writer {
     uint64_t last_time;    /* ordering floor: the last time before the .000000 bump */
     uint64_t last_written; /* the time the last sample carries */
     uint64_t clamped;
-    cached *cache;         /* CACHE_SLOTS entries, allocated at the first sample */
+    cached *cache; /* CACHE_SLOTS entries, allocated at the first sample */
 };
 
 static int valid_comm(const char *s)
@@ -47,8 +47,8 @@ static int valid_comm(const char *s)
 
 static int is_name_char(unsigned char c, int dots)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || (dots && (c == '.' || c == '-'));
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           (dots && (c == '.' || c == '-'));
 }
 
 static int valid_name(const char *s, size_t max, int dots)
@@ -216,9 +216,9 @@ kp_status kp_perf_writer_format(kp_perf_writer *w, const kp_perf_record *r, kp_b
     if ((st = append_time(out, t)))
         goto fail;
     time_end = out->len;
-    if ((st = kp_buf_append(out, ": ", 2)) ||
-        (st = kp_buf_append_u64(out, r->period)) || (st = kp_buf_append_char(out, ' ')) ||
-        (st = kp_buf_append_str(out, w->event)) || (st = kp_buf_append_char(out, ':')))
+    if ((st = kp_buf_append(out, ": ", 2)) || (st = kp_buf_append_u64(out, r->period)) ||
+        (st = kp_buf_append_char(out, ' ')) || (st = kp_buf_append_str(out, w->event)) ||
+        (st = kp_buf_append_char(out, ':')))
         goto fail;
     for (size_t i = 0; i < r->n_metrics; i++) {
         const kp_metric *m = &r->metrics[i];

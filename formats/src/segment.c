@@ -133,8 +133,8 @@ static kp_status start_segment(kp_segment_writer *w, uint64_t time_us)
     snprintf(w->current_path, sizeof w->current_path, "%s/%s-%06llu.%s%s", w->dir, w->prefix,
              (unsigned long long)w->next_number, w->extension,
              kp_compression_suffix(w->config.compression));
-    kp_status st = kp_sink_open_file(w->current_path, w->config.compression, w->config.level,
-                                     &w->current);
+    kp_status st =
+        kp_sink_open_file(w->current_path, w->config.compression, w->config.level, &w->current);
     if (st != KP_OK)
         return st;
     w->next_number++;

@@ -82,16 +82,16 @@ static kp_status init_compressor(kp_sink *s, int level)
          * Level 1 by default: a recording at 100 x 100 Hz writes about 4 MB/s
          * of text, and zlib's default level 6 spent 1.7% of a core on it
          * against 0.7% at level 1 (for a file 35% larger) */
-        if (deflateInit2(&s->gz, level ? level : 1, Z_DEFLATED, 15 + 16, 8,
-                         Z_DEFAULT_STRATEGY) != Z_OK)
+        if (deflateInit2(&s->gz, level ? level : 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+            Z_OK)
             return KP_ERR_NOMEM;
         s->gz_ready = 1;
     } else if (s->compression == KP_COMPRESS_ZSTD) {
         s->zstd = ZSTD_createCCtx();
         if (!s->zstd)
             return KP_ERR_NOMEM;
-        if (ZSTD_isError(ZSTD_CCtx_setParameter(s->zstd, ZSTD_c_compressionLevel,
-                                                level ? level : 3)) ||
+        if (ZSTD_isError(
+                ZSTD_CCtx_setParameter(s->zstd, ZSTD_c_compressionLevel, level ? level : 3)) ||
             ZSTD_isError(ZSTD_CCtx_setParameter(s->zstd, ZSTD_c_checksumFlag, 1)))
             return KP_ERR_COMPRESS;
     }
@@ -151,8 +151,7 @@ static char *temp_name(const char *path)
     return tmp;
 }
 
-kp_status kp_sink_open_file(const char *path, kp_compression compression, int level,
-                            kp_sink **out)
+kp_status kp_sink_open_file(const char *path, kp_compression compression, int level, kp_sink **out)
 {
     kp_sink *s;
     kp_status st = new_sink(compression, &s);
@@ -293,8 +292,7 @@ uint64_t kp_sink_bytes_out(const kp_sink *s)
 
 kp_status kp_sink_commit(kp_sink *s)
 {
-    if (s->error == KP_OK && s->compression != KP_COMPRESS_NONE &&
-        compress_gathered(s) == KP_OK)
+    if (s->error == KP_OK && s->compression != KP_COMPRESS_NONE && compress_gathered(s) == KP_OK)
         run_compressor(s, NULL, 0, 1);
     if (s->error == KP_OK)
         flush_out(s);

@@ -26,7 +26,7 @@ struct kp_source {
     int gz_member_done; /* a gzip member ended; another may follow */
     ZSTD_DCtx *zstd;
     size_t zstd_frame_left; /* 0 = at a frame boundary */
-    unsigned char *raw; /* compressed bytes read, not yet decompressed */
+    unsigned char *raw;     /* compressed bytes read, not yet decompressed */
     size_t raw_pos, raw_len;
     int raw_eof;
     char *text; /* decompressed text; lines are handed out from here */

@@ -127,8 +127,7 @@ static size_t probe(const kp_strtab *t, const void *key, size_t len, uint64_t h)
     }
 }
 
-int kp_strtab_find(const kp_strtab *t, const void *key, size_t len, uint64_t h,
-                   uint32_t *id)
+int kp_strtab_find(const kp_strtab *t, const void *key, size_t len, uint64_t h, uint32_t *id)
 {
     const slot *s = &t->slots[probe(t, key, len, h)];
     if (!s->id_plus_one)
@@ -137,8 +136,8 @@ int kp_strtab_find(const kp_strtab *t, const void *key, size_t len, uint64_t h,
     return 1;
 }
 
-kp_status kp_strtab_intern_hashed(kp_strtab *t, const void *key, size_t len,
-                                  uint64_t h, uint32_t *id, int *is_new)
+kp_status kp_strtab_intern_hashed(kp_strtab *t, const void *key, size_t len, uint64_t h,
+                                  uint32_t *id, int *is_new)
 {
     if (len > UINT32_MAX)
         return KP_ERR_LIMIT;
@@ -177,8 +176,7 @@ kp_status kp_strtab_intern_hashed(kp_strtab *t, const void *key, size_t len,
     return KP_OK;
 }
 
-kp_status kp_strtab_intern(kp_strtab *t, const void *key, size_t len, uint32_t *id,
-                           int *is_new)
+kp_status kp_strtab_intern(kp_strtab *t, const void *key, size_t len, uint32_t *id, int *is_new)
 {
     if (len > UINT32_MAX)
         return KP_ERR_LIMIT; /* refuse before hashing 4 GiB */
@@ -199,6 +197,6 @@ uint32_t kp_strtab_count(const kp_strtab *t)
 
 size_t kp_strtab_memory(const kp_strtab *t)
 {
-    return sizeof *t + (t->slot_mask + 1) * sizeof(slot) +
-           (size_t)t->entry_cap * sizeof(entry) + t->arena_cap;
+    return sizeof *t + (t->slot_mask + 1) * sizeof(slot) + (size_t)t->entry_cap * sizeof(entry) +
+           t->arena_cap;
 }

@@ -10,15 +10,19 @@ static unsigned char encode_class(unsigned char c)
     if (c < 0x20 || c == 0x7f)
         return 1;
     switch (c) {
-    case ';': case '+': case '(': case ')': case '\'': case '"':
-    case '%': case '\\': case ' ':
-        return 1;
-    case '>':
-        return 2;
-    case '[': case ']':
-        return 3;
-    default:
-        return 0;
+    case ';':
+    case '+':
+    case '(':
+    case ')':
+    case '\'':
+    case '"':
+    case '%':
+    case '\\':
+    case ' ': return 1;
+    case '>': return 2;
+    case '[':
+    case ']': return 3;
+    default: return 0;
     }
 }
 
@@ -38,8 +42,7 @@ static kp_status encode(kp_buf *out, const char *text, size_t len, int module)
     for (size_t i = 0; i < len; i++) {
         unsigned char c = s[i];
         unsigned char cls = encode_class(c);
-        int escape = cls == 1 || (cls == 2 && i > 0 && s[i - 1] == '-') ||
-                     (cls == 3 && module);
+        int escape = cls == 1 || (cls == 2 && i > 0 && s[i - 1] == '-') || (cls == 3 && module);
         if (escape) {
             *d++ = '%';
             *d++ = hex[c >> 4];

@@ -21,11 +21,11 @@ struct kp_tier_stats {
     char **tier_names; /* `tiers` names, "_total" last */
     size_t tiers;
     size_t max_ids;
-    kp_strtab *ids;     /* identity names; a name's strtab id is its index */
-    size_t other;       /* index of "_other", SIZE_MAX until it is needed */
-    cell *cells;        /* [identity * tiers + tier] */
-    size_t cells_ids;   /* identities `cells` has room for */
-    kp_hist *scratch;   /* the "_all" rows, merged on demand */
+    kp_strtab *ids;             /* identity names; a name's strtab id is its index */
+    size_t other;               /* index of "_other", SIZE_MAX until it is needed */
+    cell *cells;                /* [identity * tiers + tier] */
+    size_t cells_ids;           /* identities `cells` has room for */
+    kp_hist *scratch;           /* the "_all" rows, merged on demand */
     kp_tier_counters now, base; /* base: the counters when the interval began */
 };
 
@@ -174,11 +174,12 @@ static kp_tier_counters counters_of(const kp_tier_stats *s, kp_tier_scope scope)
     kp_tier_counters c = s->now;
     if (scope == KP_TIER_SINCE_START)
         return c;
-    uint64_t *now[] = {&c.requests, &c.events, &c.dropped_events, &c.unattributed_events,
-                       &c.cut_requests, &c.pauses, &c.paused_ms, &c.rearms};
-    const uint64_t *base[] = {&s->base.requests, &s->base.events, &s->base.dropped_events,
-                              &s->base.unattributed_events, &s->base.cut_requests,
-                              &s->base.pauses, &s->base.paused_ms, &s->base.rearms};
+    uint64_t *now[] = {&c.requests,     &c.events, &c.dropped_events, &c.unattributed_events,
+                       &c.cut_requests, &c.pauses, &c.paused_ms,      &c.rearms};
+    const uint64_t *base[] = {&s->base.requests,       &s->base.events,
+                              &s->base.dropped_events, &s->base.unattributed_events,
+                              &s->base.cut_requests,   &s->base.pauses,
+                              &s->base.paused_ms,      &s->base.rearms};
     for (size_t i = 0; i < sizeof now / sizeof *now; i++)
         if (*now[i] >= *base[i])
             *now[i] -= *base[i];
@@ -194,8 +195,7 @@ static const kp_hist *hist_of(const kp_tier_stats *s, kp_tier_scope scope, size_
 
 /* Merges `tier` of every identity into the scratch histogram; NULL when no
  * identity has data there. */
-static const kp_hist *merge_all(kp_tier_stats *s, kp_tier_scope scope, size_t tier,
-                                uint64_t *calls)
+static const kp_hist *merge_all(kp_tier_stats *s, kp_tier_scope scope, size_t tier, uint64_t *calls)
 {
     kp_hist_reset(s->scratch);
     *calls = 0;
@@ -255,8 +255,8 @@ static kp_status json_fields(kp_buf *out, const json_field *f, size_t n)
     return st;
 }
 
-static kp_status json_head(kp_buf *out, kp_tier_scope scope, const char *time_iso,
-                           const char *node, uint64_t interval_ms, const kp_tier_counters *c)
+static kp_status json_head(kp_buf *out, kp_tier_scope scope, const char *time_iso, const char *node,
+                           uint64_t interval_ms, const kp_tier_counters *c)
 {
     kp_status st = kp_buf_append_str(out, "{\"time\":");
     if (st == KP_OK)
@@ -437,8 +437,7 @@ static int identity_has_data(const kp_tier_stats *s, kp_tier_scope scope, size_t
 
 /* Fills `grid` (rows of `tiers + 2` cells): column names, identities with
  * data, "_all". Returns the number of rows. */
-static size_t fill_grid(kp_tier_stats *s, kp_tier_scope scope, kp_tier_stat stat,
-                        table_cell *grid)
+static size_t fill_grid(kp_tier_stats *s, kp_tier_scope scope, kp_tier_stat stat, table_cell *grid)
 {
     const size_t cols = s->tiers + 2, total = s->tiers - 1;
     size_t rows = 0;
@@ -506,8 +505,7 @@ static kp_status table_health(const kp_tier_counters *c, kp_buf *out)
     return kp_buf_append(out, line, (size_t)n);
 }
 
-kp_status kp_tier_stats_table(kp_tier_stats *s, kp_tier_scope scope, kp_tier_stat stat,
-                              kp_buf *out)
+kp_status kp_tier_stats_table(kp_tier_stats *s, kp_tier_scope scope, kp_tier_stat stat, kp_buf *out)
 {
     static const char *const stat_names[] = {"mean (us)", "p50 (us)", "p90 (us)",
                                              "p99 (us)",  "max (us)", "count"};

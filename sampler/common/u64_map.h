@@ -12,7 +12,7 @@ typedef struct {
     uint64_t *keys;
     uint32_t *values;
     unsigned char *used;
-    size_t cap;   /* a power of two, or 0 */
+    size_t cap; /* a power of two, or 0 */
     size_t count;
 } kp_u64_map;
 

@@ -54,7 +54,13 @@ static const char convert_usage[] =
     "Exit status: 0 success, 1 I/O failure, 2 usage error, 3 unusable input.\n";
 
 typedef enum { FORMAT_UNKNOWN, FORMAT_PERF, FORMAT_FOLDED } input_format;
-typedef enum { WEIGHT_PERIOD, WEIGHT_SAMPLES, WEIGHT_VALUE, WEIGHT_DELTA, WEIGHT_RELEASE } weight_kind;
+typedef enum {
+    WEIGHT_PERIOD,
+    WEIGHT_SAMPLES,
+    WEIGHT_VALUE,
+    WEIGHT_DELTA,
+    WEIGHT_RELEASE
+} weight_kind;
 
 typedef struct {
     weight_kind kind;
@@ -146,9 +152,7 @@ static uint64_t sample_weight(const kp_perf_sample *s, const weight_spec *w)
 static int read_failure(const char *path, kp_status st, uint64_t line)
 {
     switch (st) {
-    case KP_ERR_IO:
-        kp_error("cannot read %s: %s", path, strerror(errno));
-        return KP_EXIT_FAILURE;
+    case KP_ERR_IO: kp_error("cannot read %s: %s", path, strerror(errno)); return KP_EXIT_FAILURE;
     case KP_ERR_COMPRESS:
         kp_error("%s: corrupt or truncated compressed data; check the file with 'zstd -t' or "
                  "'gzip -t'",
@@ -158,9 +162,7 @@ static int read_failure(const char *path, kp_status st, uint64_t line)
         kp_error("%s: line %llu is longer than 16 MiB; is this a text profile?", path,
                  (unsigned long long)line + 1);
         return KP_EXIT_DATA;
-    default:
-        kp_error("%s: %s", path, kp_strerror(st));
-        return KP_EXIT_FAILURE;
+    default: kp_error("%s: %s", path, kp_strerror(st)); return KP_EXIT_FAILURE;
     }
 }
 
@@ -259,8 +261,7 @@ static void count_name(const weight_spec *w, const kp_folded *folded, const tota
 /* Draws `folded` to `sink`, headed with the first input's name and, below,
  * what it was drawn `from` (and the weight, if not samples). */
 static kp_status write_flame_graph(kp_sink *sink, const kp_folded *folded, const weight_spec *w,
-                                   const totals *t, char **inputs, int n_inputs,
-                                   const char *from)
+                                   const totals *t, char **inputs, int n_inputs, const char *from)
 {
     char title[600], counts[128], caption[300];
     const char *base = strrchr(inputs[0], '/');
@@ -320,9 +321,7 @@ int kp_cmd_convert(int argc, char **argv)
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":o:w:f:qh", options, NULL)) != -1) {
         switch (opt) {
-        case 'o':
-            output = optarg;
-            break;
+        case 'o': output = optarg; break;
         case 'w':
             if (!parse_weight(optarg, &weight)) {
                 kp_error("invalid --weight '%s': use period, samples, NAME, NAME:delta or "
@@ -342,14 +341,9 @@ int kp_cmd_convert(int argc, char **argv)
                 return KP_EXIT_USAGE;
             }
             break;
-        case 'q':
-            quiet = 1;
-            break;
-        case 'h':
-            fputs(convert_usage, stdout);
-            return KP_EXIT_OK;
-        default:
-            return kp_bad_option("convert", opt, argv[optind - 1]);
+        case 'q': quiet = 1; break;
+        case 'h': fputs(convert_usage, stdout); return KP_EXIT_OK;
+        default: return kp_bad_option("convert", opt, argv[optind - 1]);
         }
     }
     if (optind >= argc) {
@@ -393,8 +387,7 @@ int kp_cmd_convert(int argc, char **argv)
         kp_source *src;
         kp_status st = kp_source_open(path, &src);
         if (st != KP_OK) {
-            kp_error("cannot open %s: %s", path,
-                     kp_status_reason(st, errno));
+            kp_error("cannot open %s: %s", path, kp_status_reason(st, errno));
             rc = KP_EXIT_FAILURE;
             break;
         }

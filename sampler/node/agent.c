@@ -65,8 +65,10 @@ static int load_modules(kp_agent *a, char *err, size_t err_len)
             return -1;
         if (!purged) {
             if (strcmp(mod->name, "kprof_agent") == 0) {
-                snprintf(err, err_len, "an earlier kprof agent's code is still running on %s; "
-                         "try again in a few seconds", a->node->target);
+                snprintf(err, err_len,
+                         "an earlier kprof agent's code is still running on %s; "
+                         "try again in a few seconds",
+                         a->node->target);
                 return -1;
             }
             continue;
@@ -136,4 +138,3 @@ int kp_agent_load(kp_agent *a, kp_node *node, char *err, size_t err_len)
         return -1;
     return node_facts(a, err, err_len);
 }
-

@@ -10,7 +10,7 @@ typedef struct {
     const char *name;          /* module name, e.g. "kprof_agent" */
     const unsigned char *beam; /* the .beam file's bytes */
     size_t size;
-    unsigned char md5[16];     /* as Module:module_info(md5) reports it */
+    unsigned char md5[16]; /* as Module:module_info(md5) reports it */
 } kp_agent_module;
 
 extern const kp_agent_module kp_agent_modules[];

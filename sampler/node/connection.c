@@ -66,8 +66,10 @@ int kp_node_name(const char *given, char *out, size_t cap, char *err, size_t err
     for (const char *p = given; *p && p != at; p++) {
         if (!(*p == '_' || *p == '-' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
               (*p >= '0' && *p <= '9'))) {
-            snprintf(err, err_len, "invalid node name '%s': the part before '@' may hold letters, "
-                     "digits, '_' and '-'", given);
+            snprintf(err, err_len,
+                     "invalid node name '%s': the part before '@' may hold letters, "
+                     "digits, '_' and '-'",
+                     given);
             return -1;
         }
     }
@@ -193,8 +195,10 @@ int kp_node_connect(kp_node *node, const char *target, const char *cookie, unsig
         return -1;
     }
     if (known == 0) {
-        snprintf(err, err_len, "no node named '%s' is registered with epmd on %s; check the "
-                 "name ('epmd -names' lists them)", alive_name, host);
+        snprintf(err, err_len,
+                 "no node named '%s' is registered with epmd on %s; check the "
+                 "name ('epmd -names' lists them)",
+                 alive_name, host);
         return -1;
     }
 
@@ -210,8 +214,7 @@ int kp_node_connect(kp_node *node, const char *target, const char *cookie, unsig
     struct in_addr addr;
     addr.s_addr = htonl(INADDR_LOOPBACK);
     unsigned creation = (unsigned)time(NULL) + 1u;
-    if (ei_connect_xinit(&node->ec, host, alive, full, (Erl_IpAddr)&addr, cookie,
-                         creation) < 0) {
+    if (ei_connect_xinit(&node->ec, host, alive, full, (Erl_IpAddr)&addr, cookie, creation) < 0) {
         snprintf(err, err_len, "cannot set up the C node %s (host name too long?)", full);
         return -1;
     }
@@ -219,11 +222,15 @@ int kp_node_connect(kp_node *node, const char *target, const char *cookie, unsig
     if (fd < 0) {
         int e = erl_errno;
         if (e == ETIMEDOUT)
-            snprintf(err, err_len, "timed out connecting to %s after %u ms; raise "
-                     "--connect-timeout or check the network", target, timeout_ms);
+            snprintf(err, err_len,
+                     "timed out connecting to %s after %u ms; raise "
+                     "--connect-timeout or check the network",
+                     target, timeout_ms);
         else
-            snprintf(err, err_len, "node %s refused the connection: wrong cookie? (pass "
-                     "--cookie-file FILE or set KPROF_COOKIE)", target);
+            snprintf(err, err_len,
+                     "node %s refused the connection: wrong cookie? (pass "
+                     "--cookie-file FILE or set KPROF_COOKIE)",
+                     target);
         return -1;
     }
     node->fd = fd;
@@ -242,8 +249,7 @@ void kp_node_close(kp_node *node)
 int kp_node_rpc(kp_node *node, const char *mod, const char *fun, const ei_x_buff *args,
                 ei_x_buff *reply)
 {
-    return ei_rpc(&node->ec, node->fd, (char *)mod, (char *)fun, args->buff, args->index, reply) <
-                   0
+    return ei_rpc(&node->ec, node->fd, (char *)mod, (char *)fun, args->buff, args->index, reply) < 0
                ? -1
                : 0;
 }
@@ -280,7 +286,8 @@ int kp_node_clock_offset(kp_node *node, int64_t *offset_us, char *err, size_t er
     for (int k = 0; k < 3; k++) {
         ei_x_buff reply;
         uint64_t t0 = kp_now_us();
-        int rc = kp_node_call_atom(node, "erlang", "monotonic_time", "microsecond", &reply, err, err_len);
+        int rc = kp_node_call_atom(node, "erlang", "monotonic_time", "microsecond", &reply, err,
+                                   err_len);
         uint64_t t1 = kp_now_us();
         int i = 0;
         int64_t node_now;
@@ -299,4 +306,3 @@ int kp_node_clock_offset(kp_node *node, int64_t *offset_us, char *err, size_t er
     }
     return 0;
 }
-

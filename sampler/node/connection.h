@@ -11,9 +11,9 @@
 
 typedef struct {
     ei_cnode ec;
-    int fd;                 /* the distribution connection */
-    char target[512];       /* "app@host" */
-    erlang_pid self;        /* our pid, for replies */
+    int fd;           /* the distribution connection */
+    char target[512]; /* "app@host" */
+    erlang_pid self;  /* our pid, for replies */
 } kp_node;
 
 /* Reads the cookie: from `cookie_file` when not NULL, else $KPROF_COOKIE, else

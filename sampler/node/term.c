@@ -17,12 +17,35 @@ static uint32_t be16(const unsigned char *p)
 
 /* The external format's tags (erts/emulator/beam/external.h). */
 enum {
-    NEW_FLOAT = 70, BIT_BINARY = 77, NEW_PID = 88, NEW_PORT = 89, NEWER_REFERENCE = 90,
-    SMALL_INTEGER = 97, INTEGER = 98, FLOAT = 99, ATOM = 100, REFERENCE = 101, PORT = 102,
-    PID = 103, SMALL_TUPLE = 104, LARGE_TUPLE = 105, NIL = 106, STRING = 107, LIST = 108,
-    BINARY = 109, SMALL_BIG = 110, LARGE_BIG = 111, NEW_FUN = 112, EXPORT = 113,
-    NEW_REFERENCE = 114, SMALL_ATOM = 115, MAP = 116, FUN = 117, ATOM_UTF8 = 118,
-    SMALL_ATOM_UTF8 = 119, V4_PORT = 120
+    NEW_FLOAT = 70,
+    BIT_BINARY = 77,
+    NEW_PID = 88,
+    NEW_PORT = 89,
+    NEWER_REFERENCE = 90,
+    SMALL_INTEGER = 97,
+    INTEGER = 98,
+    FLOAT = 99,
+    ATOM = 100,
+    REFERENCE = 101,
+    PORT = 102,
+    PID = 103,
+    SMALL_TUPLE = 104,
+    LARGE_TUPLE = 105,
+    NIL = 106,
+    STRING = 107,
+    LIST = 108,
+    BINARY = 109,
+    SMALL_BIG = 110,
+    LARGE_BIG = 111,
+    NEW_FUN = 112,
+    EXPORT = 113,
+    NEW_REFERENCE = 114,
+    SMALL_ATOM = 115,
+    MAP = 116,
+    FUN = 117,
+    ATOM_UTF8 = 118,
+    SMALL_ATOM_UTF8 = 119,
+    V4_PORT = 120
 };
 
 /* The size of the atom naming a node at `p` (a pid's, port's or
@@ -47,10 +70,10 @@ int kp_term_check(const char *buf, size_t len)
     /* Terms still to read. A term takes at least one byte, so more pending
      * terms than bytes left is malformed, and the count cannot overflow. */
     uint64_t pending = 1;
-#define NEED(n) \
-    do { \
+#define NEED(n)                              \
+    do {                                     \
         if ((size_t)(end - p) < (size_t)(n)) \
-            return -1; \
+            return -1;                       \
     } while (0)
     while (pending) {
         pending--;
@@ -58,33 +81,100 @@ int kp_term_check(const char *buf, size_t len)
         unsigned tag = *p++;
         uint64_t n;
         switch (tag) {
-        case SMALL_INTEGER: NEED(1); p += 1; break;
-        case INTEGER: NEED(4); p += 4; break;
-        case NEW_FLOAT: NEED(8); p += 8; break;
-        case FLOAT: NEED(31); p += 31; break;
+        case SMALL_INTEGER:
+            NEED(1);
+            p += 1;
+            break;
+        case INTEGER:
+            NEED(4);
+            p += 4;
+            break;
+        case NEW_FLOAT:
+            NEED(8);
+            p += 8;
+            break;
+        case FLOAT:
+            NEED(31);
+            p += 31;
+            break;
         case NIL: break;
-        case ATOM: case ATOM_UTF8: case STRING:
-            NEED(2); n = be16(p); p += 2; NEED(n); p += n; break;
-        case SMALL_ATOM: case SMALL_ATOM_UTF8:
-            NEED(1); n = *p++; NEED(n); p += n; break;
+        case ATOM:
+        case ATOM_UTF8:
+        case STRING:
+            NEED(2);
+            n = be16(p);
+            p += 2;
+            NEED(n);
+            p += n;
+            break;
+        case SMALL_ATOM:
+        case SMALL_ATOM_UTF8:
+            NEED(1);
+            n = *p++;
+            NEED(n);
+            p += n;
+            break;
         case BINARY:
-            NEED(4); n = be32(p); p += 4; NEED(n); p += n; break;
+            NEED(4);
+            n = be32(p);
+            p += 4;
+            NEED(n);
+            p += n;
+            break;
         case BIT_BINARY:
-            NEED(5); n = be32(p); p += 5; NEED(n); p += n; break;
+            NEED(5);
+            n = be32(p);
+            p += 5;
+            NEED(n);
+            p += n;
+            break;
         case SMALL_BIG:
-            NEED(2); n = *p; p += 2; NEED(n); p += n; break;
+            NEED(2);
+            n = *p;
+            p += 2;
+            NEED(n);
+            p += n;
+            break;
         case LARGE_BIG:
-            NEED(5); n = be32(p); p += 5; NEED(n); p += n; break;
-        case SMALL_TUPLE: NEED(1); pending += *p++; break;
-        case LARGE_TUPLE: NEED(4); pending += be32(p); p += 4; break;
-        case MAP: NEED(4); pending += 2 * (uint64_t)be32(p); p += 4; break;
-        case LIST: NEED(4); pending += (uint64_t)be32(p) + 1; p += 4; break;
+            NEED(5);
+            n = be32(p);
+            p += 5;
+            NEED(n);
+            p += n;
+            break;
+        case SMALL_TUPLE:
+            NEED(1);
+            pending += *p++;
+            break;
+        case LARGE_TUPLE:
+            NEED(4);
+            pending += be32(p);
+            p += 4;
+            break;
+        case MAP:
+            NEED(4);
+            pending += 2 * (uint64_t)be32(p);
+            p += 4;
+            break;
+        case LIST:
+            NEED(4);
+            pending += (uint64_t)be32(p) + 1;
+            p += 4;
+            break;
         /* node atom first, then fixed fields: checked as a small term read
          * before the fields (the fields are skipped by the next tag's NEED) */
-        case PID: case NEW_PID: case PORT: case NEW_PORT: case V4_PORT: case REFERENCE: {
+        case PID:
+        case NEW_PID:
+        case PORT:
+        case NEW_PORT:
+        case V4_PORT:
+        case REFERENCE: {
             long atom = node_atom(p, end);
-            size_t tail = tag == PID ? 9 : tag == NEW_PID ? 12 : tag == NEW_PORT ? 8
-                        : tag == V4_PORT ? 12 : 5; /* PORT, REFERENCE */
+            size_t tail = tag == PID        ? 9
+                          : tag == NEW_PID  ? 12
+                          : tag == NEW_PORT ? 8
+                          : tag == V4_PORT  ? 12
+                                            : 5; /* PORT, REFERENCE */
             if (atom < 0)
                 return -1;
             p += atom;
@@ -92,7 +182,8 @@ int kp_term_check(const char *buf, size_t len)
             p += tail;
             break;
         }
-        case NEW_REFERENCE: case NEWER_REFERENCE: {
+        case NEW_REFERENCE:
+        case NEWER_REFERENCE: {
             NEED(2);
             size_t ids = be16(p);
             p += 2;
@@ -113,9 +204,12 @@ int kp_term_check(const char *buf, size_t len)
             pending += 4 + n;
             break;
         case FUN: /* NumFree Pid Module Index Uniq Free... */
-            NEED(4); n = be32(p); p += 4; pending += 4 + n; break;
-        default:
-            return -1;
+            NEED(4);
+            n = be32(p);
+            p += 4;
+            pending += 4 + n;
+            break;
+        default: return -1;
         }
         if (pending > (uint64_t)(end - p))
             return -1;

@@ -34,7 +34,6 @@ int kp_term_decode_pid_numbers(const char *buf, int *i, uint32_t *num, uint32_t 
 /* Writes the term at `index` of `buf` (no version byte, e.g. an rpc reply)
  * into `out` as Erlang text, for messages: cut to `cap` - 1 bytes, and
  * `fallback` when it cannot be decoded. Returns `out`. */
-const char *kp_term_text(const char *buf, int index, const char *fallback, char *out,
-                         size_t cap);
+const char *kp_term_text(const char *buf, int index, const char *fallback, char *out, size_t cap);
 
 #endif

@@ -14,7 +14,7 @@
 #define READ_ROUNDS 64        /* then give the caller's loop a turn */
 
 int kp_trace_port_connect(kp_trace_port *s, const char *target, unsigned port, char *err,
-                            size_t err_len)
+                          size_t err_len)
 {
     memset(s, 0, sizeof *s);
     s->fd = -1;
@@ -43,8 +43,10 @@ int kp_trace_port_connect(kp_trace_port *s, const char *target, unsigned port, c
     }
     freeaddrinfo(res);
     if (s->fd < 0) {
-        snprintf(err, err_len, "cannot connect to the trace port %s:%u of the node: %s (a "
-                 "firewall between kprof and the node?)", host, port, strerror(errno));
+        snprintf(err, err_len,
+                 "cannot connect to the trace port %s:%u of the node: %s (a "
+                 "firewall between kprof and the node?)",
+                 host, port, strerror(errno));
         return -1;
     }
     return 0;

@@ -26,8 +26,8 @@ typedef struct {
 
 /* Connects to `port` on the host of node `target` ("name@host"). Returns 0,
  * or -1 with one sentence in `err`. */
-int kp_trace_port_connect(kp_trace_port *stream, const char *target, unsigned port,
-                            char *err, size_t err_len);
+int kp_trace_port_connect(kp_trace_port *stream, const char *target, unsigned port, char *err,
+                          size_t err_len);
 
 /* Reads what is available now (without blocking) and hands every complete
  * frame to `handler`. Returns 1 while the stream is open, 0 at its end (the

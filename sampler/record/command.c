@@ -66,8 +66,18 @@ static const char dump_usage[] =
 
 static int run(int argc, char **argv, int dump)
 {
-    enum { OPT_ALL_NODES = 999, OPT_COOKIE = 1000, OPT_CONNECT, OPT_SELECT, OPT_RESELECT, OPT_DEPTH, OPT_RSIZE,
-           OPT_RTIME, OPT_KEEP, OPT_COMPRESS };
+    enum {
+        OPT_ALL_NODES = 999,
+        OPT_COOKIE = 1000,
+        OPT_CONNECT,
+        OPT_SELECT,
+        OPT_RESELECT,
+        OPT_DEPTH,
+        OPT_RSIZE,
+        OPT_RTIME,
+        OPT_KEEP,
+        OPT_COMPRESS
+    };
     static const struct option options[] = {
         {"node", required_argument, NULL, 'n'},
         {"all-nodes", no_argument, NULL, OPT_ALL_NODES},
@@ -131,8 +141,8 @@ static int run(int argc, char **argv, int dump)
                 k++;
             if (k == 5)
                 return kp_bad_value("--select-by", optarg,
-                                 "use reductions, memory, message_queue_len, bin_vheap or "
-                                 "total_heap_size");
+                                    "use reductions, memory, message_queue_len, bin_vheap or "
+                                    "total_heap_size");
             o.select_by = select_names[k];
             break;
         }
@@ -154,7 +164,8 @@ static int run(int argc, char **argv, int dump)
             break;
         case 'r':
             if (kp_parse_rate(optarg, 10000, &o.rate) != 0)
-                return kp_bad_value("--rate", optarg, "samples per second, above 0 and up to 10000");
+                return kp_bad_value("--rate", optarg,
+                                    "samples per second, above 0 and up to 10000");
             break;
         case 'd':
             if (kp_parse_duration(optarg, &o.duration_us) != 0)
@@ -182,9 +193,7 @@ static int run(int argc, char **argv, int dump)
             break;
         }
         case 'q': o.quiet = 1; break;
-        case 'h':
-            fputs(dump ? dump_usage : record_usage, stdout);
-            return KP_EXIT_OK;
+        case 'h': fputs(dump ? dump_usage : record_usage, stdout); return KP_EXIT_OK;
         default: return kp_bad_option(dump ? "dump" : "record", opt, argv[optind - 1]);
         }
     }

@@ -28,8 +28,8 @@ static int print_sample(void *ctx, const kp_proc_sample *s)
     const uint32_t *ids = kp_stacks_get(d->stacks, s->stack, &n);
     size_t len;
     const char *label = n > 2 ? kp_frames_module(frames, ids[2], &len) : "";
-    int has_label = n > 2 && (strncmp(label, "registered", len) == 0 ||
-                              strncmp(label, "initial", len) == 0);
+    int has_label =
+        n > 2 && (strncmp(label, "registered", len) == 0 || strncmp(label, "initial", len) == 0);
     char pid[KP_PID_TEXT_MAX];
     kp_pid_text(pid, s->num, s->serial);
     fputs(pid, stdout);
@@ -74,7 +74,8 @@ int kp_dump_run(const kp_record_options *o)
     }
     dumper d = {kp_frames_create(0), kp_stacks_create(), NULL, 0};
     if (d.frames && d.stacks)
-        d.profile = kp_processes_create(d.frames, d.stacks, agent.agent.wordsize, NULL, print_sample, &d);
+        d.profile =
+            kp_processes_create(d.frames, d.stacks, agent.agent.wordsize, NULL, print_sample, &d);
     /* the ranking needs a window: the agent took its first snapshot at start */
     struct timespec window = {0, 250 * 1000 * 1000};
     nanosleep(&window, NULL);

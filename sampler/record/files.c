@@ -13,10 +13,10 @@
 #include "kp/perf_writer.h"
 
 const char *const kp_weight_names[KP_WEIGHT_COUNT] = {
-    "samples", "reductions", "memory", "message_queue_len", "bin_vheap", "bin_vheap_growth",
-    "bin_vheap_release"};
-const char *const kp_weight_units[KP_WEIGHT_COUNT] = {
-    "samples", "reductions", "bytes", "messages", "bytes", "bytes", "bytes"};
+    "samples",   "reductions",       "memory",           "message_queue_len",
+    "bin_vheap", "bin_vheap_growth", "bin_vheap_release"};
+const char *const kp_weight_units[KP_WEIGHT_COUNT] = {"samples", "reductions", "bytes", "messages",
+                                                      "bytes",   "bytes",      "bytes"};
 /* The headings of the flame graphs. */
 static const char *const weight_titles[KP_WEIGHT_COUNT] = {
     "Where the processes spend their time (samples)",
@@ -42,7 +42,7 @@ struct kp_record_files {
 };
 
 kp_record_files *kp_record_files_open(const kp_segment_config *segments, const kp_frames *frames,
-                            const kp_stacks *stacks)
+                                      const kp_stacks *stacks)
 {
     kp_record_files *o = kp_calloc(1, sizeof *o);
     if (!o)
@@ -80,7 +80,8 @@ static int add_weight(kp_record_files *o, int out, uint32_t stack, int64_t w)
     return 0;
 }
 
-int kp_record_files_add(kp_record_files *o, uint32_t os_pid, uint64_t time_us, const kp_proc_sample *s)
+int kp_record_files_add(kp_record_files *o, uint32_t os_pid, uint64_t time_us,
+                        const kp_proc_sample *s)
 {
     kp_metric metrics[KP_METRIC_COUNT];
     for (int m = 0; m < KP_METRIC_COUNT; m++) {
@@ -170,16 +171,15 @@ static int write_text(const char *dir, const char *name, const char *text, char 
     snprintf(path, sizeof path, "%s/%s", dir, name);
     kp_status st = kp_sink_write_file(path, text, strlen(text));
     if (st != KP_OK) {
-        snprintf(err, err_len, "cannot write %s: %s", path,
-                 kp_status_reason(st, errno));
+        snprintf(err, err_len, "cannot write %s: %s", path, kp_status_reason(st, errno));
         return -1;
     }
     return 0;
 }
 
 int kp_record_files_close(kp_record_files *o, const char *readme, const char *caption,
-                     int written[KP_WEIGHT_COUNT], kp_segment_stats *stats, char *err,
-                     size_t err_len)
+                          int written[KP_WEIGHT_COUNT], kp_segment_stats *stats, char *err,
+                          size_t err_len)
 {
     int rc = 0;
     kp_status st = kp_segment_close(o->segments, stats);

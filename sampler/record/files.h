@@ -11,21 +11,29 @@
 #include "kp/segment.h"
 #include "record/processes.h"
 
-enum { KP_WEIGHT_SAMPLES, KP_WEIGHT_REDUCTIONS, KP_WEIGHT_MEMORY, KP_WEIGHT_QUEUE, KP_WEIGHT_BIN_VHEAP,
-       KP_WEIGHT_BIN_GROWTH, KP_WEIGHT_BIN_RELEASE, KP_WEIGHT_COUNT };
+enum {
+    KP_WEIGHT_SAMPLES,
+    KP_WEIGHT_REDUCTIONS,
+    KP_WEIGHT_MEMORY,
+    KP_WEIGHT_QUEUE,
+    KP_WEIGHT_BIN_VHEAP,
+    KP_WEIGHT_BIN_GROWTH,
+    KP_WEIGHT_BIN_RELEASE,
+    KP_WEIGHT_COUNT
+};
 
 typedef struct kp_record_files kp_record_files;
 
 /* Opens the segment writer in `segments->dir` over shared frames and stacks
  * (borrowed). Returns NULL when out of memory or for a bad configuration. */
 kp_record_files *kp_record_files_open(const kp_segment_config *segments, const kp_frames *frames,
-                            const kp_stacks *stacks);
+                                      const kp_stacks *stacks);
 
 /* Records one sample of the BEAM whose OS pid is `os_pid`, at `time_us`
  * (monotonic). Returns 0, or -1 when out of memory. A failed segment write
  * (disk full...) does not fail the call: it is kept for kp_record_files_error(). */
 int kp_record_files_add(kp_record_files *outputs, uint32_t os_pid, uint64_t time_us,
-                   const kp_proc_sample *sample);
+                        const kp_proc_sample *sample);
 
 /* The first write error (KP_OK if none) and its errno. */
 kp_status kp_record_files_error(const kp_record_files *outputs, int *saved_errno);
@@ -38,8 +46,8 @@ const kp_segment_stats *kp_record_files_segment_stats(const kp_record_files *out
  * (`readme` text), frees the outputs. Returns 0, or -1 with a message in
  * `err`. */
 int kp_record_files_close(kp_record_files *outputs, const char *readme, const char *caption,
-                     int written[KP_WEIGHT_COUNT], kp_segment_stats *stats, char *err,
-                     size_t err_len);
+                          int written[KP_WEIGHT_COUNT], kp_segment_stats *stats, char *err,
+                          size_t err_len);
 
 /* "samples", "reductions", ... and their units. */
 extern const char *const kp_weight_names[KP_WEIGHT_COUNT];

@@ -10,22 +10,22 @@
 #define KP_RECORD_METRICS_H
 
 /* X(ID, name in outputs, 1 if the agent sends it in words) */
-#define KP_METRIC_TABLE(X)                         \
-    X(REDUCTIONS, "reductions", 0)                 \
-    X(QUEUE, "message_queue_len", 0)               \
-    X(MEMORY, "memory", 0)                         \
-    X(TOTAL_HEAP, "total_heap_size", 1)            \
-    X(HEAP, "heap_size", 1)                        \
-    X(STACK, "stack_size", 1)                      \
-    X(BIN_VHEAP, "bin_vheap_size", 1)              \
-    X(BIN_OLD_VHEAP, "bin_old_vheap_size", 1)      \
+#define KP_METRIC_TABLE(X)                    \
+    X(REDUCTIONS, "reductions", 0)            \
+    X(QUEUE, "message_queue_len", 0)          \
+    X(MEMORY, "memory", 0)                    \
+    X(TOTAL_HEAP, "total_heap_size", 1)       \
+    X(HEAP, "heap_size", 1)                   \
+    X(STACK, "stack_size", 1)                 \
+    X(BIN_VHEAP, "bin_vheap_size", 1)         \
+    X(BIN_OLD_VHEAP, "bin_old_vheap_size", 1) \
     X(MINOR_GCS, "minor_gcs", 0)
 
 enum {
 #define KP_METRIC_ENUM(id, name, in_words) KP_METRIC_##id,
     KP_METRIC_TABLE(KP_METRIC_ENUM)
 #undef KP_METRIC_ENUM
-    KP_METRIC_COUNT
+        KP_METRIC_COUNT
 };
 
 typedef struct {

@@ -15,10 +15,10 @@ typedef struct {
     uint32_t label_frame;
     uint32_t code_stack; /* NO_FRAME until a stack arrived */
     uint32_t status_frame;
-    uint32_t full_stack;  /* cache for (status_frame, code_stack) */
+    uint32_t full_stack; /* cache for (status_frame, code_stack) */
     int has_previous;
     int64_t previous[KP_METRIC_COUNT];
-    char status[32];      /* of the previous sample */
+    char status[32]; /* of the previous sample */
 } proc;
 
 struct kp_processes {
@@ -30,10 +30,10 @@ struct kp_processes {
     void *ctx;
     uint32_t *mfa_frames; /* agent MFA id -> frame id */
     size_t mfa_cap;
-    kp_u64_map index;     /* process key -> its place in procs */
+    kp_u64_map index; /* process key -> its place in procs */
     proc *procs;
     size_t proc_cap, n_procs;
-    uint32_t *ids;        /* scratch for building stacks */
+    uint32_t *ids; /* scratch for building stacks */
     size_t ids_cap;
     kp_wire_handler handler;
 };
@@ -103,8 +103,7 @@ static int on_reset(void *ctx)
     return 0;
 }
 
-static int on_mfa(void *ctx, uint32_t id, const char *module, const char *function,
-                  unsigned arity)
+static int on_mfa(void *ctx, uint32_t id, const char *module, const char *function, unsigned arity)
 {
     kp_processes *p = ctx;
     if (id >= 10000000)
@@ -148,8 +147,8 @@ static int on_sample(void *ctx, const kp_wire_sample *s)
     if (s->unchanged) {
         if (!pr->has_previous || pr->full_stack == NO_FRAME)
             return 0; /* forgotten here (the table is bounded): skip this tick */
-        kp_proc_sample out = {.num = s->num, .serial = s->serial, .status = pr->status,
-                                 .stack = pr->full_stack};
+        kp_proc_sample out = {
+            .num = s->num, .serial = s->serial, .status = pr->status, .stack = pr->full_stack};
         memcpy(out.value, pr->previous, sizeof out.value);
         memset(out.delta, 0, sizeof out.delta);
         return p->sink(p->ctx, &out);
@@ -213,7 +212,7 @@ static int on_sample(void *ctx, const kp_wire_sample *s)
 }
 
 kp_processes *kp_processes_create(kp_frames *frames, kp_stacks *stacks, unsigned wordsize,
-                              const char *node, kp_proc_sample_fn sink, void *ctx)
+                                  const char *node, kp_proc_sample_fn sink, void *ctx)
 {
     kp_processes *p = kp_calloc(1, sizeof *p);
     if (!p)

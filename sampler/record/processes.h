@@ -20,7 +20,7 @@
 typedef struct {
     uint32_t num, serial;
     const char *status;
-    uint32_t stack; /* full stack id in the profile's kp_stacks */
+    uint32_t stack;                 /* full stack id in the profile's kp_stacks */
     int64_t value[KP_METRIC_COUNT]; /* sizes in bytes */
     int64_t delta[KP_METRIC_COUNT];
 } kp_proc_sample;
@@ -34,7 +34,7 @@ typedef struct kp_processes kp_processes;
  * `node` (NULL for none) becomes the root pseudo-frame. NULL when out of
  * memory. */
 kp_processes *kp_processes_create(kp_frames *frames, kp_stacks *stacks, unsigned wordsize,
-                              const char *node, kp_proc_sample_fn sink, void *ctx);
+                                  const char *node, kp_proc_sample_fn sink, void *ctx);
 void kp_processes_free(kp_processes *profile);
 
 /* The handler to pass to kp_sample_wire_next_tick(). */
@@ -42,6 +42,5 @@ const kp_wire_handler *kp_processes_wire_handler(kp_processes *profile);
 
 /* Processes currently tracked. */
 size_t kp_processes_count(const kp_processes *profile);
-
 
 #endif

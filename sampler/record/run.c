@@ -31,8 +31,8 @@ typedef struct {
     kp_sample_wire wire;
     kp_processes *profile;
     kp_record_files *outputs; /* shared */
-    uint64_t time_us;    /* of the tick being decoded, on our clock */
-    int64_t offset_us;   /* our clock minus the node's */
+    uint64_t time_us;         /* of the tick being decoded, on our clock */
+    int64_t offset_us;        /* our clock minus the node's */
     int attached;
 } attached_node;
 
@@ -70,7 +70,7 @@ static unsigned send_round(attached_node *s, size_t n, unsigned per_round, uint6
         return 0;
     for (size_t i = 0; i < n; i++) {
         if (kp_sample_wire_request(&s[i].wire, round, interval,
-                             (int64_t)*next_round - s[i].offset_us) != 0) {
+                                   (int64_t)*next_round - s[i].offset_us) != 0) {
             *lost_node = s[i].target;
             return 0;
         }
@@ -146,58 +146,57 @@ static int on_profile_sample(void *ctx, const kp_proc_sample *s)
 static void caption_text(char *text, size_t cap, const kp_record_options *o, const char *targets)
 {
     snprintf(text, cap, "kprof recording of %s: top %u processes by %s, %.6g samples/s per process",
-             targets, o->n_pids ? (unsigned)o->n_pids : o->top,
-             o->n_pids ? "--pid" : o->select_by, o->rate);
+             targets, o->n_pids ? (unsigned)o->n_pids : o->top, o->n_pids ? "--pid" : o->select_by,
+             o->rate);
 }
 
 static void readme_text(char *text, size_t cap, const kp_record_options *o, const char *caption)
 {
-    snprintf(
-        text, cap,
-        "%s.\n"
-        "\n"
-        "samples-NNNNNN.perf%s  perf-script segments, one sample per process per tick.\n"
-        "    FlameScope: point it at this directory (it lists the segments).\n"
-        "    speedscope: open a segment (one timeline per Erlang process).\n"
-        "    Each header carries metric_NAME: VALUE, DELTA fields (reductions,\n"
-        "    message_queue_len, memory, total_heap_size, heap_size, stack_size,\n"
-        "    bin_vheap_size, bin_old_vheap_size in bytes, minor_gcs) that the\n"
-        "    flame_prof FlameScope fork draws as heat maps. Stacks end (at the root)\n"
-        "    with the process status, the pid and its registered name or initial call\n"
-        "    (and the node name, when several nodes were recorded).\n"
-        "%s"
-        "\n"
-        "Folded stacks for flamegraph.pl (FlameGraph) or speedscope:\n"
-        "  samples.folded            sample counts: where processes spend their time\n"
-        "  reductions.folded         reductions burned since the previous sample\n"
-        "  memory.folded             process memory held (bytes)\n"
-        "  message_queue_len.folded  messages waiting\n"
-        "  bin_vheap.folded          off-heap binaries referenced (bytes)\n"
-        "  bin_vheap_growth.folded   growth of those binaries since the previous sample\n"
-        "  bin_vheap_release.folded  their release since the previous sample\n"
-        "(a file is left out when all its weights are zero)\n"
-        "A sample's reductions are those burned since that process's previous\n"
-        "sample, put on the stack it has now: a process that ran in between and\n"
-        "waits again shows that work under its waiting stack. The code caught\n"
-        "burning them is under the running and runnable roots.\n"
-        "\n"
-        "Flame graphs: each folded file has one beside it, drawn by kprof\n"
-        "(samples.svg, reductions.svg, ...). Open them in a web browser: the\n"
-        "mouse shows a frame's weight, a click zooms in, Escape zooms out, Ctrl-F\n"
-        "highlights the frames matching a regular expression. In samples.svg a\n"
-        "click on 'running' shows the code that was on a CPU. Or draw them with\n"
-        "FlameGraph:\n"
-        "  flamegraph.pl --hash --countname=samples samples.folded > fg-samples.svg\n"
-        "  flamegraph.pl --hash --countname=bytes memory.folded > fg-memory.svg\n"
-        "\n"
-        "Re-fold the segments with another weight, or draw them:\n"
-        "  kprof convert samples-*.perf* -o heap.folded --weight total_heap_size\n"
-        "  kprof convert samples-*.perf* -o heap.svg --weight total_heap_size\n",
-        caption, kp_compression_suffix(o->compression),
-        o->compression == KP_COMPRESS_ZSTD
-            ? "    zstd segments are a compact archive no viewer reads: unpack them with\n"
-              "    'zstd -d' or fold them with 'kprof convert'.\n"
-            : "");
+    snprintf(text, cap,
+             "%s.\n"
+             "\n"
+             "samples-NNNNNN.perf%s  perf-script segments, one sample per process per tick.\n"
+             "    FlameScope: point it at this directory (it lists the segments).\n"
+             "    speedscope: open a segment (one timeline per Erlang process).\n"
+             "    Each header carries metric_NAME: VALUE, DELTA fields (reductions,\n"
+             "    message_queue_len, memory, total_heap_size, heap_size, stack_size,\n"
+             "    bin_vheap_size, bin_old_vheap_size in bytes, minor_gcs) that the\n"
+             "    flame_prof FlameScope fork draws as heat maps. Stacks end (at the root)\n"
+             "    with the process status, the pid and its registered name or initial call\n"
+             "    (and the node name, when several nodes were recorded).\n"
+             "%s"
+             "\n"
+             "Folded stacks for flamegraph.pl (FlameGraph) or speedscope:\n"
+             "  samples.folded            sample counts: where processes spend their time\n"
+             "  reductions.folded         reductions burned since the previous sample\n"
+             "  memory.folded             process memory held (bytes)\n"
+             "  message_queue_len.folded  messages waiting\n"
+             "  bin_vheap.folded          off-heap binaries referenced (bytes)\n"
+             "  bin_vheap_growth.folded   growth of those binaries since the previous sample\n"
+             "  bin_vheap_release.folded  their release since the previous sample\n"
+             "(a file is left out when all its weights are zero)\n"
+             "A sample's reductions are those burned since that process's previous\n"
+             "sample, put on the stack it has now: a process that ran in between and\n"
+             "waits again shows that work under its waiting stack. The code caught\n"
+             "burning them is under the running and runnable roots.\n"
+             "\n"
+             "Flame graphs: each folded file has one beside it, drawn by kprof\n"
+             "(samples.svg, reductions.svg, ...). Open them in a web browser: the\n"
+             "mouse shows a frame's weight, a click zooms in, Escape zooms out, Ctrl-F\n"
+             "highlights the frames matching a regular expression. In samples.svg a\n"
+             "click on 'running' shows the code that was on a CPU. Or draw them with\n"
+             "FlameGraph:\n"
+             "  flamegraph.pl --hash --countname=samples samples.folded > fg-samples.svg\n"
+             "  flamegraph.pl --hash --countname=bytes memory.folded > fg-memory.svg\n"
+             "\n"
+             "Re-fold the segments with another weight, or draw them:\n"
+             "  kprof convert samples-*.perf* -o heap.folded --weight total_heap_size\n"
+             "  kprof convert samples-*.perf* -o heap.svg --weight total_heap_size\n",
+             caption, kp_compression_suffix(o->compression),
+             o->compression == KP_COMPRESS_ZSTD
+                 ? "    zstd segments are a compact archive no viewer reads: unpack them with\n"
+                   "    'zstd -d' or fold them with 'kprof convert'.\n"
+                 : "");
 }
 
 /* Creates the output directory; `*created` tells whether it is new, so that
@@ -221,8 +220,7 @@ static int make_output_dir(const kp_record_options *o, const char *target, char 
         return -1;
     }
     if (access(dir, W_OK) != 0) {
-        snprintf(err, err_len, "cannot write to the output directory %s: %s", dir,
-                 strerror(errno));
+        snprintf(err, err_len, "cannot write to the output directory %s: %s", dir, strerror(errno));
         return -1;
     }
     return 0;
@@ -242,8 +240,8 @@ static size_t connected_nodes(kp_node *first, char names[][512], size_t cap)
         if (ei_decode_list_header(reply.buff, &i, &len) == 0) {
             for (int k = 0; k < len && n < cap; k++) {
                 char atom[MAXATOMLEN_UTF8];
-                if (ei_decode_atom_as(reply.buff, &i, atom, sizeof atom, ERLANG_UTF8, NULL,
-                                      NULL) < 0)
+                if (ei_decode_atom_as(reply.buff, &i, atom, sizeof atom, ERLANG_UTF8, NULL, NULL) <
+                    0)
                     break;
                 snprintf(names[n++], 512, "%.511s", atom);
             }
@@ -257,21 +255,21 @@ static size_t connected_nodes(kp_node *first, char names[][512], size_t cap)
 /* Opens the segments and folded aggregates in `dir` and gives every attached node
  * its profile, writing to them. Returns NULL when out of memory. */
 static kp_record_files *open_outputs(const kp_record_options *o, const char *dir,
-                                const char *targets, kp_frames *frames, kp_stacks *stacks,
-                                attached_node *s, size_t n)
+                                     const char *targets, kp_frames *frames, kp_stacks *stacks,
+                                     attached_node *s, size_t n)
 {
     char header[5000], err[256];
     snprintf(header, sizeof header,
              "# kprof sampling of %.4000s\n# clock: CLOCK_MONOTONIC microseconds; %llu = %ld "
              "seconds since the epoch (UTC)\n",
              targets, (unsigned long long)kp_now_us(), (long)time(NULL));
-    kp_segment_config sc = {dir, "samples", "perf", o->compression, 0, o->rotate_bytes,
-                            o->rotate_us, o->keep, header};
+    kp_segment_config sc = {dir,          "samples", "perf", o->compression, 0, o->rotate_bytes,
+                            o->rotate_us, o->keep,   header};
     kp_record_files *out = kp_record_files_open(&sc, frames, stacks);
     for (size_t i = 0; i < n && out; i++) {
         s[i].outputs = out;
         s[i].profile = kp_processes_create(frames, stacks, s[i].wire.agent.wordsize,
-                                         n > 1 ? s[i].target : NULL, on_profile_sample, &s[i]);
+                                           n > 1 ? s[i].target : NULL, on_profile_sample, &s[i]);
         if (!s[i].profile) {
             kp_record_files_close(out, "", NULL, (int[KP_WEIGHT_COUNT]){0}, NULL, err, sizeof err);
             out = NULL;
@@ -298,8 +296,14 @@ typedef struct {
 
 static run_totals totals_of(const attached_node *s, size_t n, uint64_t elapsed_us, uint64_t skipped)
 {
-    run_totals t = {(double)elapsed_us / 1e6, node_average(s, n, 0),
-                    node_average(s, n, 1) + (double)skipped, 0, 0, 0, 0, 0};
+    run_totals t = {(double)elapsed_us / 1e6,
+                    node_average(s, n, 0),
+                    node_average(s, n, 1) + (double)skipped,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0};
     for (size_t i = 0; i < n; i++) {
         t.processes += kp_processes_count(s[i].profile);
         t.agent_ticks += s[i].wire.ticks;
@@ -324,17 +328,18 @@ static void print_summary(const kp_record_options *o, const char *dir, const run
                 "kprof: tick latency in the node: median %.2f ms, 99th percentile %.2f ms\n",
                 latency_quantile(lat, 0.5), latency_quantile(lat, 0.99));
     if (t->agent_ticks)
-        fprintf(stderr, "kprof: in the node: %.0f%% of stacks reused, %llu queried; the agent "
+        fprintf(stderr,
+                "kprof: in the node: %.0f%% of stacks reused, %llu queried; the agent "
                 "spent %.2f ms per tick\n",
                 t->queried + t->reused
                     ? 100.0 * (double)t->reused / (double)(t->queried + t->reused)
                     : 0.0,
-                (unsigned long long)t->queried,
-                (double)t->busy_us / 1e3 / (double)t->agent_ticks);
+                (unsigned long long)t->queried, (double)t->busy_us / 1e3 / (double)t->agent_ticks);
     if (samples < 2)
         fprintf(stderr, "kprof: too few samples for a profile; is the node idle? try "
                         "--select-by or a longer --duration\n");
-    fprintf(stderr, "kprof: wrote %llu segment%s, the folded files and their flame graphs to %s/ "
+    fprintf(stderr,
+            "kprof: wrote %llu segment%s, the folded files and their flame graphs to %s/ "
             "(see README.txt there)\n",
             (unsigned long long)st->segments, st->segments == 1 ? "" : "s", dir);
     int any = 0;
@@ -380,9 +385,13 @@ static size_t attach_all(const kp_record_options *o, const char *cookie, attache
                          char names[][512], size_t n, uint64_t interval)
 {
     char err[2048];
-    kp_sampling_options ao = {o->top, o->select_by, (unsigned)(o->reselect_us / 1000), o->pids,
-                           o->n_pids, o->depth,
-                           (unsigned)(interval / 50 > 10000 ? interval / 50 : 10000)};
+    kp_sampling_options ao = {o->top,
+                              o->select_by,
+                              (unsigned)(o->reselect_us / 1000),
+                              o->pids,
+                              o->n_pids,
+                              o->depth,
+                              (unsigned)(interval / 50 > 10000 ? interval / 50 : 10000)};
     for (size_t i = 0; i < n; i++) {
         attached_node *se = &s[i];
         snprintf(se->target, sizeof se->target, "%s", names[i]);
@@ -449,8 +458,8 @@ int kp_record_run(const kp_record_options *o)
                  i ? ", " : "", nodes[i].target);
     kp_frames *frames = kp_frames_create(0);
     kp_stacks *stacks = kp_stacks_create();
-    kp_record_files *out = frames && stacks ? open_outputs(o, dir, targets, frames, stacks, nodes, n)
-                                       : NULL;
+    kp_record_files *out =
+        frames && stacks ? open_outputs(o, dir, targets, frames, stacks, nodes, n) : NULL;
     if (!out) {
         kp_error("out of memory");
         detach_all(nodes, n);
@@ -487,8 +496,8 @@ int kp_record_run(const kp_record_options *o)
     const char *lost = NULL, *lost_node = NULL;
     static latencies lat;
     uint64_t skipped = 0; /* ticks kprof was too late to ask for */
-    unsigned in_flight = send_round(nodes, n, per_round, wanted, interval, &next_round,
-                                    &requested, &skipped, &lost_node);
+    unsigned in_flight = send_round(nodes, n, per_round, wanted, interval, &next_round, &requested,
+                                    &skipped, &lost_node);
     if (lost_node)
         lost = "sending a request";
     while (in_flight && !lost && rc == KP_EXIT_OK) {
@@ -524,8 +533,7 @@ int kp_record_run(const kp_record_options *o)
         uint64_t skipped_before = skipped;
         in_flight = kp_stop_requested() ? 0
                                         : send_round(nodes, n, per_round, wanted, interval,
-                                                     &next_round, &requested, &skipped,
-                                                     &lost_node);
+                                                     &next_round, &requested, &skipped, &lost_node);
         if (lost_node) {
             lost = "sending a request";
             break;
@@ -544,7 +552,8 @@ int kp_record_run(const kp_record_options *o)
             slow_since = 0;
         }
         if (slow_since && done - slow_since > 3000000u && !warned && !o->quiet) {
-            fprintf(stderr, "%skprof: warning: sampling falls behind: a tick takes %.1f ms in "
+            fprintf(stderr,
+                    "%skprof: warning: sampling falls behind: a tick takes %.1f ms in "
                     "the node, the interval is %.1f ms; lower --rate or --top\n",
                     tty ? "\n" : "", (double)nodes[0].wire.tick_busy_us / 1e3,
                     (double)interval / 1e3);

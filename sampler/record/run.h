@@ -8,19 +8,19 @@
 #include "kp/sink.h"
 
 typedef struct {
-    const char **nodes;        /* as given; at least one */
+    const char **nodes; /* as given; at least one */
     size_t n_nodes;
-    int all_nodes;             /* also every node connected to the first */
-    const char *cookie_file;   /* NULL: $KPROF_COOKIE or ~/.erlang.cookie */
+    int all_nodes;           /* also every node connected to the first */
+    const char *cookie_file; /* NULL: $KPROF_COOKIE or ~/.erlang.cookie */
     unsigned connect_timeout_ms;
     unsigned top;
     const char *select_by;
     uint64_t reselect_us;
     const char **pids;
     size_t n_pids;
-    double rate;               /* ticks per second = samples/s per process */
-    uint64_t duration_us;      /* 0 = until Ctrl-C */
-    const char *output_dir;    /* NULL = kprof-<node>-<UTC time> */
+    double rate;            /* ticks per second = samples/s per process */
+    uint64_t duration_us;   /* 0 = until Ctrl-C */
+    const char *output_dir; /* NULL = kprof-<node>-<UTC time> */
     uint64_t rotate_bytes;
     uint64_t rotate_us;
     unsigned keep;

@@ -31,8 +31,8 @@ static void encode_options(ei_x_buff *x, const kp_sampling_options *o)
     ei_x_encode_empty_list(x);
 }
 
-int kp_sample_wire_start(kp_sample_wire *a, kp_node *node, const kp_sampling_options *o,
-                         char *err, size_t err_len)
+int kp_sample_wire_start(kp_sample_wire *a, kp_node *node, const kp_sampling_options *o, char *err,
+                         size_t err_len)
 {
     memset(a, 0, sizeof *a);
     if (kp_agent_load(&a->agent, node, err, err_len) != 0)
@@ -57,8 +57,10 @@ int kp_sample_wire_start(kp_sample_wire *a, kp_node *node, const kp_sampling_opt
             char what[512];
             kp_term_text(reply.buff, 0, "(unprintable term)", what, sizeof what);
             if (strstr(what, "busy"))
-                snprintf(err, err_len, "another kprof is already attached to %s (%s); stop it "
-                         "first", node->target, what);
+                snprintf(err, err_len,
+                         "another kprof is already attached to %s (%s); stop it "
+                         "first",
+                         node->target, what);
             else if (strstr(what, "no_process") || strstr(what, "bad_pid"))
                 snprintf(err, err_len, "--pid: %s on %s", what, node->target);
             else
@@ -71,7 +73,8 @@ int kp_sample_wire_start(kp_sample_wire *a, kp_node *node, const kp_sampling_opt
     return rc;
 }
 
-int kp_sample_wire_request(kp_sample_wire *a, unsigned ticks, uint64_t interval_us, int64_t first_us)
+int kp_sample_wire_request(kp_sample_wire *a, unsigned ticks, uint64_t interval_us,
+                           int64_t first_us)
 {
     ei_x_buff x;
     ei_x_new_with_version(&x);
@@ -140,8 +143,8 @@ static int decode_labels(const char *buf, int *i, const kp_wire_handler *h)
             type != ERL_BINARY_EXT || size >= (int)sizeof text ||
             ei_decode_binary(buf, i, text, &len) != 0)
             return -1;
-        if (h->on_label(h->ctx, num, serial, strcmp(kind, "registered") == 0, text,
-                        (size_t)len) != 0)
+        if (h->on_label(h->ctx, num, serial, strcmp(kind, "registered") == 0, text, (size_t)len) !=
+            0)
             return -2;
     }
     return n ? ei_decode_list_header(buf, i, &n) : 0;

@@ -38,17 +38,17 @@ typedef struct {
 } kp_sampling_options;
 
 typedef struct {
-    kp_agent agent;  /* the loaded agent: node, OS pid, word size */
-    erlang_pid pid;  /* the sampling process */
-    long seq;        /* of the last request */
+    kp_agent agent; /* the loaded agent: node, OS pid, word size */
+    erlang_pid pid; /* the sampling process */
+    long seq;       /* of the last request */
     /* totals over the ticks decoded: what sampling cost in the node */
     uint64_t ticks, stacks_queried, stacks_reused, busy_us;
     /* the last reply: its ticks are decoded one at a time (see
      * kp_sample_wire_next_tick), so that several nodes' ticks can be merged */
     ei_x_buff reply;
-    int reply_index;     /* of the next tick in reply.buff */
-    int ticks_left;      /* in the reply */
-    uint64_t missed;     /* ticks the agent skipped, over every reply */
+    int reply_index; /* of the next tick in reply.buff */
+    int ticks_left;  /* in the reply */
+    uint64_t missed; /* ticks the agent skipped, over every reply */
     /* of the last decoded tick: how late it started and what it cost */
     uint64_t tick_delay_us, tick_busy_us;
 } kp_sample_wire;
@@ -57,18 +57,17 @@ typedef struct {
     uint32_t num, serial; /* <0.num.serial> */
     char status[32];
     int64_t metrics[KP_METRIC_COUNT]; /* as sent: sizes but memory in words */
-    int same;              /* the stack is the one of this process's previous sample */
-    int unchanged;         /* the whole sample is (status, metrics, stack): only the
+    int same;                         /* the stack is the one of this process's previous sample */
+    int unchanged;                    /* the whole sample is (status, metrics, stack): only the
                               pid is set */
-    const uint32_t *frames; /* depth pairs (mfa id, line), leaf first, host order */
+    const uint32_t *frames;           /* depth pairs (mfa id, line), leaf first, host order */
     size_t depth;
 } kp_wire_sample;
 
 typedef struct {
     void *ctx;
     int (*on_reset)(void *ctx);
-    int (*on_mfa)(void *ctx, uint32_t id, const char *module, const char *function,
-                  unsigned arity);
+    int (*on_mfa)(void *ctx, uint32_t id, const char *module, const char *function, unsigned arity);
     int (*on_label)(void *ctx, uint32_t num, uint32_t serial, int registered, const char *text,
                     size_t len);
     int (*on_sample)(void *ctx, const kp_wire_sample *sample);

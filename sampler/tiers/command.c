@@ -65,8 +65,19 @@ static int duration(const char *option, const char *text, uint64_t min_us, uint6
 
 int kp_cmd_tiers(int argc, char **argv)
 {
-    enum { OPT_TIERS = 1000, OPT_COOKIE, OPT_CONNECT, OPT_INTERVAL, OPT_STAT, OPT_PRINT,
-           OPT_SLOW, OPT_LAG, OPT_COOLDOWN, OPT_QUEUE, OPT_SESSION };
+    enum {
+        OPT_TIERS = 1000,
+        OPT_COOKIE,
+        OPT_CONNECT,
+        OPT_INTERVAL,
+        OPT_STAT,
+        OPT_PRINT,
+        OPT_SLOW,
+        OPT_LAG,
+        OPT_COOLDOWN,
+        OPT_QUEUE,
+        OPT_SESSION
+    };
     static const struct option options[] = {
         {"node", required_argument, NULL, 'n'},
         {"tiers", required_argument, NULL, OPT_TIERS},
@@ -131,7 +142,8 @@ int kp_cmd_tiers(int argc, char **argv)
             break;
         case OPT_QUEUE:
             if (kp_parse_uint(optarg, 10, 10000000, &v) != 0)
-                return kp_bad_value("--queue-size", optarg, "a number of events from 10 to 10000000");
+                return kp_bad_value("--queue-size", optarg,
+                                    "a number of events from 10 to 10000000");
             o.queue_size = (unsigned)v;
             break;
         case OPT_COOKIE: o.cookie_file = optarg; break;

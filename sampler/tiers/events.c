@@ -132,8 +132,7 @@ int kp_tier_decode(kp_tier_decoder *d, const char *buf, size_t len, kp_tier_even
     long long ts;
     memset(ev, 0, sizeof *ev);
     if (len > INT32_MAX || kp_term_check(buf, len) != 0 ||
-        ei_decode_version(buf, &i, &version) != 0 ||
-        ei_decode_tuple_header(buf, &i, &arity) != 0)
+        ei_decode_version(buf, &i, &version) != 0 || ei_decode_tuple_header(buf, &i, &arity) != 0)
         return -1;
     if (arity != 6 || ei_decode_atom(buf, &i, tag) != 0 || strcmp(tag, "trace_ts") != 0)
         return 0;

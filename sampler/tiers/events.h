@@ -28,7 +28,7 @@ typedef struct {
 typedef struct {
     const kp_tier_mfa *mfas; /* index = kp_tier_event.fn */
     size_t n;
-    char identity[128];      /* holds the text kp_tier_event.identity points to */
+    char identity[128]; /* holds the text kp_tier_event.identity points to */
 } kp_tier_decoder;
 
 /* Decodes one event of `len` bytes. Returns 1 for an event of a known

@@ -39,8 +39,8 @@ typedef struct {
     int exception, truncated;
     interval *iv;
     size_t n_iv, cap_iv;
-    uint32_t *calls;    /* per tier */
-    uint32_t next;      /* free list or closing queue */
+    uint32_t *calls; /* per tier */
+    uint32_t next;   /* free list or closing queue */
 } request;
 
 struct kp_tier_match {
@@ -48,12 +48,12 @@ struct kp_tier_match {
     kp_tier_fn *fns;
     size_t n_fns, n_tiers;
     kp_tier_match_limits lim;
-    kp_u64_map procs;     /* pid -> index into stacks */
+    kp_u64_map procs; /* pid -> index into stacks */
     proc_stack *stacks;
-    size_t n_stacks;      /* slots in use or free-listed */
+    size_t n_stacks; /* slots in use or free-listed */
     uint32_t *free_stacks;
     size_t n_free_stacks;
-    kp_u64_map open;      /* label -> open request */
+    kp_u64_map open; /* label -> open request */
     request *reqs;
     size_t n_reqs;
     uint32_t free_req, closing_head, closing_tail;
@@ -68,8 +68,10 @@ struct kp_tier_match {
 
 kp_tier_match_limits kp_tier_match_default_limits(void)
 {
-    return (kp_tier_match_limits){.max_processes = 100000, .max_requests = 100000,
-                                  .max_depth = 256, .max_intervals = 10000,
+    return (kp_tier_match_limits){.max_processes = 100000,
+                                  .max_requests = 100000,
+                                  .max_depth = 256,
+                                  .max_intervals = 10000,
                                   .grace_ns = 20 * 1000000LL};
 }
 
@@ -130,8 +132,7 @@ void kp_tier_match_free(kp_tier_match *m)
     kp_free(m);
 }
 
-void kp_tier_match_trees(kp_tier_match *m, int all, uint64_t slow_us, kp_tier_tree_fn fn,
-                         void *ctx)
+void kp_tier_match_trees(kp_tier_match *m, int all, uint64_t slow_us, kp_tier_tree_fn fn, void *ctx)
 {
     m->trees_all = all;
     m->slow_us = slow_us;
@@ -160,8 +161,9 @@ static uint32_t open_request(kp_tier_match *m, kp_tier_pid label, const kp_tier_
     }
     request *q = &m->reqs[r];
     q->calls = kp_calloc(m->n_tiers ? m->n_tiers : 1, sizeof *q->calls);
-    size_t identity = kp_tier_stats_identity(m->stats, ev->identity_len ? ev->identity : "undefined",
-                                             ev->identity_len ? ev->identity_len : 9);
+    size_t identity =
+        kp_tier_stats_identity(m->stats, ev->identity_len ? ev->identity : "undefined",
+                               ev->identity_len ? ev->identity_len : 9);
     if (!q->calls || identity == SIZE_MAX || kp_u64_map_put(&m->open, label, r) != 0) {
         kp_free(q->calls);
         q->calls = NULL;
@@ -405,9 +407,11 @@ static kp_status push(kp_tier_match *m, const kp_tier_event *ev, uint32_t req, i
         st->frames = f;
         st->cap = cap;
     }
-    st->frames[st->n++] = (frame){.fn = (uint32_t)ev->fn, .req = req,
+    st->frames[st->n++] = (frame){.fn = (uint32_t)ev->fn,
+                                  .req = req,
                                   .req_gen = req == NO_REQ ? 0 : m->reqs[req].gen,
-                                  .nested = nested, .start = ev->ts_ns};
+                                  .nested = nested,
+                                  .start = ev->ts_ns};
     return KP_OK;
 }
 

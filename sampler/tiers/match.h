@@ -56,21 +56,21 @@ typedef uint64_t kp_tier_pid;
 
 typedef struct {
     kp_tier_event_kind kind;
-    kp_tier_pid pid;          /* the process that called or returned */
-    size_t fn;                /* index into the function table */
-    int64_t ts_ns;            /* the node's monotonic time */
-    int has_label;            /* calls: the token's label is a pid */
+    kp_tier_pid pid; /* the process that called or returned */
+    size_t fn;       /* index into the function table */
+    int64_t ts_ns;   /* the node's monotonic time */
+    int has_label;   /* calls: the token's label is a pid */
     kp_tier_pid label;
-    const char *identity;     /* opening calls: the identity text */
+    const char *identity; /* opening calls: the identity text */
     size_t identity_len;
 } kp_tier_event;
 
 typedef struct {
-    size_t max_processes;      /* processes with open calls */
-    size_t max_requests;       /* open and closing requests */
-    size_t max_depth;          /* open calls per process */
-    size_t max_intervals;      /* tier calls kept per request */
-    int64_t grace_ns;          /* see above */
+    size_t max_processes; /* processes with open calls */
+    size_t max_requests;  /* open and closing requests */
+    size_t max_depth;     /* open calls per process */
+    size_t max_intervals; /* tier calls kept per request */
+    int64_t grace_ns;     /* see above */
 } kp_tier_match_limits;
 
 typedef struct {

@@ -24,7 +24,6 @@
 
 #define MAX_TIER_FILE (1u << 20)
 
-
 typedef struct {
     const kp_tiers_options *o;
     kp_node node;
@@ -94,11 +93,14 @@ static void set_counters(tiers_run *s, int64_t now)
 {
     kp_tier_match_counters mc = kp_tier_match_counts(s->match);
     uint64_t paused = s->paused_ns + (s->paused ? (uint64_t)(now - s->paused_at) : 0);
-    kp_tier_counters c = {.requests = mc.requests, .events = mc.events,
+    kp_tier_counters c = {.requests = mc.requests,
+                          .events = mc.events,
                           .dropped_events = s->dropped,
                           .unattributed_events = mc.unattributed + mc.late,
-                          .cut_requests = mc.cut, .pauses = s->pauses,
-                          .paused_ms = paused / 1000000, .rearms = s->rearms,
+                          .cut_requests = mc.cut,
+                          .pauses = s->pauses,
+                          .paused_ms = paused / 1000000,
+                          .rearms = s->rearms,
                           .paused = s->paused};
     kp_tier_stats_set_counters(s->stats, &c);
 }
@@ -169,8 +171,7 @@ static void pause_tracing(tiers_run *s, const char *why)
     s->pauses++;
     kp_tiers_send_atom(&s->node, "pause");
     kp_tier_match_cut(s->match);
-    kp_warn("tracing paused for %llu ms: %s", (unsigned long long)(s->cooldown_ns / 1000000),
-            why);
+    kp_warn("tracing paused for %llu ms: %s", (unsigned long long)(s->cooldown_ns / 1000000), why);
 }
 
 static void maybe_resume(tiers_run *s, int64_t now)
@@ -284,14 +285,16 @@ static int open_outputs(tiers_run *s, char *err, size_t err_len)
     if (stats_file) /* {stats_dumper, {file, Path}} */
         snprintf(s->jsonl_path, sizeof s->jsonl_path, "%s", stats_file);
     if (s->jsonl_path[0]) {
-        s->jsonl_fd = open(s->jsonl_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+        s->jsonl_fd =
+            open(s->jsonl_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
         if (s->jsonl_fd < 0) {
             snprintf(err, err_len, "cannot create %.1000s: %s", s->jsonl_path, strerror(errno));
             return -1;
         }
     }
     if (dir && (s->cfg.print_calls || s->cfg.slow_us)) {
-        s->calls_fd = open(s->calls_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+        s->calls_fd =
+            open(s->calls_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
         if (s->calls_fd < 0) {
             snprintf(err, err_len, "cannot create %.1000s: %s", s->calls_path, strerror(errno));
             return -1;
@@ -337,7 +340,8 @@ static int setup(tiers_run *s, char *err, size_t err_len)
         return KP_EXIT_NODE;
     }
     s->offset = kp_now_ns() - s->cfg.node_time_ns;
-    s->interval_ms = o->report_interval_us ? o->report_interval_us / 1000 : s->cfg.report_interval_ms;
+    s->interval_ms =
+        o->report_interval_us ? o->report_interval_us / 1000 : s->cfg.report_interval_ms;
     s->max_lag_ns = (o->max_lag_us ? o->max_lag_us / 1000 : s->cfg.max_lag_ms) * 1000000;
     s->cooldown_ns = (o->cooldown_us ? o->cooldown_us / 1000 : s->cfg.cooldown_ms) * 1000000;
     if (o->print_calls)
@@ -357,9 +361,8 @@ static int setup(tiers_run *s, char *err, size_t err_len)
     kp_tier_match_trees(s->match, s->cfg.print_calls, s->cfg.slow_us, on_tree, s);
     if (open_outputs(s, err, err_len) != 0)
         return KP_EXIT_FAILURE;
-    return kp_trace_port_connect(&s->stream, target, s->cfg.port, err, err_len) != 0
-               ? KP_EXIT_NODE
-               : KP_EXIT_OK;
+    return kp_trace_port_connect(&s->stream, target, s->cfg.port, err, err_len) != 0 ? KP_EXIT_NODE
+                                                                                     : KP_EXIT_OK;
 }
 
 static void teardown(tiers_run *s)
@@ -391,8 +394,8 @@ int kp_tiers_run(const kp_tiers_options *o)
         return code;
     }
     if (!o->quiet)
-        fprintf(stderr, "kprof: tracing %zu tiers on %s; a table every %llu ms%s\n",
-                s.cfg.n_tiers, s.node.target, (unsigned long long)s.interval_ms,
+        fprintf(stderr, "kprof: tracing %zu tiers on %s; a table every %llu ms%s\n", s.cfg.n_tiers,
+                s.node.target, (unsigned long long)s.interval_ms,
                 o->duration_us ? "" : "; Ctrl-C to stop");
     int64_t start = kp_now_ns(), next_report = start + (int64_t)s.interval_ms * 1000000;
     int64_t deadline = o->duration_us ? start + (int64_t)o->duration_us * 1000 : INT64_MAX;
@@ -415,7 +418,8 @@ int kp_tiers_run(const kp_tiers_options *o)
         int timeout = (int)((wake - now) / 1000000) + 1;
         if (timeout > 100)
             timeout = 100;
-        struct pollfd fds[2] = {{.fd = s.stream.fd, .events = POLLIN}, {.fd = s.node.fd, .events = POLLIN}};
+        struct pollfd fds[2] = {{.fd = s.stream.fd, .events = POLLIN},
+                                {.fd = s.node.fd, .events = POLLIN}};
         if (poll(fds, 2, timeout) < 0 && errno != EINTR)
             break;
         if (fds[1].revents)

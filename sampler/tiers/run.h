@@ -14,20 +14,20 @@
 #include <kp/tier_stats.h>
 
 typedef struct {
-    const char *node;           /* as given: name or name@host */
-    const char *cookie_file;    /* NULL: $KPROF_COOKIE, ~/.erlang.cookie */
+    const char *node;        /* as given: name or name@host */
+    const char *cookie_file; /* NULL: $KPROF_COOKIE, ~/.erlang.cookie */
     unsigned connect_timeout_ms;
-    const char *tiers_file;     /* Erlang terms: the tier_config and options */
-    int session;                /* started by kprof:start_trace/1 in the node: the
+    const char *tiers_file; /* Erlang terms: the tier_config and options */
+    int session;            /* started by kprof:start_trace/1 in the node: the
                                    options come from there, the code is there */
-    uint64_t duration_us;       /* 0: until Ctrl-C or tracing stops */
-    const char *output_dir;     /* NULL: no files */
+    uint64_t duration_us;   /* 0: until Ctrl-C or tracing stops */
+    const char *output_dir; /* NULL: no files */
     /* overrides of the tier file; 0 keeps the file's value */
     uint64_t report_interval_us, max_lag_us, cooldown_us, slow_us;
     unsigned queue_size;
-    int print_calls;            /* 1 forces on, 0 keeps the file's */
-    kp_tier_stat stat;          /* what the live table shows */
-    int quiet;                  /* no live tables */
+    int print_calls;   /* 1 forces on, 0 keeps the file's */
+    kp_tier_stat stat; /* what the live table shows */
+    int quiet;         /* no live tables */
 } kp_tiers_options;
 
 /* Runs a session; returns the process exit code (cli.h). */

@@ -55,8 +55,9 @@ static int decode_tiers(const char *buf, int *i, kp_tiers_config *c)
         char name[300], mod[MAXATOMLEN_UTF8], fun[MAXATOMLEN_UTF8];
         long a;
         if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 4 ||
-            kp_term_decode_text(buf, i, name, sizeof name) != 0 || ei_decode_atom(buf, i, mod) != 0 ||
-            ei_decode_atom(buf, i, fun) != 0 || ei_decode_long(buf, i, &a) != 0)
+            kp_term_decode_text(buf, i, name, sizeof name) != 0 ||
+            ei_decode_atom(buf, i, mod) != 0 || ei_decode_atom(buf, i, fun) != 0 ||
+            ei_decode_long(buf, i, &a) != 0)
             return -1;
         c->tier_names[c->n_tiers++] = kp_strdup(name);
         add_fn(c, mod, fun, (unsigned)a, KP_TIER_FN_TIER, name);
@@ -143,25 +144,25 @@ int kp_tiers_start(kp_node *node, const char *text, size_t len, unsigned queue_s
     if (!text) {
         ei_x_encode_atom(&args, "session");
     } else {
-    ei_x_encode_tuple_header(&args, 2);
-    ei_x_encode_atom(&args, "text");
-    /* a --queue-size is appended as one more term: options are read in
+        ei_x_encode_tuple_header(&args, 2);
+        ei_x_encode_atom(&args, "text");
+        /* a --queue-size is appended as one more term: options are read in
      * order, so it wins over the file's own */
-    if (queue_size) {
-        char extra[64];
-        int n = snprintf(extra, sizeof extra, "\n{queue_size, %u}.\n", queue_size);
-        char *joined = kp_malloc(len + (size_t)n);
-        if (!joined) {
-            snprintf(err, err_len, "out of memory");
-            return KP_TIERS_START_REFUSED;
+        if (queue_size) {
+            char extra[64];
+            int n = snprintf(extra, sizeof extra, "\n{queue_size, %u}.\n", queue_size);
+            char *joined = kp_malloc(len + (size_t)n);
+            if (!joined) {
+                snprintf(err, err_len, "out of memory");
+                return KP_TIERS_START_REFUSED;
+            }
+            memcpy(joined, text, len);
+            memcpy(joined + len, extra, (size_t)n);
+            ei_x_encode_binary(&args, joined, (long)(len + (size_t)n));
+            kp_free(joined);
+        } else {
+            ei_x_encode_binary(&args, text, (long)len);
         }
-        memcpy(joined, text, len);
-        memcpy(joined + len, extra, (size_t)n);
-        ei_x_encode_binary(&args, joined, (long)(len + (size_t)n));
-        kp_free(joined);
-    } else {
-        ei_x_encode_binary(&args, text, (long)len);
-    }
     }
     ei_x_encode_empty_list(&args);
     int rc = KP_TIERS_START_OK;

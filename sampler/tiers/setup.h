@@ -12,8 +12,8 @@
 #define KP_TIERS_MAX_FNS 72 /* 64 tiers, the entry, three marks */
 
 typedef struct {
-    unsigned port;           /* the ip trace port's TCP port */
-    int64_t node_time_ns;    /* the node's monotonic time at start */
+    unsigned port;        /* the ip trace port's TCP port */
+    int64_t node_time_ns; /* the node's monotonic time at start */
     size_t n_tiers;
     char *tier_names[64];
     kp_tier_mfa mfas[KP_TIERS_MAX_FNS];
@@ -22,11 +22,15 @@ typedef struct {
     size_t n_fns;
     int print_calls;
     uint64_t slow_us, report_interval_ms, max_lag_ms, cooldown_ms, queue_size, max_identities;
-    char stats_file[4096];   /* from {stats_dumper, {file, Path}}, or "" */
+    char stats_file[4096]; /* from {stats_dumper, {file, Path}}, or "" */
 } kp_tiers_config;
 
-enum { KP_TIERS_START_OK = 0, KP_TIERS_START_LOST = -1, KP_TIERS_START_REFUSED = -2,
-       KP_TIERS_START_BAD_CONFIG = -3 };
+enum {
+    KP_TIERS_START_OK = 0,
+    KP_TIERS_START_LOST = -1,
+    KP_TIERS_START_REFUSED = -2,
+    KP_TIERS_START_BAD_CONFIG = -3
+};
 
 /* Calls kprof_tiers:start(Self, {text, Text}) on the node (the agent's code
  * must be loaded), or kprof_tiers:start(Self, session) when `text` is NULL,

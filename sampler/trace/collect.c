@@ -19,30 +19,29 @@
 
 enum { RUNNING, OUT, GC };
 
-
 typedef struct {
     char id[64];
     int used;
-    int untimed;               /* adopted: the start is the first timed event */
+    int untimed; /* adopted: the start is the first timed event */
     erlang_pid root;
     int64_t start, last;
     uint64_t events, max_events, max_duration_ns;
     const char *cut;
     kp_stacks *stacks;
-    uint64_t *ns;              /* per stack id */
+    uint64_t *ns; /* per stack id */
     size_t n_ns;
     kp_trace_interval *iv;
     size_t n_iv, cap_iv;
-    erlang_pid *pids;          /* every process of the trace, root first */
+    erlang_pid *pids; /* every process of the trace, root first */
     size_t n_pids, cap_pids;
 } trace;
 
 typedef struct {
     uint32_t trace;
     int state;
-    int timed;                 /* `last` holds a time (an adopted call starts without) */
+    int timed; /* `last` holds a time (an adopted call starts without) */
     int64_t last;
-    uint32_t *frames;          /* [0] is the process's pseudo-frame */
+    uint32_t *frames; /* [0] is the process's pseudo-frame */
     size_t depth;
 } proc;
 
@@ -52,8 +51,8 @@ struct kp_trace_collector {
     kp_frames *frames;
     uint32_t sleep_frame, gc_frame;
     trace traces[MAX_TRACES];
-    kp_u64_map procs;           /* packed pid -> index into ps */
-    proc *ps;                   /* slots; free ones are listed in `free` */
+    kp_u64_map procs; /* packed pid -> index into ps */
+    proc *ps;         /* slots; free ones are listed in `free` */
     size_t n_ps, cap_ps;
     uint32_t *free;
     size_t n_free;
@@ -69,7 +68,8 @@ static uint64_t pack(const erlang_pid *p)
     return ((uint64_t)p->num << 32) | p->serial;
 }
 
-kp_trace_collector *kp_trace_collector_create(const kp_trace_collector_options *o, const kp_trace_collector_handler *h)
+kp_trace_collector *kp_trace_collector_create(const kp_trace_collector_options *o,
+                                              const kp_trace_collector_handler *h)
 {
     kp_trace_collector *rt = kp_calloc(1, sizeof *rt);
     if (!rt)
@@ -133,7 +133,8 @@ static proc *proc_of(kp_trace_collector *rt, const erlang_pid *pid)
     return kp_u64_map_get(&rt->procs, pack(pid), &k) ? &rt->ps[k] : NULL;
 }
 
-static proc *add_proc(kp_trace_collector *rt, uint32_t t, const erlang_pid *pid, int64_t ts, int state)
+static proc *add_proc(kp_trace_collector *rt, uint32_t t, const erlang_pid *pid, int64_t ts,
+                      int state)
 {
     size_t slot;
     if (rt->n_free) {
@@ -159,7 +160,8 @@ static proc *add_proc(kp_trace_collector *rt, uint32_t t, const erlang_pid *pid,
     int n = kp_pid_text(text, pid->num, pid->serial);
     if (!p->frames)
         p->frames = kp_malloc(rt->o.max_depth * sizeof(uint32_t));
-    if (!p->frames || kp_frames_intern_pseudo(rt->frames, text, (size_t)n, "process", &p->frames[0]) ||
+    if (!p->frames ||
+        kp_frames_intern_pseudo(rt->frames, text, (size_t)n, "process", &p->frames[0]) ||
         kp_u64_map_put(&rt->procs, pack(pid), (uint32_t)slot) != 0) {
         rt->free[rt->n_free++] = (uint32_t)slot;
         return NULL;
@@ -254,8 +256,10 @@ static int machinery(const kp_trace_event *ev)
 
 static int frame_of(kp_trace_collector *rt, const kp_trace_event *ev, uint32_t *id)
 {
-    kp_mfa mfa = {.module = ev->module, .module_len = strlen(ev->module),
-                  .function = ev->function, .function_len = strlen(ev->function),
+    kp_mfa mfa = {.module = ev->module,
+                  .module_len = strlen(ev->module),
+                  .function = ev->function,
+                  .function_len = strlen(ev->function),
                   .arity = ev->arity};
     return kp_frames_intern_mfa(rt->frames, &mfa, id) == KP_OK ? 0 : -1;
 }
@@ -315,15 +319,22 @@ static void finish(kp_trace_collector *rt, uint32_t k)
     snprintf(svg, sizeof svg, "%s.svg", base);
     if (mkdir(rt->o.dir, 0700) != 0 && errno != EEXIST)
         snprintf(why, sizeof why, "cannot create %s: %s", rt->o.dir, strerror(errno));
-    kp_trace_data d = {.frames = rt->frames, .stacks = t->stacks, .ns = t->ns,
-                          .n_ns = t->n_ns, .iv = t->iv, .n_iv = t->n_iv,
-                          .start = t->start, .last = t->last, .root = t->root, .cut = t->cut};
+    kp_trace_data d = {.frames = rt->frames,
+                       .stacks = t->stacks,
+                       .ns = t->ns,
+                       .n_ns = t->n_ns,
+                       .iv = t->iv,
+                       .n_iv = t->n_iv,
+                       .start = t->start,
+                       .last = t->last,
+                       .root = t->root,
+                       .cut = t->cut};
     kp_status st = why[0] ? KP_ERR_IO : kp_trace_write_folded(&d, folded, svg, t->id);
     if (st == KP_OK)
         st = kp_trace_write_perf(&d, perf);
     if (st != KP_OK && !why[0])
-        snprintf(why, sizeof why, "writing %s: %s", folded, st == KP_ERR_IO ? strerror(errno)
-                                                                           : kp_strerror(st));
+        snprintf(why, sizeof why, "writing %s: %s", folded,
+                 st == KP_ERR_IO ? strerror(errno) : kp_strerror(st));
     if (st == KP_OK)
         rt->written++;
     if (rt->h.on_done)
@@ -360,7 +371,8 @@ static int open_trace(kp_trace_collector *rt, const char *id, const erlang_pid *
     return 0;
 }
 
-int kp_trace_collector_open(kp_trace_collector *rt, const char *id, const erlang_pid *pid, int64_t ts_ns)
+int kp_trace_collector_open(kp_trace_collector *rt, const char *id, const erlang_pid *pid,
+                            int64_t ts_ns)
 {
     return open_trace(rt, id, pid, ts_ns, 0, 0, 0);
 }
@@ -391,8 +403,8 @@ void kp_trace_collector_sweep(kp_trace_collector *rt, int64_t now_ns)
     }
 }
 
-int kp_trace_collector_adopt(kp_trace_collector *rt, const char *module, const char *function, unsigned arity,
-                    uint64_t max_traces)
+int kp_trace_collector_adopt(kp_trace_collector *rt, const char *module, const char *function,
+                             unsigned arity, uint64_t max_traces)
 {
     rt->adopting = 1;
     snprintf(rt->adopt_fn.module, sizeof rt->adopt_fn.module, "%s", module);
@@ -420,8 +432,8 @@ static proc *adopt(kp_trace_collector *rt, const kp_trace_event *ev)
     /* only the meta event of the call itself (no time of ours) starts one:
      * events a finished call's process sends before its flags are cleared
      * must not */
-    if (!rt->adopting || rt->adopted >= rt->max_adopted || ev->ts_ns ||
-        ev->kind != KP_TRACE_CALL || !same_fn(ev, &rt->adopt_fn))
+    if (!rt->adopting || rt->adopted >= rt->max_adopted || ev->ts_ns || ev->kind != KP_TRACE_CALL ||
+        !same_fn(ev, &rt->adopt_fn))
         return NULL;
     char id[64];
     snprintf(id, sizeof id, "%s.%u.%llu", "CALL", ev->pid.num, (unsigned long long)rt->adopted + 1);
@@ -443,8 +455,8 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
     if (ev->kind == KP_TRACE_END && ev->cut[0]) { /* the node cut it: by id, from its server */
         for (uint32_t k = 0; k < MAX_TRACES; k++)
             if (rt->traces[k].used && strcmp(rt->traces[k].id, ev->id) == 0) {
-                rt->traces[k].cut = strcmp(ev->cut, "node_backlog") == 0 ? "node_backlog"
-                                                                           : "cut_by_node";
+                rt->traces[k].cut =
+                    strcmp(ev->cut, "node_backlog") == 0 ? "node_backlog" : "cut_by_node";
                 finish(rt, k);
             }
         return 0;
@@ -453,10 +465,11 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
     if (!p && ev->kind != KP_TRACE_RETURN_FROM)
         p = adopt(rt, ev);
     if (!p)
-        return 0; /* not (or no longer) part of a trace */
+        return 0;                           /* not (or no longer) part of a trace */
     if (ev->kind == KP_TRACE_RETURN_FROM) { /* meta: no time; ends an adopted trace */
         uint32_t k = p->trace;
-        if (rt->adopting && pack(&ev->pid) == pack(&rt->traces[k].root) && same_fn(ev, &rt->adopt_fn))
+        if (rt->adopting && pack(&ev->pid) == pack(&rt->traces[k].root) &&
+            same_fn(ev, &rt->adopt_fn))
             finish(rt, k);
         return 0;
     }

@@ -26,8 +26,18 @@
 #include <stdint.h>
 
 typedef enum {
-    KP_TRACE_CALL, KP_TRACE_RETURN_TO, KP_TRACE_IN, KP_TRACE_OUT, KP_TRACE_GC_START, KP_TRACE_GC_END,
-    KP_TRACE_SPAWN, KP_TRACE_EXIT, KP_TRACE_BEGIN, KP_TRACE_END, KP_TRACE_RETURN_FROM, KP_TRACE_OTHER
+    KP_TRACE_CALL,
+    KP_TRACE_RETURN_TO,
+    KP_TRACE_IN,
+    KP_TRACE_OUT,
+    KP_TRACE_GC_START,
+    KP_TRACE_GC_END,
+    KP_TRACE_SPAWN,
+    KP_TRACE_EXIT,
+    KP_TRACE_BEGIN,
+    KP_TRACE_END,
+    KP_TRACE_RETURN_FROM,
+    KP_TRACE_OTHER
 } kp_trace_event_kind;
 
 typedef struct {
@@ -35,12 +45,12 @@ typedef struct {
     erlang_pid pid;
     char module[256], function[256]; /* CALL, RETURN_TO, RETURN_FROM */
     unsigned arity;
-    erlang_pid child;                /* SPAWN */
-    char id[64];                     /* BEGIN, END */
-    char cut[32];                    /* END sent by the node's server: why it cut */
+    erlang_pid child;                     /* SPAWN */
+    char id[64];                          /* BEGIN, END */
+    char cut[32];                         /* END sent by the node's server: why it cut */
     uint64_t max_events, max_duration_ms; /* BEGIN; 0 = the collector's default */
-    int64_t ts_ns;                   /* 0 when the event has none (meta events) */
-    uint32_t dropped;                /* KP_TRACE_OTHER from the NIF: events it dropped */
+    int64_t ts_ns;                        /* 0 when the event has none (meta events) */
+    uint32_t dropped;                     /* KP_TRACE_OTHER from the NIF: events it dropped */
 } kp_trace_event;
 
 /* Decodes one event (term_to_binary bytes from the trace port). Returns 1,
@@ -64,14 +74,15 @@ typedef struct {
 } kp_trace_collector_handler;
 
 typedef struct {
-    const char *dir;            /* where files go; created if missing */
-    uint64_t max_events;        /* defaults for traces that give none */
+    const char *dir;     /* where files go; created if missing */
+    uint64_t max_events; /* defaults for traces that give none */
     uint64_t max_duration_ms;
-    unsigned max_depth;         /* frames kept per process */
+    unsigned max_depth; /* frames kept per process */
 } kp_trace_collector_options;
 
 /* Returns a collector, or NULL when out of memory. */
-kp_trace_collector *kp_trace_collector_create(const kp_trace_collector_options *options, const kp_trace_collector_handler *handler);
+kp_trace_collector *kp_trace_collector_create(const kp_trace_collector_options *options,
+                                              const kp_trace_collector_handler *handler);
 void kp_trace_collector_free(kp_trace_collector *rt);
 
 /* Feeds one decoded event. Returns 0, or -1 when out of memory (the event's
@@ -82,14 +93,15 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev);
  * trace that sends events starts a trace of its own, under a first frame
  * for the function, until `max_traces` have started; the return_from of
  * that function ends it. Returns 0, or -1 when out of memory. */
-int kp_trace_collector_adopt(kp_trace_collector *rt, const char *module, const char *function, unsigned arity,
-                    uint64_t max_traces);
+int kp_trace_collector_adopt(kp_trace_collector *rt, const char *module, const char *function,
+                             unsigned arity, uint64_t max_traces);
 
 /* How many traces adoption has started. */
 uint64_t kp_trace_collector_adopted(const kp_trace_collector *rt);
 
 /* Starts a trace of `pid` from outside (kprof trace --pid). */
-int kp_trace_collector_open(kp_trace_collector *rt, const char *id, const erlang_pid *pid, int64_t ts_ns);
+int kp_trace_collector_open(kp_trace_collector *rt, const char *id, const erlang_pid *pid,
+                            int64_t ts_ns);
 
 /* Ends trace `id` now (written as complete) or every trace (`id` NULL),
  * with `cut` naming why they were cut (NULL: complete). */

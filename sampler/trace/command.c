@@ -56,8 +56,8 @@ int kp_cmd_trace(int argc, char **argv)
         {"connect-timeout", required_argument, NULL, OPT_CONNECT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    kp_trace_options o = {.connect_timeout_ms = 5000, .duration_us = 5000000, .output_dir = ".",
-                          .count = 1};
+    kp_trace_options o = {
+        .connect_timeout_ms = 5000, .duration_us = 5000000, .output_dir = ".", .count = 1};
     uint64_t v;
     int opt;
     optind = 1;
@@ -73,7 +73,8 @@ int kp_cmd_trace(int argc, char **argv)
         case 'm': {
             int used = 0;
             if (sscanf(optarg, "%255[^:]:%255[^/]/%u%n", o.mfa_module, o.mfa_function, &o.mfa_arity,
-                       &used) != 3 || optarg[used] != '\0' || o.mfa_arity > 255)
+                       &used) != 3 ||
+                optarg[used] != '\0' || o.mfa_arity > 255)
                 return kp_bad_value("--mfa", optarg, "write it as module:function/arity");
             o.mfa = optarg;
             break;
@@ -85,7 +86,8 @@ int kp_cmd_trace(int argc, char **argv)
             break;
         case 'd':
             if (kp_parse_duration(optarg, &o.duration_us) != 0 || o.duration_us > 3600000000u)
-                return kp_bad_value("--duration", optarg, "a duration such as 500ms or 5s, up to 1h");
+                return kp_bad_value("--duration", optarg,
+                                    "a duration such as 500ms or 5s, up to 1h");
             break;
         case 'o': o.output_dir = optarg; break;
         case OPT_SESSION: o.session = 1; break;
@@ -105,7 +107,8 @@ int kp_cmd_trace(int argc, char **argv)
         return KP_EXIT_USAGE;
     }
     if (!o.session && !o.pid == !o.mfa) {
-        kp_error("what to trace? add --pid '<0.123.0>' or --mfa module:function/arity (one of them)");
+        kp_error(
+            "what to trace? add --pid '<0.123.0>' or --mfa module:function/arity (one of them)");
         return KP_EXIT_USAGE;
     }
     return kp_trace_run(&o);

@@ -31,7 +31,8 @@ static int decode_begin(const char *buf, int *i, kp_trace_event *ev)
 {
     int arity, n;
     if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 2 ||
-        kp_term_decode_text(buf, i, ev->id, sizeof ev->id) != 0 || ei_decode_map_header(buf, i, &n) != 0)
+        kp_term_decode_text(buf, i, ev->id, sizeof ev->id) != 0 ||
+        ei_decode_map_header(buf, i, &n) != 0)
         return -1;
     for (int k = 0; k < n; k++) {
         char key[MAXATOMLEN_UTF8];
@@ -56,11 +57,16 @@ static kp_trace_event_kind kind_of(const char *tag)
     static const struct {
         const char *tag;
         kp_trace_event_kind kind;
-    } kinds[] = {{"call", KP_TRACE_CALL},       {"return_to", KP_TRACE_RETURN_TO},
-                 {"in", KP_TRACE_IN},           {"out", KP_TRACE_OUT},
-                 {"gc_minor_start", KP_TRACE_GC_START}, {"gc_major_start", KP_TRACE_GC_START},
-                 {"gc_minor_end", KP_TRACE_GC_END},     {"gc_major_end", KP_TRACE_GC_END},
-                 {"spawn", KP_TRACE_SPAWN},     {"exit", KP_TRACE_EXIT},
+    } kinds[] = {{"call", KP_TRACE_CALL},
+                 {"return_to", KP_TRACE_RETURN_TO},
+                 {"in", KP_TRACE_IN},
+                 {"out", KP_TRACE_OUT},
+                 {"gc_minor_start", KP_TRACE_GC_START},
+                 {"gc_major_start", KP_TRACE_GC_START},
+                 {"gc_minor_end", KP_TRACE_GC_END},
+                 {"gc_major_end", KP_TRACE_GC_END},
+                 {"spawn", KP_TRACE_SPAWN},
+                 {"exit", KP_TRACE_EXIT},
                  {"return_from", KP_TRACE_RETURN_FROM}};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         if (strcmp(tag, kinds[k].tag) == 0)
@@ -146,7 +152,8 @@ int kp_trace_decode(const char *buf, size_t len, kp_trace_event *ev)
 int kp_trace_decode_mark(const char *buf, size_t len, int begin, kp_trace_event *ev)
 {
     int i = 0, version, type, size, arity;
-    if (len > INT32_MAX || kp_term_check(buf, len) != 0 || ei_decode_version(buf, &i, &version) != 0)
+    if (len > INT32_MAX || kp_term_check(buf, len) != 0 ||
+        ei_decode_version(buf, &i, &version) != 0)
         return -1;
     if (begin) {
         ev->kind = KP_TRACE_BEGIN;

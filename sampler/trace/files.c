@@ -12,8 +12,8 @@
 
 #include "common/pid_text.h"
 
-#define MIN_TICK_NS 10000       /* perf samples every 10 us at most */
-#define MAX_TICKS 100000        /* ... and at most this many per process and trace */
+#define MIN_TICK_NS 10000 /* perf samples every 10 us at most */
+#define MAX_TICKS 100000  /* ... and at most this many per process and trace */
 
 static int by_start(const void *a, const void *b)
 {
@@ -89,7 +89,9 @@ kp_status kp_trace_write_perf(kp_trace_data *t, const char *path)
     if (st == KP_OK)
         st = kp_sink_write(sink, "# kprof request trace; samples every tick, PERIOD in us\n", 56);
     for (size_t k = 0; k < n && st == KP_OK; k++) {
-        kp_perf_record r = {.pid = 0, .tid = pid_number(t->frames, ticks[k].pid_frame), .cpu = 0,
+        kp_perf_record r = {.pid = 0,
+                            .tid = pid_number(t->frames, ticks[k].pid_frame),
+                            .cpu = 0,
                             .time_us = (uint64_t)(ticks[k].time - t->start) / 1000 + 1000000,
                             .period = ticks[k].period_us ? ticks[k].period_us : 1,
                             .stack = ticks[k].stack};
@@ -107,7 +109,7 @@ kp_status kp_trace_write_perf(kp_trace_data *t, const char *path)
 }
 
 kp_status kp_trace_write_folded(const kp_trace_data *t, const char *path, const char *svg_path,
-                             const char *id)
+                                const char *id)
 {
     kp_folded *f = kp_folded_create();
     if (!f)
@@ -139,4 +141,3 @@ kp_status kp_trace_write_folded(const kp_trace_data *t, const char *path, const 
     kp_folded_free(f);
     return st;
 }
-

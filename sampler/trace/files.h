@@ -21,21 +21,21 @@ typedef struct {
 typedef struct {
     const kp_frames *frames;
     const kp_stacks *stacks;
-    const uint64_t *ns;      /* ns spent per stack id */
+    const uint64_t *ns; /* ns spent per stack id */
     size_t n_ns;
-    kp_trace_interval *iv;      /* in event order; kp_trace_write_perf sorts them */
+    kp_trace_interval *iv; /* in event order; kp_trace_write_perf sorts them */
     size_t n_iv;
-    int64_t start, last;     /* of the trace */
+    int64_t start, last; /* of the trace */
     erlang_pid root;
-    const char *cut;         /* why the trace was cut, or NULL */
+    const char *cut; /* why the trace was cut, or NULL */
 } kp_trace_data;
 
 /* The folded file at `path`: each stack with its microseconds (at least 1,
  * so that no part of the request vanishes), and for a cut trace a last line
  * `<0.N.S>;kprof_trace_cut:REASON 1`; and, unless `svg_path` is NULL, first
  * its flame graph there, headed "Request trace ID". */
-kp_status kp_trace_write_folded(const kp_trace_data *trace, const char *path,
-                             const char *svg_path, const char *id);
+kp_status kp_trace_write_folded(const kp_trace_data *trace, const char *path, const char *svg_path,
+                                const char *id);
 
 /* The perf-script file: every process's stack sampled every tick (10 us, or
  * 1/100,000 of the trace when longer), PERIOD in microseconds; a trace too

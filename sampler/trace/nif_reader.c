@@ -73,12 +73,15 @@ static int64_t i64(const unsigned char *p)
     return v;
 }
 
-static const kp_trace_event_kind kinds[] = {
-    [KPT_CALL] = KP_TRACE_CALL,     [KPT_RETURN_TO] = KP_TRACE_RETURN_TO,
-    [KPT_IN] = KP_TRACE_IN,         [KPT_OUT] = KP_TRACE_OUT,
-    [KPT_GC_START] = KP_TRACE_GC_START, [KPT_GC_END] = KP_TRACE_GC_END,
-    [KPT_SPAWN] = KP_TRACE_SPAWN,   [KPT_EXIT] = KP_TRACE_EXIT,
-    [KPT_RETURN_FROM] = KP_TRACE_RETURN_FROM};
+static const kp_trace_event_kind kinds[] = {[KPT_CALL] = KP_TRACE_CALL,
+                                            [KPT_RETURN_TO] = KP_TRACE_RETURN_TO,
+                                            [KPT_IN] = KP_TRACE_IN,
+                                            [KPT_OUT] = KP_TRACE_OUT,
+                                            [KPT_GC_START] = KP_TRACE_GC_START,
+                                            [KPT_GC_END] = KP_TRACE_GC_END,
+                                            [KPT_SPAWN] = KP_TRACE_SPAWN,
+                                            [KPT_EXIT] = KP_TRACE_EXIT,
+                                            [KPT_RETURN_FROM] = KP_TRACE_RETURN_FROM};
 
 /* Each reader below takes the record at `p` with `n` bytes available and
  * returns its size, 0 when it is not complete yet, or -1 when malformed. */
@@ -186,18 +189,12 @@ static long read_record(kp_nif_reader *s, const unsigned char *p, size_t n, kp_e
     if (p[0] >= KPT_CALL && p[0] <= KPT_RETURN_FROM)
         return read_event(s, p, n, on_event, ctx);
     switch (p[0]) {
-    case KPT_PID:
-        return read_pid(s, p, n);
-    case KPT_MFA:
-        return read_mfa(s, p, n);
-    case KPT_MARK:
-        return read_mark(s, p, n, on_event, ctx);
-    case KPT_RESET:
-        return 1;
-    case KPT_DROP:
-        return read_drop(p, n, on_event, ctx);
-    default:
-        return -1;
+    case KPT_PID: return read_pid(s, p, n);
+    case KPT_MFA: return read_mfa(s, p, n);
+    case KPT_MARK: return read_mark(s, p, n, on_event, ctx);
+    case KPT_RESET: return 1;
+    case KPT_DROP: return read_drop(p, n, on_event, ctx);
+    default: return -1;
     }
 }
 

@@ -29,14 +29,13 @@
 #include "trace/run.h"
 #include "trace/nif_reader.h"
 
-
 typedef struct {
     const kp_trace_options *o;
     kp_node node;
     kp_trace_collector *rt;
     kp_trace_port stream;
-    kp_nif_reader *nif;     /* the kprof_tracer NIF's records, when it runs */
-    int64_t offset; /* node monotonic time = local - offset */
+    kp_nif_reader *nif; /* the kprof_tracer NIF's records, when it runs */
+    int64_t offset;     /* node monotonic time = local - offset */
     char dir[4096];
     unsigned port;
     uint64_t failed;
@@ -175,7 +174,8 @@ static int config_call(run *r, const char *mod, const char *fun, ei_x_buff *args
                 r->port = (unsigned)v;
             else if (strcmp(key, "time") == 0 && ei_decode_longlong(reply.buff, &i, &time) == 0)
                 r->offset = kp_now_ns() - time;
-            else if (strcmp(key, "dir") == 0 && ei_decode_binary(reply.buff, &i, r->dir, &len) == 0 &&
+            else if (strcmp(key, "dir") == 0 &&
+                     ei_decode_binary(reply.buff, &i, r->dir, &len) == 0 &&
                      (size_t)len < sizeof r->dir)
                 r->dir[len] = '\0';
             else if (ei_skip_term(reply.buff, &i) != 0)
@@ -363,7 +363,8 @@ int kp_trace_run(const kp_trace_options *o)
     } else if (o->mfa) {
         rc = start_external(&r, err, sizeof err);
         if (rc == 0)
-            rc = kp_trace_collector_adopt(r.rt, o->mfa_module, o->mfa_function, o->mfa_arity, o->count);
+            rc = kp_trace_collector_adopt(r.rt, o->mfa_module, o->mfa_function, o->mfa_arity,
+                                          o->count);
         if (rc == 0)
             rc = calls_rpc(&r, "trace_calls", err, sizeof err);
     } else {

@@ -9,13 +9,13 @@ typedef struct {
     const char *node;
     const char *cookie_file;
     unsigned connect_timeout_ms;
-    int session;            /* started by kprof_rtrace in the node */
-    const char *pid;        /* "<0.123.0>": trace this process */
-    const char *mfa;        /* "m:f/a": trace the next `count` calls of it */
+    int session;     /* started by kprof_rtrace in the node */
+    const char *pid; /* "<0.123.0>": trace this process */
+    const char *mfa; /* "m:f/a": trace the next `count` calls of it */
     char mfa_module[256], mfa_function[256];
     unsigned mfa_arity;
     uint64_t count;
-    uint64_t duration_us;   /* of a --pid trace; at most, for --mfa */
+    uint64_t duration_us; /* of a --pid trace; at most, for --mfa */
     const char *output_dir;
 } kp_trace_options;
 

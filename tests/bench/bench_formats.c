@@ -98,14 +98,46 @@ typedef struct {
     uint32_t status;       /* 0..3 */
 } stack_shape;
 
-static const char *const otp_modules[] = {
-    "gen_server", "proc_lib", "gen_statem", "supervisor", "lists", "maps", "ets",
-    "erlang", "gen", "io_lib", "io_lib_format", "unicode", "binary", "string",
-    "re", "timer", "queue", "gb_trees", "dict", "sets", "prim_inet", "inet_tcp",
-    "gen_tcp", "ssl_gen_statem", "tls_sender", "cowboy_stream_h", "cowboy_handler",
-    "ranch_conn_sup", "jsx_decoder", "jsone_encode", "mnesia_tm", "mnesia_locker",
-    "logger", "logger_h_common", "erl_eval", "code_server", "application_master",
-    "rpc", "global", "net_kernel"};
+static const char *const otp_modules[] = {"gen_server",
+                                          "proc_lib",
+                                          "gen_statem",
+                                          "supervisor",
+                                          "lists",
+                                          "maps",
+                                          "ets",
+                                          "erlang",
+                                          "gen",
+                                          "io_lib",
+                                          "io_lib_format",
+                                          "unicode",
+                                          "binary",
+                                          "string",
+                                          "re",
+                                          "timer",
+                                          "queue",
+                                          "gb_trees",
+                                          "dict",
+                                          "sets",
+                                          "prim_inet",
+                                          "inet_tcp",
+                                          "gen_tcp",
+                                          "ssl_gen_statem",
+                                          "tls_sender",
+                                          "cowboy_stream_h",
+                                          "cowboy_handler",
+                                          "ranch_conn_sup",
+                                          "jsx_decoder",
+                                          "jsone_encode",
+                                          "mnesia_tm",
+                                          "mnesia_locker",
+                                          "logger",
+                                          "logger_h_common",
+                                          "erl_eval",
+                                          "code_server",
+                                          "application_master",
+                                          "rpc",
+                                          "global",
+                                          "net_kernel"};
 
 static const char *const statuses[] = {"running", "runnable", "waiting", "garbage_collecting"};
 
@@ -128,9 +160,9 @@ static void make_functions(profile *p)
     p->funcs = calloc(p->n_funcs, sizeof *p->funcs);
     if (!p->funcs)
         check(KP_ERR_NOMEM, "functions");
-    static const char *const otp_funs[] = {"loop", "handle_msg", "try_handle_call",
-                                           "init_p_do_apply", "foldl", "map", "do_call",
-                                           "'-handle_info/2-fun-0-'"};
+    static const char *const otp_funs[] = {
+        "loop",  "handle_msg", "try_handle_call", "init_p_do_apply",
+        "foldl", "map",        "do_call",         "'-handle_info/2-fun-0-'"};
     size_t k = 0;
     for (size_t m = 0; m < n_otp; m++)
         for (size_t f = 0; f < 8; f++, k++) {
@@ -143,7 +175,10 @@ static void make_functions(profile *p)
             snprintf(p->funcs[k].module, sizeof p->funcs[k].module, "my_app_%s_%d",
                      m % 3 ? "worker" : "handler", m);
             snprintf(p->funcs[k].function, sizeof p->funcs[k].function, "%s_%d",
-                     f % 4 == 0 ? "handle_call" : f % 4 == 1 ? "process_item" : "do_step", f);
+                     f % 4 == 0   ? "handle_call"
+                     : f % 4 == 1 ? "process_item"
+                                  : "do_step",
+                     f);
             p->funcs[k].arity = (unsigned)(f % 4);
         }
 }
@@ -163,8 +198,7 @@ static uint32_t intern_shape(profile *p, const stack_shape *shape, uint32_t *ids
     check(kp_frames_intern_pseudo(p->frames, statuses[shape->status],
                                   strlen(statuses[shape->status]), "status", &ids[0]),
           "intern status");
-    check(kp_frames_intern_pseudo(p->frames, pid, (size_t)n, "process", &ids[1]),
-          "intern process");
+    check(kp_frames_intern_pseudo(p->frames, pid, (size_t)n, "process", &ids[1]), "intern process");
     for (int i = 0; i < CALLS; i++) {
         kp_mfa m = mfa_of(&p->funcs[shape->calls[i]]);
         check(kp_frames_intern_mfa(p->frames, &m, &ids[2 + i]), "intern function");
@@ -313,8 +347,7 @@ static const char header_comment[] = "# kprof benchmark profile: beam.smp 4242, 
 static double run_format(profile *p, uint64_t n, int intern, uint64_t *bytes)
 {
     kp_perf_writer *w;
-    check(kp_perf_writer_create("beam.smp", "cpu-clock", p->frames, p->stacks, &w),
-          "writer");
+    check(kp_perf_writer_create("beam.smp", "cpu-clock", p->frames, p->stacks, &w), "writer");
     sampler_state *st = malloc(sizeof *st);
     if (!st)
         check(KP_ERR_NOMEM, "state");
@@ -354,8 +387,7 @@ static double run_segments(profile *p, uint64_t n, const char *dir, kp_compressi
     kp_segment_writer *seg;
     check(kp_segment_open(&cfg, &seg), "segment open");
     kp_perf_writer *w;
-    check(kp_perf_writer_create("beam.smp", "cpu-clock", p->frames, p->stacks, &w),
-          "writer");
+    check(kp_perf_writer_create("beam.smp", "cpu-clock", p->frames, p->stacks, &w), "writer");
     sampler_state *st = malloc(sizeof *st);
     if (!st)
         check(KP_ERR_NOMEM, "state");
@@ -391,8 +423,7 @@ static double run_folded(profile *p, uint64_t n)
     double t0 = now();
     for (uint64_t i = 0; i < n; i++) {
         next_record(p, st, &r);
-        check(kp_folded_add_stack(f, p->frames, p->stacks, r.stack, "beam.smp", 1),
-              "folded add");
+        check(kp_folded_add_stack(f, p->frames, p->stacks, r.stack, "beam.smp", 1), "folded add");
     }
     double t = now() - t0;
     if (kp_folded_total(f) != n)
@@ -473,8 +504,7 @@ static int bench(int runs)
     const uint64_t n_seg = 200000;
     for (int i = 0; i < runs; i++)
         t[i] = run_segments(&p, n_seg, dir, KP_COMPRESS_NONE, 64u << 20, 2, &disk);
-    print_rate("format + kp_segment, plain files (64 MiB rotation)", n_seg / median(t, runs),
-               "");
+    print_rate("format + kp_segment, plain files (64 MiB rotation)", n_seg / median(t, runs), "");
 
     /* sizes: one segment each, every byte kept */
     uint64_t size[3];
@@ -521,8 +551,7 @@ static int bench(int runs)
         kp_perf_writer_free(w);
     }
 
-    printf("\n  bytes per sample (%llu samples, one segment each):\n",
-           (unsigned long long)n_seg);
+    printf("\n  bytes per sample (%llu samples, one segment each):\n", (unsigned long long)n_seg);
     for (int c = 0; c < 3; c++) {
         printf("    %-6s %8.1f bytes/sample", names[c], (double)size[c] / n_seg);
         if (c)

@@ -102,10 +102,10 @@ static void fuzz_write_and_check(const kp_folded *folded, int clean)
         const char *sp = nl;
         while (sp > p && fuzz_is_digit(sp[-1]))
             sp--;
-        FUZZ_CHECK(sp < nl);               /* a count */
-        FUZZ_CHECK(sp[0] != '0');          /* positive, no leading zero */
+        FUZZ_CHECK(sp < nl);                 /* a count */
+        FUZZ_CHECK(sp[0] != '0');            /* positive, no leading zero */
         FUZZ_CHECK(sp > p && sp[-1] == ' '); /* one space before it */
-        FUZZ_CHECK(nl - sp <= 20); /* fits in 64 bits */
+        FUZZ_CHECK(nl - sp <= 20);           /* fits in 64 bits */
         uint64_t count = 0;
         for (const char *d = sp; d < nl; d++) {
             unsigned digit = (unsigned)(*d - '0');

@@ -37,7 +37,8 @@ static void check_symbol(const char *sym, size_t sym_len, const char *text, size
         FUZZ_CHECK(!(c == '>' && i > 0 && sym[i - 1] == '-'));
         if (c == '%') {
             FUZZ_CHECK(i + 2 < sym_len);
-            int hi = hex_value((unsigned char)sym[i + 1]), lo = hex_value((unsigned char)sym[i + 2]);
+            int hi = hex_value((unsigned char)sym[i + 1]),
+                lo = hex_value((unsigned char)sym[i + 2]);
             FUZZ_CHECK(hi >= 0 && lo >= 0);
             c = (unsigned char)(hi * 16 + lo);
             i += 2;

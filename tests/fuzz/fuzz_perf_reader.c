@@ -62,8 +62,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(kp_folded_add(by_samples, s->stack, s->stack_len, 1) == KP_OK);
             if (s->period) {
                 FUZZ_CHECK(kp_folded_add(by_period, s->stack, s->stack_len, s->period) == KP_OK);
-                period_total = s->period > UINT64_MAX - period_total ? UINT64_MAX
-                                                                     : period_total + s->period;
+                period_total =
+                    s->period > UINT64_MAX - period_total ? UINT64_MAX : period_total + s->period;
             }
             /* as `kprof convert --weight NAME` does with the first metric */
             if (s->n_metrics && s->metrics[0].value > 0)

@@ -33,9 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kp_frames *frames = kp_frames_create(1);
     kp_stacks *stacks = kp_stacks_create();
     unsigned long samples = 0;
-    kp_processes *procs = frames && stacks ? kp_processes_create(frames, stacks, 8, NULL, count,
-                                                                 &samples)
-                                           : NULL;
+    kp_processes *procs =
+        frames && stacks ? kp_processes_create(frames, stacks, 8, NULL, count, &samples) : NULL;
     if (procs && kp_sample_wire_take_reply(&wire, size - 1) == 1)
         while (wire.ticks_left > 0) {
             int64_t t;

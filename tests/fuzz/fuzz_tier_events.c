@@ -10,8 +10,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const kp_tier_mfa mfas[] = {{"m", "f", 1, 0}, {"kprof_kv_db", "get", 2, 1},
-                                       {"lists", "seq", 2, 0}};
+    static const kp_tier_mfa mfas[] = {
+        {"m", "f", 1, 0}, {"kprof_kv_db", "get", 2, 1}, {"lists", "seq", 2, 0}};
     kp_tier_decoder d;
     memset(&d, 0, sizeof d);
     d.mfas = mfas;

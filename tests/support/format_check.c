@@ -32,7 +32,8 @@ static report report_start(char *why, size_t why_len)
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static void violation(report *r, size_t line, const char *fmt, ...)
+static void
+violation(report *r, size_t line, const char *fmt, ...)
 {
     if (r->count++ > 0 || !r->why || r->why_len == 0)
         return;
@@ -298,8 +299,7 @@ static void check_header(perf_state *st, report *r, const line_t *l)
         violation(r, no, "COMM has ';' (a frame separator once folded)");
     p = pid + count_digits(pid, end);
     size_t n;
-    if (!eat(&p, end, "/") || (n = count_digits(p, end)) == 0 ||
-        (p + n < end && p[n] != ' ')) {
+    if (!eat(&p, end, "/") || (n = count_digits(p, end)) == 0 || (p + n < end && p[n] != ' ')) {
         violation(r, no, "PID/TID must be two decimal integers");
         return;
     }
@@ -398,8 +398,9 @@ int kp_check_perf(const char *text, size_t len, char *why, size_t why_len)
             else /* (strict) */
                 violation(&r, l.no, "extra empty line between samples");
         } else if (l.p[0] == ' ') {
-            violation(&r, l.no, "line starts with a space (COMM is in column 0, frames start "
-                                "with TAB)");
+            violation(&r, l.no,
+                      "line starts with a space (COMM is in column 0, frames start "
+                      "with TAB)");
         } else if (l.p[0] == '\t') {
             if (state != IN_SAMPLE)
                 violation(&r, l.no, "frame line outside a sample");
@@ -459,7 +460,8 @@ static void check_folded_frames(report *r, size_t no, const char *stack, size_t 
         if (n == 0)
             violation(r, no, "empty frame");
         else if (p[0] == ' ' || f_end[-1] == ' ')
-            violation(r, no, "frame with a leading or trailing space (or 2+ spaces before the count)");
+            violation(r, no,
+                      "frame with a leading or trailing space (or 2+ spaces before the count)");
         else if (memchr(p, '\'', n) || memchr(p, '"', n))
             violation(r, no, "quote in a frame");
         if (!semi)

@@ -115,7 +115,7 @@ static void test_clear_and_free(void **state)
     assert_null(b.data);
     assert_int_equal(b.len, 0);
     assert_int_equal(b.cap, 0);
-    kp_buf_free(&b); /* twice is harmless */
+    kp_buf_free(&b);                                         /* twice is harmless */
     assert_int_equal(kp_buf_append_str(&b, "again"), KP_OK); /* reusable */
     assert_buf(&b, "again");
     kp_buf_free(&b);

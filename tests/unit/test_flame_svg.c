@@ -24,9 +24,9 @@ static kp_folded *folded_of(const char *const *lines, size_t n)
     for (size_t i = 0; i < n; i++) {
         const char *space = strrchr(lines[i], ' ');
         assert_non_null(space);
-        assert_int_equal(kp_folded_add(f, lines[i], (size_t)(space - lines[i]),
-                                       strtoull(space + 1, NULL, 10)),
-                         KP_OK);
+        assert_int_equal(
+            kp_folded_add(f, lines[i], (size_t)(space - lines[i]), strtoull(space + 1, NULL, 10)),
+            KP_OK);
     }
     return f;
 }
@@ -65,8 +65,8 @@ static char *boxes(const char *svg)
         const char *rest = strstr(n_end, "data-d=");
         assert_int_equal(
             sscanf(rest, "data-d=\"%llu\" data-x=\"%llu\" data-w=\"%llu\"", &d, &x, &w), 3);
-        len += (size_t)snprintf(out + len, cap - len, "%.*s %llu %llu %llu\n",
-                                (int)(n_end - n), n, d, x, w);
+        len += (size_t)snprintf(out + len, cap - len, "%.*s %llu %llu %llu\n", (int)(n_end - n), n,
+                                d, x, w);
     }
     return out;
 }
@@ -294,10 +294,10 @@ static void test_disk_full(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_boxes),          cmocka_unit_test(test_rows),
-        cmocka_unit_test(test_options),        cmocka_unit_test(test_narrow_boxes_left_out),
-        cmocka_unit_test(test_escaping),       cmocka_unit_test(test_labels),
-        cmocka_unit_test(test_errors),         cmocka_unit_test(test_out_of_memory),
+        cmocka_unit_test(test_boxes),     cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_options),   cmocka_unit_test(test_narrow_boxes_left_out),
+        cmocka_unit_test(test_escaping),  cmocka_unit_test(test_labels),
+        cmocka_unit_test(test_errors),    cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_disk_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -78,7 +78,7 @@ static void test_sorted_bytewise(void **state)
 {
     (void)state;
     kp_folded *f = create();
-    static const char *const order[] = {"b", "\xc3\xa9t\xc3\xa9", "a;b", "a", "B", "a~",
+    static const char *const order[] = {"b",     "\xc3\xa9t\xc3\xa9", "a;b", "a", "B", "a~",
                                         "a;b;c", "<0.1.0>;sleep"};
     for (size_t i = 0; i < sizeof order / sizeof *order; i++)
         add(f, order[i], i + 1);
@@ -134,8 +134,7 @@ static void tables_init(tables *t)
     kp_mfa m1 = {"erlang", 6, "++", 2, 2, 0}, m2 = {"my_mod", 6, "loop", 4, 1, 0};
     uint32_t ids[4];
     assert_int_equal(kp_frames_intern_pseudo(t->frames, "running", 7, "status", &ids[0]), KP_OK);
-    assert_int_equal(kp_frames_intern_pseudo(t->frames, "<0.123.0>", 9, "process", &ids[1]),
-                     KP_OK);
+    assert_int_equal(kp_frames_intern_pseudo(t->frames, "<0.123.0>", 9, "process", &ids[1]), KP_OK);
     assert_int_equal(kp_frames_intern_mfa(t->frames, &m1, &ids[2]), KP_OK);
     assert_int_equal(kp_frames_intern_mfa(t->frames, &m2, &ids[3]), KP_OK);
     assert_int_equal(kp_stacks_intern(t->stacks, ids, 4, &t->full), KP_OK);
@@ -165,9 +164,9 @@ static void test_add_stack_with_and_without_root(void **state)
     /* no frame at all, or a stack id out of range: nothing is added */
     assert_int_equal(kp_folded_add_stack(f, t.frames, t.stacks, t.empty, NULL, 1), KP_ERR_INVAL);
     assert_int_equal(kp_folded_add_stack(f, t.frames, t.stacks, t.empty, "", 1), KP_ERR_INVAL);
-    assert_int_equal(kp_folded_add_stack(f, t.frames, t.stacks, kp_stacks_count(t.stacks),
-                                         "beam.smp", 1),
-                     KP_ERR_INVAL);
+    assert_int_equal(
+        kp_folded_add_stack(f, t.frames, t.stacks, kp_stacks_count(t.stacks), "beam.smp", 1),
+        KP_ERR_INVAL);
     assert_int_equal(kp_folded_lines(f), 3);
     assert_int_equal(kp_folded_total(f), 24);
     kp_folded_free(f);
@@ -188,8 +187,7 @@ static void test_same_lines_as_folding_the_perf_file(void **state)
     assert_int_equal(kp_frames_intern_pseudo(t.frames, "", 0, "status", &ids[2]), KP_OK);
     assert_int_equal(kp_stacks_intern(t.stacks, ids, 3, &other), KP_OK);
     kp_perf_writer *w;
-    assert_int_equal(kp_perf_writer_create("beam.smp", "cpu-clock", t.frames, t.stacks, &w),
-                     KP_OK);
+    assert_int_equal(kp_perf_writer_create("beam.smp", "cpu-clock", t.frames, t.stacks, &w), KP_OK);
     kp_folded *direct = create(), *via_perf = create();
     kp_buf text = KP_BUF_INIT;
     const uint32_t order[] = {t.full, other, t.empty, t.full, other, t.full};

@@ -19,7 +19,10 @@ typedef struct {
     const char *why; /* a fragment of the expected description */
 } bad_case;
 
-#define CASE(lit, why) {lit, sizeof(lit) - 1, why}
+#define CASE(lit, why)            \
+    {                             \
+        lit, sizeof(lit) - 1, why \
+    }
 
 /* ---- perf-script ---- */
 
@@ -59,9 +62,9 @@ static const bad_case bad_perf[] = {
     CASE(FRAME("\t1 m:f\0/1 (m.beam)"), "control byte"),
     CASE("#\x01\n" S1 S2, "control byte"),
     CASE(FRAME("\t1 m:f\xff/1 (m.beam)"), "UTF-8"),
-    CASE(FRAME("\t1 m:f\xc0\xaf/1 (m.beam)"), "UTF-8"), /* overlong */
+    CASE(FRAME("\t1 m:f\xc0\xaf/1 (m.beam)"), "UTF-8"),     /* overlong */
     CASE(FRAME("\t1 m:f\xed\xa0\x80/1 (m.beam)"), "UTF-8"), /* surrogate */
-    CASE(FRAME("\t1 m:f\xe2\x82/1 (m.beam)"), "UTF-8"), /* truncated */
+    CASE(FRAME("\t1 m:f\xe2\x82/1 (m.beam)"), "UTF-8"),     /* truncated */
     CASE("#c\n\n" S1 S2, "first non-# line is empty"),
     CASE("#include <x.h>\n" S1 S2, "#include"),
     CASE("#!/bin/sh\n" S1 S2, "#!"),
@@ -237,8 +240,8 @@ static void test_file_names(void **state)
     char why[256];
     assert_int_equal(kp_check_file_name("samples-000001.perf.gz", why, sizeof why), 0);
     assert_int_equal(kp_check_file_name("A_b,c%2B+d:e@f-1.folded", why, sizeof why), 0);
-    static const char *const bad[] = {"a~b", "a^b", "a\\b", "a`b", "a{b", "a|b", "a}b",
-                                      "a]b", "a[b", "a b", "a\tb", "dir/a", "caf\xc3\xa9"};
+    static const char *const bad[] = {"a~b", "a^b", "a\\b", "a`b",  "a{b",   "a|b",        "a}b",
+                                      "a]b", "a[b", "a b",  "a\tb", "dir/a", "caf\xc3\xa9"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         if (kp_check_file_name(bad[i], why, sizeof why) == 0)
             fail_msg("bad file name \"%s\" accepted", bad[i]);

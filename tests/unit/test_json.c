@@ -52,14 +52,14 @@ static void test_string_utf8(void **state)
                  "\"\xe0\xa0\x80\xe2\x82\xac\xed\x9f\xbf\xef\xbf\xbf\"");
     CHECK_STRING("\xf0\x90\x80\x80\xf4\x8f\xbf\xbf", "\"\xf0\x90\x80\x80\xf4\x8f\xbf\xbf\"");
     /* one \ufffd per byte that is not part of a valid sequence */
-    CHECK_STRING("a\x80z", "\"a\\ufffdz\"");                   /* stray continuation */
-    CHECK_STRING("\xc0\xaf", "\"\\ufffd\\ufffd\"");            /* overlong '/' */
-    CHECK_STRING("\xe0\x9f\xbf", "\"\\ufffd\\ufffd\\ufffd\""); /* overlong 3 bytes */
-    CHECK_STRING("\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\""); /* surrogate */
+    CHECK_STRING("a\x80z", "\"a\\ufffdz\"");                              /* stray continuation */
+    CHECK_STRING("\xc0\xaf", "\"\\ufffd\\ufffd\"");                       /* overlong '/' */
+    CHECK_STRING("\xe0\x9f\xbf", "\"\\ufffd\\ufffd\\ufffd\"");            /* overlong 3 bytes */
+    CHECK_STRING("\xed\xa0\x80", "\"\\ufffd\\ufffd\\ufffd\"");            /* surrogate */
     CHECK_STRING("\xf4\x90\x80\x80", "\"\\ufffd\\ufffd\\ufffd\\ufffd\""); /* > U+10FFFF */
     CHECK_STRING("\xf5\xff", "\"\\ufffd\\ufffd\"");
-    CHECK_STRING("\xe2\x82", "\"\\ufffd\\ufffd\"");            /* truncated at the end */
-    CHECK_STRING("\xe2\x82x", "\"\\ufffd\\ufffdx\"");          /* truncated in the middle */
+    CHECK_STRING("\xe2\x82", "\"\\ufffd\\ufffd\"");   /* truncated at the end */
+    CHECK_STRING("\xe2\x82x", "\"\\ufffd\\ufffdx\""); /* truncated in the middle */
     CHECK_STRING("\xe2\x82\xc3\xa9", "\"\\ufffd\\ufffd\xc3\xa9\"");
 }
 
@@ -144,10 +144,8 @@ static void test_out_of_memory(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_string_escapes),
-        cmocka_unit_test(test_string_utf8),
-        cmocka_unit_test(test_string_appends),
-        cmocka_unit_test(test_double),
+        cmocka_unit_test(test_string_escapes), cmocka_unit_test(test_string_utf8),
+        cmocka_unit_test(test_string_appends), cmocka_unit_test(test_double),
         cmocka_unit_test(test_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,9 +44,8 @@ static const char own_in[] =
     "\t1 <0.123.0> (process)\n"
     "\t2 running (status)\n"
     "\n";
-static const char own_want[] =
-    "beam.smp;running;<0.123.0>;my_mod:loop/1;my_mod:collect/1 2\n"
-    "beam.smp;waiting;<0.124.0>;my_mod:loop/1 1\n";
+static const char own_want[] = "beam.smp;running;<0.123.0>;my_mod:loop/1;my_mod:collect/1 2\n"
+                               "beam.smp;waiting;<0.124.0>;my_mod:loop/1 1\n";
 /* perf_script */
 static const char perf_script_in[] =
     "# ========\n"
@@ -76,163 +75,150 @@ static const char perf_script_want[] =
     "V8_WorkerThread;native_safe_halt 250000\n"
     "beam.smp;[libc.so.6];erts_schedule;$my_mod:loop/1 500000\n";
 /* periods */
-static const char periods_in[] =
-    "comm 1 1.000001: cycles:\n"
-    "\t1 absent (m)\n"
-    "\n"
-    "comm 1 1.000002: 0 cycles:\n"
-    "\t1 zero (m)\n"
-    "\n"
-    "comm 1 1.000003: 00 cycles:\n"
-    "\t1 double_zero (m)\n"
-    "\n"
-    "comm 1 1.000004: 007 cycles:\n"
-    "\t1 leading_zeros (m)\n"
-    "\n"
-    "comm 1 1.000005: 5 cycles:\tmetric_x: 1, 2\n"
-    "\t1 metrics_after_event (m)\n"
-    "\n"
-    "comm 1 1.000006:5 cycles:\n"
-    "\t1 no_space (m)\n"
-    "\n"
-    "comm 1 1.000007: 3 cycles:  \n"
-    "\t1 trailing_space (m)\n"
-    "\n"
-    "comm 1 1.000008: 3 4 cycles:\n"
-    "\t1 two_numbers (m)\n"
-    "\n"
-    "comm 1 1.000009: 4294967296 cycles:\n"
-    "\t1 over_32_bits (m)\n"
-    "\n";
-static const char periods_want[] =
-    "comm;absent 1\n"
-    "comm;double_zero 0\n"
-    "comm;leading_zeros 7\n"
-    "comm;metrics_after_event 1\n"
-    "comm;no_space 5\n"
-    "comm;over_32_bits 4294967296\n"
-    "comm;trailing_space 3\n"
-    "comm;two_numbers 1\n"
-    "comm;zero 1\n";
+static const char periods_in[] = "comm 1 1.000001: cycles:\n"
+                                 "\t1 absent (m)\n"
+                                 "\n"
+                                 "comm 1 1.000002: 0 cycles:\n"
+                                 "\t1 zero (m)\n"
+                                 "\n"
+                                 "comm 1 1.000003: 00 cycles:\n"
+                                 "\t1 double_zero (m)\n"
+                                 "\n"
+                                 "comm 1 1.000004: 007 cycles:\n"
+                                 "\t1 leading_zeros (m)\n"
+                                 "\n"
+                                 "comm 1 1.000005: 5 cycles:\tmetric_x: 1, 2\n"
+                                 "\t1 metrics_after_event (m)\n"
+                                 "\n"
+                                 "comm 1 1.000006:5 cycles:\n"
+                                 "\t1 no_space (m)\n"
+                                 "\n"
+                                 "comm 1 1.000007: 3 cycles:  \n"
+                                 "\t1 trailing_space (m)\n"
+                                 "\n"
+                                 "comm 1 1.000008: 3 4 cycles:\n"
+                                 "\t1 two_numbers (m)\n"
+                                 "\n"
+                                 "comm 1 1.000009: 4294967296 cycles:\n"
+                                 "\t1 over_32_bits (m)\n"
+                                 "\n";
+static const char periods_want[] = "comm;absent 1\n"
+                                   "comm;double_zero 0\n"
+                                   "comm;leading_zeros 7\n"
+                                   "comm;metrics_after_event 1\n"
+                                   "comm;no_space 5\n"
+                                   "comm;over_32_bits 4294967296\n"
+                                   "comm;trailing_space 3\n"
+                                   "comm;two_numbers 1\n"
+                                   "comm;zero 1\n";
 /* events */
-static const char events_in[] =
-    "comm 1 1.000001: 10 cycles:\n"
-    "\t1 first (m)\n"
-    "\n"
-    "comm 1 1.000002: 20 instructions:\n"
-    "\t1 other_event (m)\n"
-    "\n"
-    "comm 1 1.000003: 30 cycles:ppp:\n"
-    "\t1 modified_event (m)\n"
-    "\n"
-    "comm 1 1.000004: 40 cycles:\tmetric_x: 1, 2\n"
-    "\t1 no_event_match (m)\n"
-    "\n"
-    "comm 1 1.000005: 50 cycles:\n"
-    "\t1 first (m)\n"
-    "\n";
-static const char events_want[] =
-    "comm;first 60\n"
-    "comm;no_event_match 1\n";
+static const char events_in[] = "comm 1 1.000001: 10 cycles:\n"
+                                "\t1 first (m)\n"
+                                "\n"
+                                "comm 1 1.000002: 20 instructions:\n"
+                                "\t1 other_event (m)\n"
+                                "\n"
+                                "comm 1 1.000003: 30 cycles:ppp:\n"
+                                "\t1 modified_event (m)\n"
+                                "\n"
+                                "comm 1 1.000004: 40 cycles:\tmetric_x: 1, 2\n"
+                                "\t1 no_event_match (m)\n"
+                                "\n"
+                                "comm 1 1.000005: 50 cycles:\n"
+                                "\t1 first (m)\n"
+                                "\n";
+static const char events_want[] = "comm;first 60\n"
+                                  "comm;no_event_match 1\n";
 /* symbols */
-static const char symbols_in[] =
-    "comm 1 1.0: 1 ev:\n"
-    "\t1 plain+0x1e (m)\n"
-    "\t2 upper+0x1E (m)\n"
-    "\t3 bare+0x (m)\n"
-    "\t4 twice+0x1e+0x2f (m)\n"
-    "\t5 a+b (m)\n"
-    "\t6 in->lined->deep (m)\n"
-    "\t7 pre->x_[i] (m)\n"
-    "\t8 ->lead (m)\n"
-    "\t9 trail-> (m)\n"
-    "\ta a->->b (m)\n"
-    "\tb -> (m)\n"
-    "\tc [unknown] (/usr/lib/x86_64-linux-gnu/libc.so.6)\n"
-    "\td [unknown] ([unknown])\n"
-    "\te [unknown]+0x12 (/x/y.so)\n"
-    "\tf f->[unknown] (/lib/z.so)\n"
-    "\t10 a;b;c (m)\n"
-    "\t11 foo(int, char) (m)\n"
-    "\t12 ns::(anonymous namespace)::f(int) (m)\n"
-    "\t13 net/http.(*Client).Do (m)\n"
-    "\t14 erlang:'++'/2 (m)\n"
-    "\t15 say\"hi\" (m)\n"
-    "\t16 (skipped) (m)\n"
-    "\t17 +0x10 (m)\n"
-    "\t18 [unknown] (/lib/libfoo.so (deleted))\n"
-    "\n";
+static const char symbols_in[] = "comm 1 1.0: 1 ev:\n"
+                                 "\t1 plain+0x1e (m)\n"
+                                 "\t2 upper+0x1E (m)\n"
+                                 "\t3 bare+0x (m)\n"
+                                 "\t4 twice+0x1e+0x2f (m)\n"
+                                 "\t5 a+b (m)\n"
+                                 "\t6 in->lined->deep (m)\n"
+                                 "\t7 pre->x_[i] (m)\n"
+                                 "\t8 ->lead (m)\n"
+                                 "\t9 trail-> (m)\n"
+                                 "\ta a->->b (m)\n"
+                                 "\tb -> (m)\n"
+                                 "\tc [unknown] (/usr/lib/x86_64-linux-gnu/libc.so.6)\n"
+                                 "\td [unknown] ([unknown])\n"
+                                 "\te [unknown]+0x12 (/x/y.so)\n"
+                                 "\tf f->[unknown] (/lib/z.so)\n"
+                                 "\t10 a;b;c (m)\n"
+                                 "\t11 foo(int, char) (m)\n"
+                                 "\t12 ns::(anonymous namespace)::f(int) (m)\n"
+                                 "\t13 net/http.(*Client).Do (m)\n"
+                                 "\t14 erlang:'++'/2 (m)\n"
+                                 "\t15 say\"hi\" (m)\n"
+                                 "\t16 (skipped) (m)\n"
+                                 "\t17 +0x10 (m)\n"
+                                 "\t18 [unknown] (/lib/libfoo.so (deleted))\n"
+                                 "\n";
 static const char symbols_want[] =
     "comm;[unknown] ;sayhi;erlang:++/2;net/http.(*Client).Do;ns::(anonymous namespace)::f;foo;a:b:c;f;[z.so]_[i];[y.so];[unknown];[libc.so.6];a;_[i];b_[i];trail;;lead_[i];pre;x_[i];in;lined_[i];deep_[i];a+b;twice+0x1e;bare+0x;upper+0x1E;plain 1\n";
 /* frames */
-static const char frames_in[] =
-    "\t1 before_any_header (m)\n"
-    "\n"
-    "comm 1 1.0: 1 ev:\n"
-    "\t1 foo bar (baz) (mod)\n"
-    "\t2 f (a (b))\n"
-    "\t7f12 (mod)\n"
-    "\t3 g () (m)\n"
-    "\t4  spaced  (m)\n"
-    "\t5 h (m) trailing\n"
-    "5 no_indent (m)\n"
-    "\t6 no_module\n"
-    "\n"
-    "comm 1 1.1: 1 ev:\n"
-    "\n"
-    "comm 1 1.2: 1 ev:\n"
-    "\t1 one (m)\n"
-    "comm 1 1.3: 2 ev:\n"
-    "\t1 two (m)\n"
-    "\n"
-    "comm 1 1.4: 1 ev:\n"
-    "\t1 dropped (m)";
-static const char frames_want[] =
-    "comm 1\n"
-    "comm;no_indent;h;spaced ;g ;2;f ;foo bar  1\n"
-    "comm;two;one 2\n";
+static const char frames_in[] = "\t1 before_any_header (m)\n"
+                                "\n"
+                                "comm 1 1.0: 1 ev:\n"
+                                "\t1 foo bar (baz) (mod)\n"
+                                "\t2 f (a (b))\n"
+                                "\t7f12 (mod)\n"
+                                "\t3 g () (m)\n"
+                                "\t4  spaced  (m)\n"
+                                "\t5 h (m) trailing\n"
+                                "5 no_indent (m)\n"
+                                "\t6 no_module\n"
+                                "\n"
+                                "comm 1 1.1: 1 ev:\n"
+                                "\n"
+                                "comm 1 1.2: 1 ev:\n"
+                                "\t1 one (m)\n"
+                                "comm 1 1.3: 2 ev:\n"
+                                "\t1 two (m)\n"
+                                "\n"
+                                "comm 1 1.4: 1 ev:\n"
+                                "\t1 dropped (m)";
+static const char frames_want[] = "comm 1\n"
+                                  "comm;no_indent;h;spaced ;g ;2;f ;foo bar  1\n"
+                                  "comm;two;one 2\n";
 /* malformed */
-static const char malformed_in[] =
-    "comm 1 1.0: 1 ev:\n"
-    "\t1 a (m)\n"
-    "garbage\n"
-    "   \n"
-    "\n"
-    "\r\n"
-    "comm 1 1.1: 1 ev:\n"
-    "\t1 b (m)\n"
-    "x\n"
-    "\n";
-static const char malformed_want[] =
-    "comm;a 1\n"
-    "comm;b 1\n";
+static const char malformed_in[] = "comm 1 1.0: 1 ev:\n"
+                                   "\t1 a (m)\n"
+                                   "garbage\n"
+                                   "   \n"
+                                   "\n"
+                                   "\r\n"
+                                   "comm 1 1.1: 1 ev:\n"
+                                   "\t1 b (m)\n"
+                                   "x\n"
+                                   "\n";
+static const char malformed_want[] = "comm;a 1\n"
+                                     "comm;b 1\n";
 /* crlf */
-static const char crlf_in[] =
-    "comm 1 1.0: 1 ev:\r\n"
-    "\t1 a (m)\r\n"
-    "\r\n"
-    "comm 1 1.1: 1 ev:\r\n"
-    "\t1 b (m)\r\n"
-    "\r\n";
-static const char crlf_want[] =
-    "";
+static const char crlf_in[] = "comm 1 1.0: 1 ev:\r\n"
+                              "\t1 a (m)\r\n"
+                              "\r\n"
+                              "comm 1 1.1: 1 ev:\r\n"
+                              "\t1 b (m)\r\n"
+                              "\r\n";
+static const char crlf_want[] = "";
 /* java */
-static const char java_in[] =
-    "java 1 1.0: 1 ev:\n"
-    "\t1 Lorg/a/B;.c (m)\n"
-    "\t2 LNoSlash;.x (m)\n"
-    "\t3 \"Lq/x\" (m)\n"
-    "\n"
-    "javac 1 1.1: 1 ev:\n"
-    "\t1 Lp/Q (m)\n"
-    "\n"
-    "myjava 1 1.2: 1 ev:\n"
-    "\t1 Lp/Q (m)\n"
-    "\n";
-static const char java_want[] =
-    "java;q/x;LNoSlash:.x;org/a/B:.c 1\n"
-    "javac;p/Q 1\n"
-    "myjava;Lp/Q 1\n";
+static const char java_in[] = "java 1 1.0: 1 ev:\n"
+                              "\t1 Lorg/a/B;.c (m)\n"
+                              "\t2 LNoSlash;.x (m)\n"
+                              "\t3 \"Lq/x\" (m)\n"
+                              "\n"
+                              "javac 1 1.1: 1 ev:\n"
+                              "\t1 Lp/Q (m)\n"
+                              "\n"
+                              "myjava 1 1.2: 1 ev:\n"
+                              "\t1 Lp/Q (m)\n"
+                              "\n";
+static const char java_want[] = "java;q/x;LNoSlash:.x;org/a/B:.c 1\n"
+                                "javac;p/Q 1\n"
+                                "myjava;Lp/Q 1\n";
 
 /* ---- helpers ---- */
 
@@ -405,8 +391,9 @@ static void log_metrics(const kp_perf_sample *s, void *ctx)
 {
     metric_log *log = ctx;
     assert_true(log->n < 8);
-    int len = snprintf(log->text[log->n], 128, "line %llu period %llu:",
-                       (unsigned long long)s->header_line, (unsigned long long)s->period);
+    int len = snprintf(log->text[log->n], 128,
+                       "line %llu period %llu:", (unsigned long long)s->header_line,
+                       (unsigned long long)s->period);
     for (size_t i = 0; i < s->n_metrics; i++)
         len += snprintf(log->text[log->n] + len, 128 - (size_t)len, " %.*s=%lld/%lld",
                         (int)s->metrics[i].name_len, s->metrics[i].name,

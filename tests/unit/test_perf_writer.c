@@ -18,7 +18,8 @@
 typedef struct {
     kp_frames *frames;
     kp_stacks *stacks;
-    uint32_t stack; /* running;<0.123.0>;proc_lib:init_p_do_apply/3;my_mod:loop/1;my_mod:collect/1 */
+    uint32_t
+        stack; /* running;<0.123.0>;proc_lib:init_p_do_apply/3;my_mod:loop/1;my_mod:collect/1 */
     uint32_t empty; /* no frame at all */
     kp_perf_writer *w;
     kp_buf out;
@@ -47,11 +48,10 @@ static int setup(void **state)
     fx->stacks = kp_stacks_create();
     assert_non_null(fx->frames);
     assert_non_null(fx->stacks);
-    uint32_t ids[5] = {pseudo(fx->frames, "running", "status"),
-                       pseudo(fx->frames, "<0.123.0>", "process"),
-                       mfa(fx->frames, "proc_lib", "init_p_do_apply", 3),
-                       mfa(fx->frames, "my_mod", "loop", 1),
-                       mfa(fx->frames, "my_mod", "collect", 1)};
+    uint32_t ids[5] = {
+        pseudo(fx->frames, "running", "status"), pseudo(fx->frames, "<0.123.0>", "process"),
+        mfa(fx->frames, "proc_lib", "init_p_do_apply", 3), mfa(fx->frames, "my_mod", "loop", 1),
+        mfa(fx->frames, "my_mod", "collect", 1)};
     assert_int_equal(kp_stacks_intern(fx->stacks, ids, 5, &fx->stack), KP_OK);
     assert_int_equal(kp_stacks_intern(fx->stacks, NULL, 0, &fx->empty), KP_OK);
     assert_int_equal(kp_perf_writer_create("beam.smp", "cpu-clock", fx->frames, fx->stacks, &fx->w),
@@ -108,17 +108,18 @@ static void test_golden(void **state)
     kp_perf_record r2 = {4242, 130, 0, 1700000000022345u, 1, m2, 2, fx->empty};
     assert_int_equal(kp_perf_writer_format(fx->w, &r1, &fx->out), KP_OK);
     assert_int_equal(kp_perf_writer_format(fx->w, &r2, &fx->out), KP_OK);
-    assert_text(&fx->out,
-                "beam.smp 4242/123 [001] 1700000000.012345: 1 cpu-clock:\tmetric_reductions: 81234, 2001\n"
-                "\t4 my_mod:collect/1 (my_mod.beam)\n"
-                "\t3 my_mod:loop/1 (my_mod.beam)\n"
-                "\t2 proc_lib:init_p_do_apply/3 (proc_lib.beam)\n"
-                "\t1 <0.123.0> (process)\n"
-                "\t0 running (status)\n"
-                "\n"
-                "beam.smp 4242/130 [000] 1700000000.022345: 1 cpu-clock:"
-                "\tmetric_reductions: 500, 0\tmetric_memory: 2048, -6144\n"
-                "\n");
+    assert_text(
+        &fx->out,
+        "beam.smp 4242/123 [001] 1700000000.012345: 1 cpu-clock:\tmetric_reductions: 81234, 2001\n"
+        "\t4 my_mod:collect/1 (my_mod.beam)\n"
+        "\t3 my_mod:loop/1 (my_mod.beam)\n"
+        "\t2 proc_lib:init_p_do_apply/3 (proc_lib.beam)\n"
+        "\t1 <0.123.0> (process)\n"
+        "\t0 running (status)\n"
+        "\n"
+        "beam.smp 4242/130 [000] 1700000000.022345: 1 cpu-clock:"
+        "\tmetric_reductions: 500, 0\tmetric_memory: 2048, -6144\n"
+        "\n");
     assert_valid_perf(&fx->out);
     assert_int_equal(kp_perf_writer_last_time(fx->w), 1700000000022345u);
 }
@@ -139,8 +140,8 @@ static void test_columns(void **state)
          "beam.smp 4294967295/4294967295 [4294967295] 0.000005: 18446744073709551615 cpu-clock:\n"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        kp_perf_record r = {cases[i].pid, cases[i].tid, cases[i].cpu, 5, cases[i].period,
-                            NULL, 0, fx->empty};
+        kp_perf_record r = {cases[i].pid, cases[i].tid, cases[i].cpu, 5, cases[i].period, NULL, 0,
+                            fx->empty};
         kp_buf_clear(&fx->out);
         assert_int_equal(kp_perf_writer_format(fx->w, &r, &fx->out), KP_OK);
         assert_true(fx->out.len == strlen(cases[i].header) + 1);
@@ -234,8 +235,8 @@ static void test_invalid_metric_or_stack_changes_nothing(void **state)
 static void test_invalid_names_rejected(void **state)
 {
     fixture *fx = *state;
-    static const char *const bad_comm[] = {"", "b", "beam2", "beam smp", "a;b", "tab\tx",
-                                           "del\x7f", "abcdefghijklmnop" /* 16 */};
+    static const char *const bad_comm[] = {"",    "b",      "beam2",   "beam smp",
+                                           "a;b", "tab\tx", "del\x7f", "abcdefghijklmnop" /* 16 */};
     static const char *const bad_event[] = {"", "cpu clock", "cpu:clock", "cpu;x", "\xc3\xa9"};
     kp_perf_writer *sentinel = (kp_perf_writer *)&sentinel, *w = sentinel;
     for (size_t i = 0; i < sizeof bad_comm / sizeof *bad_comm; i++) {
@@ -270,8 +271,7 @@ static void test_invalid_names_rejected(void **state)
 static void test_encoded_frames(void **state)
 {
     fixture *fx = *state;
-    uint32_t ids[] = {pseudo(fx->frames, "", "status"),
-                      pseudo(fx->frames, "[unknown]", "process"),
+    uint32_t ids[] = {pseudo(fx->frames, "", "status"), pseudo(fx->frames, "[unknown]", "process"),
                       mfa(fx->frames, "Elixir.My Mod", "a->b", 0),
                       mfa(fx->frames, "erlang", "++", 2),
                       mfa(fx->frames, "m", "-f/1-fun-0- 1.5: x:", 1)};
@@ -395,8 +395,8 @@ static void test_repeated_samples_same_text(void **state)
     kp_perf_record r = {4242, 123, 0, 1700000000012345u, 1, m, 2, fx->stack};
     assert_same_as_fresh(fx, &r);
     r.time_us += 10000;
-    assert_same_as_fresh(fx, &r); /* from the cache */
-    r.time_us = 1700000001000000u;  /* whole second: bumped by 1 us */
+    assert_same_as_fresh(fx, &r);  /* from the cache */
+    r.time_us = 1700000001000000u; /* whole second: bumped by 1 us */
     assert_same_as_fresh(fx, &r);
     assert_true(contains(&fx->out, "1700000001.000001:", 18));
     r.time_us = 1700000001000002u;

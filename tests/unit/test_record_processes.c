@@ -166,8 +166,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_stack_root_first_with_pseudo_frames, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_many_processes_keep_their_own_deltas, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_many_processes_keep_their_own_deltas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unchanged_repeats_previous_with_zero_deltas, setup,
                                         teardown),
     };

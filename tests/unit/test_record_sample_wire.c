@@ -19,7 +19,10 @@ typedef struct {
     char mfa[64], label[64];
 } seen;
 
-static int on_reset(void *ctx) { return ((seen *)ctx)->resets++, 0; }
+static int on_reset(void *ctx)
+{
+    return ((seen *)ctx)->resets++, 0;
+}
 
 static int on_mfa(void *ctx, uint32_t id, const char *m, const char *f, unsigned arity)
 {
@@ -147,7 +150,11 @@ static int first_sample(void *ctx, const kp_wire_sample *w)
         *out = *w;
     return 0;
 }
-static int ok_reset(void *c) { (void)c; return 0; }
+static int ok_reset(void *c)
+{
+    (void)c;
+    return 0;
+}
 static int ok_mfa(void *c, uint32_t i, const char *m, const char *f, unsigned a)
 {
     (void)c, (void)i, (void)m, (void)f, (void)a;
@@ -222,10 +229,8 @@ static void refuses_every_truncation(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(decodes_a_tick),
-        cmocka_unit_test(metrics_in_table_order),
-        cmocka_unit_test(skips_stale_replies),
-        cmocka_unit_test(refuses_a_wrong_arity),
+        cmocka_unit_test(decodes_a_tick),           cmocka_unit_test(metrics_in_table_order),
+        cmocka_unit_test(skips_stale_replies),      cmocka_unit_test(refuses_a_wrong_arity),
         cmocka_unit_test(refuses_every_truncation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -61,8 +61,8 @@ static size_t sample(char *buf, size_t cap, unsigned i, uint64_t *time_us)
                      "\t7f0000000000 my_mod:work_%u/1 (my_mod.beam)\n"
                      "\t%x <0.%u.0> (process)\n"
                      "\n",
-                     100 + i % 7, (unsigned long long)(t / 1000000), (unsigned long long)(t % 1000000),
-                     i, i % 7 + 1, 100 + i % 7);
+                     100 + i % 7, (unsigned long long)(t / 1000000),
+                     (unsigned long long)(t % 1000000), i, i % 7 + 1, 100 + i % 7);
     return (size_t)n;
 }
 
@@ -387,14 +387,14 @@ static void test_invalid_config(void **state)
         bad[i] = config(dir, KP_COMPRESS_NONE);
     bad[0].dir = NULL;
     bad[1].prefix = "";
-    bad[2].prefix = "a/b";     /* would write elsewhere */
-    bad[3].prefix = "my run";  /* space */
-    bad[4].prefix = "x~1";     /* breaks FlameScope's listing */
+    bad[2].prefix = "a/b";    /* would write elsewhere */
+    bad[3].prefix = "my run"; /* space */
+    bad[4].prefix = "x~1";    /* breaks FlameScope's listing */
     bad[5].extension = "";
     bad[6].extension = "pe/rf";
     bad[7].header = "no comment\n";
     bad[8].header = "# no newline";
-    bad[9].header = "#!/bin/sh\n";       /* libmagic: a script */
+    bad[9].header = "#!/bin/sh\n";      /* libmagic: a script */
     bad[10].header = "# ok\n\n# gap\n"; /* an empty line ends a sample */
     bad[11].header = "#include <x>\n";  /* libmagic: C source */
     for (size_t i = 0; i < 12; i++) {

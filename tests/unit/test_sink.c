@@ -305,7 +305,7 @@ static void test_disk_full(void **state)
     const char *dir = *state;
     size_t len = 1 << 20;
     char *text = make_text(len, 1);
-    long long budgets[] = {0, 1, 4095, 128 * 1024 - 1, 128 * 1024, 128 * 1024 + 1,
+    long long budgets[] = {0,      1,      4095,  128 * 1024 - 1, 128 * 1024, 128 * 1024 + 1,
                            300000, 500000, 700000};
     for (size_t k = 0; k < 3; k++)
         for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++)

@@ -130,8 +130,8 @@ static kp_status read_all(kp_source *src, bytes *lines, size_t *n_lines)
 
 /* Asserts that `input` read as a file and from memory gives exactly `want`
  * (lines joined with '\n', with a final '\n') in `want_lines` lines. */
-static void assert_reads(const char *dir, const bytes *input, kp_compression c,
-                         const char *want, size_t want_len, size_t want_lines)
+static void assert_reads(const char *dir, const bytes *input, kp_compression c, const char *want,
+                         size_t want_len, size_t want_lines)
 {
     char *path = write_file(dir, "input.any", input);
     for (int from_file = 0; from_file < 2; from_file++) {
@@ -207,8 +207,14 @@ static void test_detection_by_content(void **state)
 {
     const char *dir = *state;
     bytes b = {NULL, 0, 0};
-    append(&b, "\x1f" "abc\n", 5);
-    assert_reads(dir, &b, KP_COMPRESS_NONE, "\x1f" "abc\n", 5, 1);
+    append(&b,
+           "\x1f"
+           "abc\n",
+           5);
+    assert_reads(dir, &b, KP_COMPRESS_NONE,
+                 "\x1f"
+                 "abc\n",
+                 5, 1);
     free(b.data);
     b = (bytes){NULL, 0, 0};
     append(&b, "\x28\xb5\x2f", 3); /* three bytes of the zstd magic */

@@ -52,8 +52,8 @@ static void test_every_byte(void **state)
                 snprintf(expected, sizeof expected, "%c", (int)in);
             char *got = encode_with(enc, &in, 1);
             if (strcmp(got, expected) != 0)
-                fail_msg("%s byte 0x%02x: got \"%s\", want \"%s\"", module ? "module" : "symbol",
-                         c, got, expected);
+                fail_msg("%s byte 0x%02x: got \"%s\", want \"%s\"", module ? "module" : "symbol", c,
+                         got, expected);
             kp_free(got);
         }
     }
@@ -178,8 +178,7 @@ static void test_out_of_memory(void **state)
             long n = 0;
             for (;; n++) {
                 kp_fault_alloc_after(n);
-                st = (module ? kp_module_encode : kp_symbol_encode)(&b, texts[i],
-                                                                    strlen(texts[i]));
+                st = (module ? kp_module_encode : kp_symbol_encode)(&b, texts[i], strlen(texts[i]));
                 kp_fault_alloc_reset();
                 if (st == KP_OK)
                     break;

@@ -182,8 +182,13 @@ static void test_json_lines(void **state)
     record(s, 0, put, 101, 1);
     record(s, 1, put, 150, 1);
     record(s, 1, get, 7, 1);
-    kp_tier_counters c = {.requests = 2, .events = 8, .dropped_events = 1, .pauses = 1,
-                          .paused_ms = 40, .rearms = 1, .unattributed_events = 3,
+    kp_tier_counters c = {.requests = 2,
+                          .events = 8,
+                          .dropped_events = 1,
+                          .pauses = 1,
+                          .paused_ms = 40,
+                          .rearms = 1,
+                          .unattributed_events = 3,
                           .cut_requests = 1};
     kp_tier_stats_set_counters(s, &c);
     const char *head = "{\"time\":\"2024-05-01T12:00:00Z\",\"node\":\"app@host\",\"scope\":"
@@ -266,8 +271,7 @@ static kp_tier_stats *table_data(void)
     return s;
 }
 
-static void assert_table(kp_tier_stats *s, kp_tier_scope scope, kp_tier_stat stat,
-                         const char *want)
+static void assert_table(kp_tier_stats *s, kp_tier_scope scope, kp_tier_stat stat, const char *want)
 {
     kp_buf b = KP_BUF_INIT;
     assert_int_equal(kp_tier_stats_table(s, scope, stat, &b), KP_OK);

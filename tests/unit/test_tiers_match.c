@@ -28,9 +28,11 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     const char *names[] = {"a", "b"};
     f->stats = kp_tier_stats_create(names, 2, 16);
-    kp_tier_fn fns[N_FNS] = {
-        {KP_TIER_FN_TIER, 0, "a"}, {KP_TIER_FN_TIER, 1, "b"}, {KP_TIER_FN_ENTRY, 0, "entry"},
-        {KP_TIER_FN_BEGIN, 0, "begin"}, {KP_TIER_FN_END, 0, "end"}};
+    kp_tier_fn fns[N_FNS] = {{KP_TIER_FN_TIER, 0, "a"},
+                             {KP_TIER_FN_TIER, 1, "b"},
+                             {KP_TIER_FN_ENTRY, 0, "entry"},
+                             {KP_TIER_FN_BEGIN, 0, "begin"},
+                             {KP_TIER_FN_END, 0, "end"}};
     kp_tier_match_limits lim = kp_tier_match_default_limits();
     lim.max_requests = 4;
     f->m = kp_tier_match_create(f->stats, fns, N_FNS, &lim);
@@ -51,8 +53,13 @@ static int teardown(void **state)
 static void ev(fixture *f, kp_tier_event_kind kind, kp_tier_pid pid, size_t fn, int64_t ts,
                kp_tier_pid label, const char *identity)
 {
-    kp_tier_event e = {.kind = kind, .pid = pid, .fn = fn, .ts_ns = ts, .has_label = label != 0,
-                       .label = label, .identity = identity,
+    kp_tier_event e = {.kind = kind,
+                       .pid = pid,
+                       .fn = fn,
+                       .ts_ns = ts,
+                       .has_label = label != 0,
+                       .label = label,
+                       .identity = identity,
                        .identity_len = identity ? strlen(identity) : 0};
     assert_int_equal(kp_tier_match_event(f->m, &e), KP_OK);
 }
@@ -138,7 +145,7 @@ static void calls_outside_requests_are_unattributed(void **state)
     fixture *f = *state;
     CALL(P(5), FN_A, 1 * MS, P(9)); /* label of no open request */
     RET(P(5), FN_A, 2 * MS);
-    RET(P(6), FN_B, 3 * MS);        /* a return without its call */
+    RET(P(6), FN_B, 3 * MS); /* a return without its call */
     kp_tier_match_flush(f->m, 1);
     kp_tier_match_counters c = kp_tier_match_counts(f->m);
     assert_int_equal(c.unattributed, 2);
@@ -153,8 +160,8 @@ static void grace_waits_for_late_events(void **state)
     RET(P(1), FN_ENTRY, 5 * MS);
     kp_tier_match_flush(f->m, 0);
     assert_int_equal(cell(f, 2, "put", NULL), 0); /* not yet: within the grace */
-    RET(P(2), FN_A, 6 * MS);                       /* arrives after the entry's return */
-    CALL(P(7), FN_B, 100 * MS, 0);                 /* time moves on */
+    RET(P(2), FN_A, 6 * MS);                      /* arrives after the entry's return */
+    CALL(P(7), FN_B, 100 * MS, 0);                /* time moves on */
     kp_tier_match_flush(f->m, 0);
     uint64_t mean;
     assert_int_equal(cell(f, 2, "put", &mean), 1);
@@ -316,8 +323,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(returns_after_finalizing_are_late, setup, teardown),
         cmocka_unit_test_setup_teardown(marks_begin_and_end, setup, teardown),
         cmocka_unit_test_setup_teardown(nested_entry_stays_one_request, setup, teardown),
-        cmocka_unit_test_setup_teardown(exception_closes_and_sequential_requests_reuse_label,
-                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(exception_closes_and_sequential_requests_reuse_label, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(cut_drops_open_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(bounded_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(call_tree_indents_by_time, setup, teardown),

@@ -124,24 +124,24 @@ static void a_request_with_a_call_a_sleep_and_a_child(void **state)
 {
     fixture *f = *state;
     begin(f, 10, "T1", 0, 0);
-    ev(f, KP_TRACE_CALL, 10, "h:handle/1", 100 * US);          /* 0..100 us: root only */
-    ev(f, KP_TRACE_CALL, 10, "db:get/1", 300 * US);            /* 200 us in handle */
-    ev(f, KP_TRACE_OUT, 10, NULL, 400 * US);                   /* 100 us in get */
-    ev(f, KP_TRACE_IN, 10, NULL, 1400 * US);                   /* 1000 us asleep in get */
-    ev(f, KP_TRACE_RETURN_TO, 10, "h:handle/1", 1500 * US);    /* 100 us in get */
+    ev(f, KP_TRACE_CALL, 10, "h:handle/1", 100 * US);       /* 0..100 us: root only */
+    ev(f, KP_TRACE_CALL, 10, "db:get/1", 300 * US);         /* 200 us in handle */
+    ev(f, KP_TRACE_OUT, 10, NULL, 400 * US);                /* 100 us in get */
+    ev(f, KP_TRACE_IN, 10, NULL, 1400 * US);                /* 1000 us asleep in get */
+    ev(f, KP_TRACE_RETURN_TO, 10, "h:handle/1", 1500 * US); /* 100 us in get */
     kp_trace_event spawn;
     memset(&spawn, 0, sizeof spawn);
     spawn.kind = KP_TRACE_SPAWN;
     spawn.pid = pid(10);
     spawn.child = pid(11);
-    spawn.ts_ns = 1600 * US;                                /* 100 us in handle */
+    spawn.ts_ns = 1600 * US; /* 100 us in handle */
     assert_int_equal(kp_trace_collector_event(f->rt, &spawn), 0);
-    ev(f, KP_TRACE_IN, 11, NULL, 1700 * US);                   /* child: 100 us runnable */
+    ev(f, KP_TRACE_IN, 11, NULL, 1700 * US); /* child: 100 us runnable */
     ev(f, KP_TRACE_CALL, 11, "w:work/0", 1700 * US);
-    ev(f, KP_TRACE_GC_START, 11, NULL, 1800 * US);             /* 100 us in work */
-    ev(f, KP_TRACE_GC_END, 11, NULL, 1850 * US);               /* 50 us collecting */
-    ev(f, KP_TRACE_EXIT, 11, NULL, 1900 * US);                 /* 50 us in work */
-    end(f, 10, "T1", 2000 * US);                            /* 400 us in handle */
+    ev(f, KP_TRACE_GC_START, 11, NULL, 1800 * US); /* 100 us in work */
+    ev(f, KP_TRACE_GC_END, 11, NULL, 1850 * US);   /* 50 us collecting */
+    ev(f, KP_TRACE_EXIT, 11, NULL, 1900 * US);     /* 50 us in work */
+    end(f, 10, "T1", 2000 * US);                   /* 400 us in handle */
     assert_int_equal(f->n_written, 1);
     assert_string_equal(f->last_id, "T1");
     assert_int_equal(f->last_pids, 2);
@@ -175,10 +175,10 @@ static void loops_and_returns_below_the_start(void **state)
     begin(f, 20, "T2", 0, 0);
     /* returned below where the trace began: the stack restarts there */
     ev(f, KP_TRACE_RETURN_TO, 20, "s:loop/1", 10 * US);
-    ev(f, KP_TRACE_CALL, 20, "s:handle/1", 20 * US);   /* 10 us in loop */
-    ev(f, KP_TRACE_CALL, 20, "s:loop/1", 30 * US);     /* 10 us in handle; tail call back */
-    ev(f, KP_TRACE_CALL, 20, "s:handle/1", 40 * US);   /* 10 us in loop, not loop;handle;loop */
-    end(f, 20, "T2", 50 * US);                      /* 10 us in handle */
+    ev(f, KP_TRACE_CALL, 20, "s:handle/1", 20 * US); /* 10 us in loop */
+    ev(f, KP_TRACE_CALL, 20, "s:loop/1", 30 * US);   /* 10 us in handle; tail call back */
+    ev(f, KP_TRACE_CALL, 20, "s:handle/1", 40 * US); /* 10 us in loop, not loop;handle;loop */
+    end(f, 20, "T2", 50 * US);                       /* 10 us in handle */
     const char *text = slurp(f->written[0]);
     assert_string_equal(text, "<0.20.0> 10\n"
                               "<0.20.0>;s:loop/1 20\n"
@@ -215,11 +215,11 @@ static void adopted_calls_start_and_end_with_the_function(void **state)
     assert_int_equal(kp_trace_collector_adopt(f->rt, "kv", "request", 1, 1), 0);
     ev(f, KP_TRACE_CALL, 50, "other:fun/0", 10 * US); /* not the call: not adopted */
     assert_int_equal(kp_trace_collector_running(f->rt), 0);
-    ev(f, KP_TRACE_CALL, 50, "kv:request/1", 0);      /* the meta call event: no time */
+    ev(f, KP_TRACE_CALL, 50, "kv:request/1", 0); /* the meta call event: no time */
     assert_int_equal(kp_trace_collector_running(f->rt), 1);
     ev(f, KP_TRACE_CALL, 50, "kv:parse/1", 100 * US);
     ev(f, KP_TRACE_RETURN_TO, 50, "kv:request/1", 130 * US);
-    ev(f, KP_TRACE_CALL, 51, "kv:request/1", 0);      /* past --count 1 */
+    ev(f, KP_TRACE_CALL, 51, "kv:request/1", 0); /* past --count 1 */
     assert_int_equal(kp_trace_collector_running(f->rt), 1);
     ev(f, KP_TRACE_RETURN_FROM, 50, "kv:request/1", 0);
     assert_int_equal(kp_trace_collector_running(f->rt), 0);
@@ -231,8 +231,7 @@ static void adopted_calls_start_and_end_with_the_function(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(a_request_with_a_call_a_sleep_and_a_child, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(a_request_with_a_call_a_sleep_and_a_child, setup, teardown),
         cmocka_unit_test_setup_teardown(loops_and_returns_below_the_start, setup, teardown),
         cmocka_unit_test_setup_teardown(cut_past_max_events_with_a_marker, setup, teardown),
         cmocka_unit_test_setup_teardown(sub_microsecond_parts_count_one, setup, teardown),

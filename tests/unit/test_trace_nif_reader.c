@@ -19,11 +19,26 @@ typedef struct {
     size_t n;
 } rec;
 
-static void put(rec *r, const void *p, size_t n) { memcpy(r->b + r->n, p, n), r->n += n; }
-static void put8(rec *r, unsigned v) { r->b[r->n++] = (unsigned char)v; }
-static void put16(rec *r, uint16_t v) { put(r, &v, 2); }
-static void put32(rec *r, uint32_t v) { put(r, &v, 4); }
-static void put64(rec *r, int64_t v) { put(r, &v, 8); }
+static void put(rec *r, const void *p, size_t n)
+{
+    memcpy(r->b + r->n, p, n), r->n += n;
+}
+static void put8(rec *r, unsigned v)
+{
+    r->b[r->n++] = (unsigned char)v;
+}
+static void put16(rec *r, uint16_t v)
+{
+    put(r, &v, 2);
+}
+static void put32(rec *r, uint32_t v)
+{
+    put(r, &v, 4);
+}
+static void put64(rec *r, int64_t v)
+{
+    put(r, &v, 8);
+}
 
 static void pid_record(rec *r, uint32_t id, unsigned num)
 {

@@ -13,7 +13,10 @@ typedef struct {
     size_t cap;
 } kp_buf;
 
-#define KP_BUF_INIT {NULL, 0, 0}
+#define KP_BUF_INIT \
+    {               \
+        NULL, 0, 0  \
+    }
 
 /* Makes room for `extra` more bytes. KP_ERR_NOMEM leaves the buffer as it was. */
 kp_status kp_buf_reserve(kp_buf *buf, size_t extra);

@@ -30,9 +30,8 @@ kp_status kp_folded_add(kp_folded *folded, const char *stack, size_t len, uint64
 
 /* Adds `weight` to interned stack `stack_id`: its frames' symbols joined with
  * ';', after `root` (e.g. "beam.smp"; NULL or "" for none). */
-kp_status kp_folded_add_stack(kp_folded *folded, const kp_frames *frames,
-                              const kp_stacks *stacks, uint32_t stack_id, const char *root,
-                              uint64_t weight);
+kp_status kp_folded_add_stack(kp_folded *folded, const kp_frames *frames, const kp_stacks *stacks,
+                              uint32_t stack_id, const char *root, uint64_t weight);
 
 /* Number of distinct stacks with a non-zero weight, and the sum of weights
  * (saturating). */

@@ -44,8 +44,8 @@ kp_status kp_frames_intern_mfa(kp_frames *frames, const kp_mfa *mfa, uint32_t *i
 /* Interns a pseudo-frame whose symbol is `text` (encoded) and whose module
  * column is `kind` (a short word such as "process" or "status", encoded).
  * A pseudo-frame never equals a function frame. */
-kp_status kp_frames_intern_pseudo(kp_frames *frames, const char *text, size_t len,
-                                  const char *kind, uint32_t *id);
+kp_status kp_frames_intern_pseudo(kp_frames *frames, const char *text, size_t len, const char *kind,
+                                  uint32_t *id);
 
 uint32_t kp_frames_count(const kp_frames *frames);
 /* The encoded symbol of frame `id` (< count) and its length; valid until the

@@ -37,7 +37,7 @@ typedef struct {
 typedef struct {
     const char *stack; /* folded form, root first: "comm;f1;f2" (not NUL-terminated) */
     size_t stack_len;
-    uint64_t period; /* the count stackcollapse-perf.pl would add */
+    uint64_t period;               /* the count stackcollapse-perf.pl would add */
     const kp_perf_metric *metrics; /* from the header line, in file order */
     size_t n_metrics;
     uint64_t header_line; /* 1-based line number of the sample's header */
@@ -45,10 +45,10 @@ typedef struct {
 
 typedef struct {
     uint64_t lines;
-    uint64_t samples;          /* samples returned */
-    uint64_t skipped_events;   /* headers skipped for another event name */
-    uint64_t malformed;        /* unrecognised lines */
-    uint64_t first_malformed;  /* line number of the first, 0 if none */
+    uint64_t samples;         /* samples returned */
+    uint64_t skipped_events;  /* headers skipped for another event name */
+    uint64_t malformed;       /* unrecognised lines */
+    uint64_t first_malformed; /* line number of the first, 0 if none */
 } kp_perf_reader_stats;
 
 typedef struct kp_perf_reader kp_perf_reader;

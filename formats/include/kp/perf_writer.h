@@ -60,8 +60,7 @@ void kp_perf_writer_free(kp_perf_writer *writer);
  * whole second is written one microsecond later, because FlameScope fails on
  * a last sample at "x.000000". Returns KP_OK, KP_ERR_INVAL (bad metric name or
  * stack id; `out` unchanged) or KP_ERR_NOMEM (`out` unchanged). */
-kp_status kp_perf_writer_format(kp_perf_writer *writer, const kp_perf_record *record,
-                                kp_buf *out);
+kp_status kp_perf_writer_format(kp_perf_writer *writer, const kp_perf_record *record, kp_buf *out);
 
 /* The timestamp (microseconds) that the last formatted sample carries. */
 uint64_t kp_perf_writer_last_time(const kp_perf_writer *writer);

@@ -28,21 +28,21 @@ typedef struct {
     const char *prefix;    /* [A-Za-z0-9._,%+:@-]+, e.g. "samples" */
     const char *extension; /* e.g. "perf" (no dot) */
     kp_compression compression;
-    int level;              /* 0 = library default */
-    uint64_t rotate_bytes;  /* 0 = no size limit; compressed segments are
+    int level;             /* 0 = library default */
+    uint64_t rotate_bytes; /* 0 = no size limit; compressed segments are
                                measured by compressed bytes flushed so far, so
                                they may exceed it by the compressor's buffer */
-    uint64_t rotate_us;     /* 0 = no time limit; measured on sample times */
-    unsigned keep;          /* 0 = keep every segment */
-    const char *header;     /* written first in every segment; NULL for none */
+    uint64_t rotate_us;    /* 0 = no time limit; measured on sample times */
+    unsigned keep;         /* 0 = keep every segment */
+    const char *header;    /* written first in every segment; NULL for none */
 } kp_segment_config;
 
 typedef struct {
-    uint64_t samples;        /* samples accepted */
-    uint64_t segments;       /* segments completed and renamed */
-    uint64_t removed;        /* old segments deleted for `keep` */
-    uint64_t bytes;          /* uncompressed bytes in completed segments */
-    uint64_t dropped;        /* samples lost: a recording of a single sample */
+    uint64_t samples;  /* samples accepted */
+    uint64_t segments; /* segments completed and renamed */
+    uint64_t removed;  /* old segments deleted for `keep` */
+    uint64_t bytes;    /* uncompressed bytes in completed segments */
+    uint64_t dropped;  /* samples lost: a recording of a single sample */
 } kp_segment_stats;
 
 typedef struct kp_segment_writer kp_segment_writer;

@@ -34,8 +34,7 @@ typedef struct kp_sink kp_sink;
 /* Opens a sink that will become `path` on commit. `level` 0 picks the
  * fast default: gzip level 1, zstd level 3. Returns KP_OK, KP_ERR_IO (errno set: directory
  * missing or not writable...), KP_ERR_NOMEM or KP_ERR_COMPRESS. */
-kp_status kp_sink_open_file(const char *path, kp_compression compression, int level,
-                            kp_sink **out);
+kp_status kp_sink_open_file(const char *path, kp_compression compression, int level, kp_sink **out);
 
 /* Opens a sink on an already open descriptor (e.g. standard output). Commit
  * finishes and flushes but neither closes nor renames anything. */

@@ -29,13 +29,13 @@ void kp_strtab_free(kp_strtab *table);
  * When `is_new` is not NULL it is set to 1 if the key was added by this call.
  * Returns KP_OK, KP_ERR_NOMEM (table unchanged) or KP_ERR_LIMIT (2^32-1
  * strings, or a key of 4 GiB or more). */
-kp_status kp_strtab_intern(kp_strtab *table, const void *key, size_t len,
-                           uint32_t *id, int *is_new);
+kp_status kp_strtab_intern(kp_strtab *table, const void *key, size_t len, uint32_t *id,
+                           int *is_new);
 
 /* Same as kp_strtab_intern with a precomputed hash: `hash` must be
  * kp_strtab_hash(key, len). Lets a caller that hashes anyway avoid a rehash. */
-kp_status kp_strtab_intern_hashed(kp_strtab *table, const void *key, size_t len,
-                                  uint64_t hash, uint32_t *id, int *is_new);
+kp_status kp_strtab_intern_hashed(kp_strtab *table, const void *key, size_t len, uint64_t hash,
+                                  uint32_t *id, int *is_new);
 
 /* Looks `key` up without adding it: returns 1 and sets `*id` when present,
  * 0 otherwise. `hash` must be kp_strtab_hash(key, len). Never allocates. */

@@ -68,8 +68,8 @@ kp_status kp_tier_stats_record(kp_tier_stats *s, size_t tier, size_t identity, u
 /* Health counters that go in every report. All are cumulative since start
  * except `paused` (1 while tracing is paused, else 0). */
 typedef struct {
-    uint64_t requests, events, dropped_events, unattributed_events, cut_requests, pauses,
-        paused_ms, rearms;
+    uint64_t requests, events, dropped_events, unattributed_events, cut_requests, pauses, paused_ms,
+        rearms;
     int paused;
 } kp_tier_counters;
 
@@ -100,8 +100,14 @@ typedef enum { KP_TIER_INTERVAL, KP_TIER_SINCE_START } kp_tier_scope;
 kp_status kp_tier_stats_json(kp_tier_stats *s, kp_tier_scope scope, const char *time_iso,
                              const char *node, uint64_t interval_ms, kp_buf *out);
 
-typedef enum { KP_TIER_MEAN, KP_TIER_P50, KP_TIER_P90, KP_TIER_P99, KP_TIER_MAX,
-               KP_TIER_COUNT_STAT } kp_tier_stat;
+typedef enum {
+    KP_TIER_MEAN,
+    KP_TIER_P50,
+    KP_TIER_P90,
+    KP_TIER_P99,
+    KP_TIER_MAX,
+    KP_TIER_COUNT_STAT
+} kp_tier_stat;
 
 /* Appends a plain-text table of one stat for `scope`:
  *

@@ -113,7 +113,7 @@ clear_token() ->
         [] -> ok;
         _ ->
             kprof_tier_mark:end_request(),
-            seq_trace:set_token([]),
+            _ = seq_trace:set_token([]),
             ok
     end.
 

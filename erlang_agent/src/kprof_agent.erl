@@ -214,11 +214,11 @@ guard_init(Starter, Agent, OwnerNode, Depth) ->
                 selected_at = undefined :: integer() | undefined,
                 %% ETS {Pid, Value}: the values at the window's start, to
                 %% rank by change
-                window :: ets:tid(),
+                window :: kprof_select:window(),
                 window_at = 0 :: integer(),          % when it began (ms)
                 first_window = true :: boolean(),    % began when the agent started
                 %% the chooser at work, if any, and the table it fills
-                pending = undefined :: {reference(), pid(), ets:tid()} | undefined,
+                pending = undefined :: {reference(), pid(), kprof_select:window()} | undefined,
                 labelled = #{} :: #{pid() => true},   % labels already sent
                 names = [] :: [{pid(), tuple()}],     % labels for the next reply
                 mfas = #{} :: #{mfa() => non_neg_integer()},
@@ -525,7 +525,7 @@ query_stacks(Pids, State = #state{stackers = Stackers}) ->
     Asked = [{S, Batch} || {S, Batch} <- lists:zip(Stackers, deal(Pids, length(Stackers))),
                            Batch =/= []],
     Deadline = erlang:monotonic_time(millisecond) + ?STACK_DEADLINE_MS,
-    [S ! {query, self(), Ref, Batch, Deadline} || {S, Batch} <- Asked],
+    _ = [S ! {query, self(), Ref, Batch, Deadline} || {S, Batch} <- Asked],
     {Got, Late} = collect(Ref, [S || {S, _} <- Asked], Deadline + ?STACKER_GRACE_MS, #{}, []),
     Gone = maps:from_list([{P, gone} || P <- Pids]),
     {maps:merge(Gone, Got), replace_stackers(Late, State)}.

@@ -269,7 +269,7 @@ loop(S = #state{settings = Settings}) ->
         flush ->
             loop(flush(S#state{flush_timer = false}));
         {untrace, Pids} when is_list(Pids) ->
-            [catch erlang:trace(P, false, ?FLAGS) || P <- Pids, is_pid(P)],
+            _ = [catch erlang:trace(P, false, ?FLAGS) || P <- Pids, is_pid(P)],
             loop(S);
         {Port, {data, {_, Line}}} when Port =:= S#state.collector ->
             logger:notice("~ts", [Line]),
@@ -335,9 +335,13 @@ handle({trace_calls, {M, F, A} = MFA}, S) ->
             S1 = arm(S),
             Flags = [{{tracer, S1#state.port}} | ?FLAGS],
             %% the call sets the flags on its process and tells the collector
-            %% (its meta event starts the trace); its return ends it
+            %% (its meta event starts the trace); its return ends it. The
+            %% port as meta tracer: `{meta, erl_tracer, Port}' is what the VM
+            %% makes of `{meta, Port}' (trace_info/2 answers `{meta, Port}'
+            %% for either), and the form erlang:trace_pattern/3's spec
+            %% allows, which names only a pid.
             N = erlang:trace_pattern(MFA, [{'_', [], [{trace, [], Flags}, {return_trace}]}],
-                                     [{meta, S1#state.port}]),
+                                     [{meta, erl_tracer, S1#state.port}]),
             {case N of 0 -> {error, {no_such_function, M, F, A}}; _ -> ok end,
              S1#state{calls = [MFA | S1#state.calls]}};
         _ ->
@@ -375,7 +379,7 @@ trace_id(Seq) ->
 finish(Id, S = #state{traces = Traces}) ->
     case maps:take(Id, Traces) of
         {#trace{root = Root, timer = Timer}, Rest} ->
-            erlang:cancel_timer(Timer),
+            _ = erlang:cancel_timer(Timer),
             catch erlang:trace(Root, false, ?FLAGS),
             S1 = flush(S#state{traces = Rest}),
             case {maps:size(Rest), S1#state.calls} of
@@ -413,10 +417,10 @@ watch(S0) ->
         true ->
             erlang:trace(all, false, ?FLAGS),
             Ids = maps:keys(Traces),
-            cut_marks(S, Ids, node_backlog),
+            S1 = cut_marks(S, Ids, node_backlog),
             logger:warning("kprof: request traces cut: the node's trace queue grew past ~p MB",
                            [maps:get(max_backlog_mb, Settings)]),
-            lists:foldl(fun finish/2, S, Ids)
+            lists:foldl(fun finish/2, S1, Ids)
     end.
 
 %% The marks come from this process, traced for the moment it makes them.
@@ -462,12 +466,13 @@ disarm(S) ->
     erlang:trace_pattern({'_', '_', '_'}, false, [local]),
     S#state{armed = false}.
 
+-spec shutdown(#state{}) -> no_return().
 shutdown(S = #state{traces = Traces, calls = Calls}) ->
-    [erlang:trace_pattern(MFA, false, [meta]) || MFA <- Calls],
-    [catch erlang:trace(R, false, ?FLAGS) || #trace{root = R} <- maps:values(Traces)],
+    _ = [erlang:trace_pattern(MFA, false, [meta]) || MFA <- Calls],
+    _ = [catch erlang:trace(R, false, ?FLAGS) || #trace{root = R} <- maps:values(Traces)],
     %% processes spawned by traced ones inherited the flags
     erlang:trace(all, false, ?FLAGS),
-    disarm(S#state{armed = true}),
+    _ = disarm(S#state{armed = true}),
     S#state.nif andalso (catch kprof_tracer:close()),
     catch port_close(S#state.port),
     exit(normal).

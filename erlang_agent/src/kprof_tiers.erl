@@ -208,6 +208,7 @@ check_whole(M = #{tiers := Tiers, entry := Entry, identity_arg := Arg}) ->
     end,
     {ok, M}.
 
+-spec bad(io:format(), [term()]) -> no_return().
 bad(Format, Args) ->
     throw({bad, lists:flatten(io_lib:format(Format, Args))}).
 
@@ -416,7 +417,7 @@ agent_start(Starter, Owner, Config = #{queue_size := QSize}) ->
             Starter ! {self(), started, reply(Config, TcpPort)},
             case whereis(kprof_session) of
                 undefined -> ok;
-                Session -> Session ! {kprof_tiers, started}
+                Session -> Session ! {kprof_tiers, started}, ok
             end,
             erlang:send_after(?REARM_MS, self(), rearm),
             loop(#state{patterns = Patterns, active = Active});

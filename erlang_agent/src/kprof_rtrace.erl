@@ -39,13 +39,36 @@
 %% spawned
 -export([init/2]).
 
+%% Request-trace settings: the application environment `{kprof,
+%% request_trace, Map}' and the options of a call (see defaults/0).
+-type settings() :: #{dir => file:filename_all(),
+                      max_duration_ms => pos_integer(),
+                      max_events => pos_integer(),
+                      max_concurrent => pos_integer(),
+                      queue_size => pos_integer(),
+                      max_backlog_mb => pos_integer(),
+                      idle_ms => pos_integer(),
+                      %% per second, asked for by a caller (kprof_http)
+                      rate_limit => number(),
+                      %% a kprof attached from a shell collects
+                      collector => internal | external,
+                      %% read by kprof_http only
+                      allow => boolean(),
+                      header => iodata(),
+                      %% passed on to the collector with the bounds
+                      name => term()}.
+%% A trace's bounds, as kprof_rtrace_mark:begin_trace/1 tells the collector.
+-type bounds() :: #{max_events := pos_integer(), max_duration_ms := pos_integer(),
+                    name => term()}.
+-export_type([settings/0, bounds/0]).
+
 -define(FLAGS, [call, return_to, arity, running, garbage_collection, procs, set_on_spawn,
                 monotonic_timestamp]).
 -define(CALL_TIMEOUT, 10000).
 -define(WATCH_MS, 20). % also how often the NIF's buffer is flushed
 
 %% @doc The settings and their defaults.
--spec defaults() -> map().
+-spec defaults() -> settings().
 defaults() ->
     #{dir => "/tmp/kprof-traces", max_duration_ms => 5000, max_events => 1000000,
       max_concurrent => 8, queue_size => 10000, max_backlog_mb => 64,
@@ -59,7 +82,7 @@ settings(Options) ->
 %% Returns the trace id and its bounds (for kprof_rtrace_mark:begin_trace/1),
 %% or an error when tracing cannot run now (the
 %% request should then run untraced).
--spec begin_trace(pid(), map()) -> {ok, binary(), map()} | {error, term()}.
+-spec begin_trace(pid(), settings()) -> {ok, binary(), bounds()} | {error, term()}.
 begin_trace(Pid, Options) when is_pid(Pid), is_map(Options) ->
     case ensure_started() of
         {ok, Server} -> call(Server, {begin_trace, Pid, Options});
@@ -122,7 +145,7 @@ start_external(Owner) when is_pid(Owner) ->
     end.
 
 %% @doc Starts a trace of the process `PidText' ("<0.123.0>") from outside.
--spec trace_pid(string(), map()) -> {ok, binary(), pid()} | {error, term()}.
+-spec trace_pid(string(), settings()) -> {ok, binary(), pid()} | {error, term()}.
 trace_pid(PidText, Options) ->
     case catch list_to_pid(PidText) of
         Pid when is_pid(Pid) ->
@@ -195,7 +218,7 @@ ensure_started(Mode) ->
 %%% The server
 
 -record(trace, {id :: binary(), root :: pid(), timer :: reference(), pids = [] :: [pid()]}).
--record(state, {port :: port(), tcp_port :: inet:port_number(), settings :: map(),
+-record(state, {port :: port(), tcp_port :: inet:port_number(), settings :: settings(),
                 collector :: port() | undefined, traces = #{} :: #{binary() => #trace{}},
                 armed = false :: boolean(), seq = 0 :: non_neg_integer(),
                 last_limited = 0 :: integer(), % when the bucket was last filled, us

@@ -113,14 +113,14 @@ clear_token() ->
         [] -> ok;
         _ ->
             kprof_tier_mark:end_request(),
-            seq_trace:set_token([]),
+            _ = seq_trace:set_token([]),
             ok
     end.
 
 %% @doc The latest statistics of the tier tracing running on this node: a
 %% map with `table' (the text table) and `json' (the line of counts since
 %% start), or `undefined' when none runs or no report has come yet.
--spec stats() -> map() | undefined.
+-spec stats() -> kprof_tiers:report() | undefined.
 stats() ->
     kprof_tiers:report().
 
@@ -139,7 +139,7 @@ trace_request(Fun) ->
 %% @doc As trace_request/1 with options overriding the application
 %% environment `{kprof, request_trace, Map}': `max_duration_ms',
 %% `max_events', `max_concurrent', `dir'.
--spec trace_request(map(), fun(() -> Result)) -> Result.
+-spec trace_request(kprof_rtrace:settings(), fun(() -> Result)) -> Result.
 trace_request(Options, Fun) when is_map(Options), is_function(Fun, 0) ->
     case trace_begin(Options) of
         {ok, _Id} ->
@@ -154,7 +154,7 @@ trace_request(Options, Fun) when is_map(Options), is_function(Fun, 0) ->
 trace_begin() ->
     trace_begin(#{}).
 
--spec trace_begin(map()) -> {ok, binary()} | {error, term()}.
+-spec trace_begin(kprof_rtrace:settings()) -> {ok, binary()} | {error, term()}.
 trace_begin(Options) when is_map(Options) ->
     case get(kprof_trace_id) of
         undefined ->

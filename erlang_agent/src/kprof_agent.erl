@@ -79,7 +79,14 @@
                      pids => [string()],
                      depth => pos_integer(),
                      idle_timeout_ms => pos_integer()}.
--export_type([options/0, select_by/0]).
+%% options/0 normalized, the pids resolved: what the agent runs with
+-type settings() :: #{top := pos_integer(),
+                      select_by := select_by(),
+                      reselect_ms := pos_integer(),
+                      pids := [pid()],
+                      depth := pos_integer(),
+                      idle_timeout_ms := pos_integer()}.
+-export_type([options/0, select_by/0, settings/0]).
 
 %% @doc The kprof version this agent was built with, e.g. "0.1.0".
 -spec version() -> string().
@@ -205,7 +212,7 @@ guard_init(Starter, Agent, OwnerNode, Depth) ->
                queried = 0 :: non_neg_integer()}).  % stack queries since selection
 
 -record(state, {owner :: pid(),
-                opts :: map(),
+                opts :: settings(),
                 own :: [pid()],                 % never selected
                 %% the selection, in order, with what was sent of each: a list,
                 %% not a map, because every tick walks all of it and rebuilding
@@ -214,11 +221,11 @@ guard_init(Starter, Agent, OwnerNode, Depth) ->
                 selected_at = undefined :: integer() | undefined,
                 %% ETS {Pid, Value}: the values at the window's start, to
                 %% rank by change
-                window :: ets:tid(),
+                window :: kprof_select:window(),
                 window_at = 0 :: integer(),          % when it began (ms)
                 first_window = true :: boolean(),    % began when the agent started
                 %% the chooser at work, if any, and the table it fills
-                pending = undefined :: {reference(), pid(), ets:tid()} | undefined,
+                pending = undefined :: {reference(), pid(), kprof_select:window()} | undefined,
                 labelled = #{} :: #{pid() => true},   % labels already sent
                 names = [] :: [{pid(), tuple()}],     % labels for the next reply
                 mfas = #{} :: #{mfa() => non_neg_integer()},
@@ -227,7 +234,7 @@ guard_init(Starter, Agent, OwnerNode, Depth) ->
                 stackers = [] :: [pid()]}).
 
 %% @private
--spec agent_init(pid(), pid(), map()) -> ok.
+-spec agent_init(pid(), pid(), settings()) -> ok.
 agent_init(Starter, Owner, Opts) ->
     process_flag(priority, high),
     %% a stacker that misses its deadline is unlinked and killed; one that
@@ -525,7 +532,7 @@ query_stacks(Pids, State = #state{stackers = Stackers}) ->
     Asked = [{S, Batch} || {S, Batch} <- lists:zip(Stackers, deal(Pids, length(Stackers))),
                            Batch =/= []],
     Deadline = erlang:monotonic_time(millisecond) + ?STACK_DEADLINE_MS,
-    [S ! {query, self(), Ref, Batch, Deadline} || {S, Batch} <- Asked],
+    _ = [S ! {query, self(), Ref, Batch, Deadline} || {S, Batch} <- Asked],
     {Got, Late} = collect(Ref, [S || {S, _} <- Asked], Deadline + ?STACKER_GRACE_MS, #{}, []),
     Gone = maps:from_list([{P, gone} || P <- Pids]),
     {maps:merge(Gone, Got), replace_stackers(Late, State)}.

@@ -22,6 +22,11 @@
 
 -export([mark/3, identity/2, maybe_trace/2, trace_requested/1]).
 
+%% A request's headers: inets' list of {Name, Value}, or cowboy's map of
+%% lowercase name to value.
+-type headers() :: [{iodata(), iodata()}] | #{binary() => iodata()}.
+-export_type([headers/0]).
+
 -define(MAX_SEGMENT, 64).
 
 %% @doc Runs `Fun' as one traced request of `Method' on `Path' (strings or
@@ -56,7 +61,7 @@ identity(Method, Path) ->
 %% 1 gets the trace id (a binary, for a response header) or `undefined'.
 %% Headers: a list of `{Name, Value}' (strings or binaries, any case) or a
 %% map with lowercase binary names (as cowboy gives them).
--spec maybe_trace([{iodata(), iodata()}] | map(), fun(() -> R) | fun((binary() | undefined) -> R)) -> R.
+-spec maybe_trace(headers(), fun(() -> R) | fun((binary() | undefined) -> R)) -> R.
 maybe_trace(Headers, Fun) ->
     case trace_requested(Headers) of
         true ->
@@ -74,7 +79,7 @@ call(Fun, Id) when is_function(Fun, 1) -> Fun(Id).
 
 %% @doc Whether `Headers' ask for a trace and the settings allow them to
 %% (the rate limit is kprof_rtrace's).
--spec trace_requested([{iodata(), iodata()}] | map()) -> boolean().
+-spec trace_requested(headers()) -> boolean().
 trace_requested(Headers) ->
     Settings = application:get_env(kprof, request_trace, #{}),
     is_map(Settings) andalso maps:get(allow, Settings, false) =:= true

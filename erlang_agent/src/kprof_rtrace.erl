@@ -39,13 +39,36 @@
 %% spawned
 -export([init/2]).
 
+%% Request-trace settings: the application environment `{kprof,
+%% request_trace, Map}' and the options of a call (see defaults/0).
+-type settings() :: #{dir => file:filename_all(),
+                      max_duration_ms => pos_integer(),
+                      max_events => pos_integer(),
+                      max_concurrent => pos_integer(),
+                      queue_size => pos_integer(),
+                      max_backlog_mb => pos_integer(),
+                      idle_ms => pos_integer(),
+                      %% per second, asked for by a caller (kprof_http)
+                      rate_limit => number(),
+                      %% a kprof attached from a shell collects
+                      collector => internal | external,
+                      %% read by kprof_http only
+                      allow => boolean(),
+                      header => iodata(),
+                      %% passed on to the collector with the bounds
+                      name => term()}.
+%% A trace's bounds, as kprof_rtrace_mark:begin_trace/1 tells the collector.
+-type bounds() :: #{max_events := pos_integer(), max_duration_ms := pos_integer(),
+                    name => term()}.
+-export_type([settings/0, bounds/0]).
+
 -define(FLAGS, [call, return_to, arity, running, garbage_collection, procs, set_on_spawn,
                 monotonic_timestamp]).
 -define(CALL_TIMEOUT, 10000).
 -define(WATCH_MS, 20). % also how often the NIF's buffer is flushed
 
 %% @doc The settings and their defaults.
--spec defaults() -> map().
+-spec defaults() -> settings().
 defaults() ->
     #{dir => "/tmp/kprof-traces", max_duration_ms => 5000, max_events => 1000000,
       max_concurrent => 8, queue_size => 10000, max_backlog_mb => 64,
@@ -59,7 +82,7 @@ settings(Options) ->
 %% Returns the trace id and its bounds (for kprof_rtrace_mark:begin_trace/1),
 %% or an error when tracing cannot run now (the
 %% request should then run untraced).
--spec begin_trace(pid(), map()) -> {ok, binary(), map()} | {error, term()}.
+-spec begin_trace(pid(), settings()) -> {ok, binary(), bounds()} | {error, term()}.
 begin_trace(Pid, Options) when is_pid(Pid), is_map(Options) ->
     case ensure_started() of
         {ok, Server} -> call(Server, {begin_trace, Pid, Options});
@@ -122,7 +145,7 @@ start_external(Owner) when is_pid(Owner) ->
     end.
 
 %% @doc Starts a trace of the process `PidText' ("<0.123.0>") from outside.
--spec trace_pid(string(), map()) -> {ok, binary(), pid()} | {error, term()}.
+-spec trace_pid(string(), settings()) -> {ok, binary(), pid()} | {error, term()}.
 trace_pid(PidText, Options) ->
     case catch list_to_pid(PidText) of
         Pid when is_pid(Pid) ->
@@ -195,7 +218,7 @@ ensure_started(Mode) ->
 %%% The server
 
 -record(trace, {id :: binary(), root :: pid(), timer :: reference(), pids = [] :: [pid()]}).
--record(state, {port :: port(), tcp_port :: inet:port_number(), settings :: map(),
+-record(state, {port :: port(), tcp_port :: inet:port_number(), settings :: settings(),
                 collector :: port() | undefined, traces = #{} :: #{binary() => #trace{}},
                 armed = false :: boolean(), seq = 0 :: non_neg_integer(),
                 last_limited = 0 :: integer(), % when the bucket was last filled, us
@@ -269,7 +292,7 @@ loop(S = #state{settings = Settings}) ->
         flush ->
             loop(flush(S#state{flush_timer = false}));
         {untrace, Pids} when is_list(Pids) ->
-            [catch erlang:trace(P, false, ?FLAGS) || P <- Pids, is_pid(P)],
+            _ = [catch erlang:trace(P, false, ?FLAGS) || P <- Pids, is_pid(P)],
             loop(S);
         {Port, {data, {_, Line}}} when Port =:= S#state.collector ->
             logger:notice("~ts", [Line]),
@@ -335,9 +358,13 @@ handle({trace_calls, {M, F, A} = MFA}, S) ->
             S1 = arm(S),
             Flags = [{{tracer, S1#state.port}} | ?FLAGS],
             %% the call sets the flags on its process and tells the collector
-            %% (its meta event starts the trace); its return ends it
+            %% (its meta event starts the trace); its return ends it. The
+            %% port as meta tracer: `{meta, erl_tracer, Port}' is what the VM
+            %% makes of `{meta, Port}' (trace_info/2 answers `{meta, Port}'
+            %% for either), and the form erlang:trace_pattern/3's spec
+            %% allows, which names only a pid.
             N = erlang:trace_pattern(MFA, [{'_', [], [{trace, [], Flags}, {return_trace}]}],
-                                     [{meta, S1#state.port}]),
+                                     [{meta, erl_tracer, S1#state.port}]),
             {case N of 0 -> {error, {no_such_function, M, F, A}}; _ -> ok end,
              S1#state{calls = [MFA | S1#state.calls]}};
         _ ->
@@ -375,7 +402,7 @@ trace_id(Seq) ->
 finish(Id, S = #state{traces = Traces}) ->
     case maps:take(Id, Traces) of
         {#trace{root = Root, timer = Timer}, Rest} ->
-            erlang:cancel_timer(Timer),
+            _ = erlang:cancel_timer(Timer),
             catch erlang:trace(Root, false, ?FLAGS),
             S1 = flush(S#state{traces = Rest}),
             case {maps:size(Rest), S1#state.calls} of
@@ -413,10 +440,10 @@ watch(S0) ->
         true ->
             erlang:trace(all, false, ?FLAGS),
             Ids = maps:keys(Traces),
-            cut_marks(S, Ids, node_backlog),
+            S1 = cut_marks(S, Ids, node_backlog),
             logger:warning("kprof: request traces cut: the node's trace queue grew past ~p MB",
                            [maps:get(max_backlog_mb, Settings)]),
-            lists:foldl(fun finish/2, S, Ids)
+            lists:foldl(fun finish/2, S1, Ids)
     end.
 
 %% The marks come from this process, traced for the moment it makes them.
@@ -462,12 +489,13 @@ disarm(S) ->
     erlang:trace_pattern({'_', '_', '_'}, false, [local]),
     S#state{armed = false}.
 
+-spec shutdown(#state{}) -> no_return().
 shutdown(S = #state{traces = Traces, calls = Calls}) ->
-    [erlang:trace_pattern(MFA, false, [meta]) || MFA <- Calls],
-    [catch erlang:trace(R, false, ?FLAGS) || #trace{root = R} <- maps:values(Traces)],
+    _ = [erlang:trace_pattern(MFA, false, [meta]) || MFA <- Calls],
+    _ = [catch erlang:trace(R, false, ?FLAGS) || #trace{root = R} <- maps:values(Traces)],
     %% processes spawned by traced ones inherited the flags
     erlang:trace(all, false, ?FLAGS),
-    disarm(S#state{armed = true}),
+    _ = disarm(S#state{armed = true}),
     S#state.nif andalso (catch kprof_tracer:close()),
     catch port_close(S#state.port),
     exit(normal).

@@ -7,7 +7,7 @@
 -export([begin_trace/1, end_trace/1]).
 
 %% @doc `{Id, Bounds}': the traced process's first event.
--spec begin_trace({binary(), map()}) -> ok.
+-spec begin_trace({binary(), kprof_rtrace:bounds()}) -> ok.
 begin_trace(_IdAndBounds) ->
     ok.
 

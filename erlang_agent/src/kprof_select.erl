@@ -27,25 +27,28 @@
 %% spawned
 -export([chooser/1]).
 
+%% A window table of {Pid, Value}: unnamed, so in fact an ets:tid(), but
+%% ets:new/2 is specified to return ets:table().
+-type window() :: ets:table().
 -type job() :: #{agent := pid(), ref := reference(),
                  by := kprof_agent:select_by(), top := pos_integer(),
                  every := pos_integer(),           % --reselect, ms
                  own := [pid()],                   % never listed
                  queried := #{pid() => pos_integer()}, % our stack queries since the window began
-                 old := ets:tid(), new := ets:tid(),
+                 old := window(), new := window(),
                  window_at := integer(),           % when the window began, ms
                  first_window := boolean(),        % it began when the agent started
                  again := boolean()}.              % choose again in a second regardless
--export_type([job/0]).
+-export_type([job/0, window/0]).
 
 %% @doc A new, empty window table, owned by the caller.
--spec window() -> ets:tid().
+-spec window() -> window().
 window() ->
     ets:new(kprof_window, [set, public]).
 
 %% @doc Deletes a window table in a process of its own: deleting a table of
 %% 500,000 processes takes 0.14 s, which the caller does not wait for.
--spec drop(ets:tid()) -> ok.
+-spec drop(window()) -> ok.
 drop(Table) ->
     _ = spawn(fun() -> ets:delete(Table) end),
     ok.
@@ -53,7 +56,7 @@ drop(Table) ->
 %% @doc Fills Table with the values of every process but Own, in a process
 %% of its own at high priority, and waits at most TimeoutMs for it (a
 %% process missing from the window is then ranked by all its work).
--spec fill(ets:tid(), kprof_agent:select_by(), [pid()], timeout()) -> ok.
+-spec fill(window(), kprof_agent:select_by(), [pid()], timeout()) -> ok.
 fill(Table, By, Own, TimeoutMs) ->
     Ref = make_ref(),
     Caller = self(),
@@ -76,7 +79,11 @@ fill(Table, By, Own, TimeoutMs) ->
 %% `old' when the new one begins.
 -spec start_chooser(job(), high | normal) -> pid().
 start_chooser(Job, Priority) ->
-    spawn_opt(?MODULE, chooser, [Job], [link, {priority, Priority} | chooser_heap()]).
+    %% no `monitor' option: a bare pid (spawn_opt/4 is specified to return
+    %% either)
+    case spawn_opt(?MODULE, chooser, [Job], [link, {priority, Priority} | chooser_heap()]) of
+        Pid when is_pid(Pid) -> Pid
+    end.
 
 %% A heap for the process list and what each process adds, so that a
 %% chooser never collects (bounded: past that it collects, at its priority).
@@ -168,8 +175,14 @@ gc_value(Gc, bin_vheap) ->
 %% generations and heap fragments.
 -spec total_heap([{atom(), non_neg_integer()}]) -> non_neg_integer().
 total_heap(Gc) ->
-    proplists:get_value(heap_block_size, Gc, 0) + proplists:get_value(old_heap_block_size, Gc, 0)
-        + proplists:get_value(mbuf_size, Gc, 0).
+    words(heap_block_size, Gc) + words(old_heap_block_size, Gc) + words(mbuf_size, Gc).
+
+%% A size of a garbage_collection_info list, 0 when it is absent.
+words(Key, Gc) ->
+    case lists:keyfind(Key, 1, Gc) of
+        {_, N} when is_integer(N), N >= 0 -> N;
+        _ -> 0
+    end.
 
 %% Ranked by change over the window (like recon's proc_window) or by the
 %% current value (queue length and sizes).

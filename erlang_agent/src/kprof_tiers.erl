@@ -54,7 +54,10 @@
                 | {queue_size, pos_integer()}
                 | {max_identities, pos_integer()}.
 -type mfa_args() :: {module(), atom(), [term()]}.
--export_type([option/0]).
+%% The C side's last report: the text table and the JSON line of counts
+%% since start.
+-type report() :: #{table := binary(), json := binary()}.
+-export_type([option/0, report/0]).
 
 %%% ---------------------------------------------------------------------
 %%% Configuration
@@ -208,6 +211,7 @@ check_whole(M = #{tiers := Tiers, entry := Entry, identity_arg := Arg}) ->
     end,
     {ok, M}.
 
+-spec bad(io:format(), [term()]) -> no_return().
 bad(Format, Args) ->
     throw({bad, lists:flatten(io_lib:format(Format, Args))}).
 
@@ -262,7 +266,7 @@ wait_guard(N) ->
 
 %% @doc The last report the C side sent (a map with `table' text and the
 %% `json' line of the counts since start), or `undefined'.
--spec report() -> map() | undefined.
+-spec report() -> report() | undefined.
 report() ->
     case whereis(kprof_tiers) of
         undefined -> undefined;
@@ -386,7 +390,7 @@ cleanup(Config = #{entry := Entry}) ->
                 active :: atomics:atomics_ref(),
                 paused = false :: boolean(),
                 rearms = 0 :: non_neg_integer(),
-                report = undefined :: map() | undefined}).
+                report = undefined :: report() | undefined}).
 
 %% @private
 -spec agent_init(pid(), pid(), map()) -> ok.
@@ -416,7 +420,7 @@ agent_start(Starter, Owner, Config = #{queue_size := QSize}) ->
             Starter ! {self(), started, reply(Config, TcpPort)},
             case whereis(kprof_session) of
                 undefined -> ok;
-                Session -> Session ! {kprof_tiers, started}
+                Session -> Session ! {kprof_tiers, started}, ok
             end,
             erlang:send_after(?REARM_MS, self(), rearm),
             loop(#state{patterns = Patterns, active = Active});

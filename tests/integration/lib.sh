@@ -1,5 +1,8 @@
 # Shared by kprof's integration tests (sourced, not run). Each test runs as
-#   TEST KPROF AGENT_EBIN
+#   TEST KPROF AGENT_EBIN [SAMPLE_APPS]
+# (SAMPLE_APPS: the directory of the sample applications' builds,
+# build/sample_apps, holding kprof_sample/ebin and kprof_kv/ebin; needed by
+# the tests that run them, which call need_sample_apps)
 # and gets its own temporary directory, a freshly generated cookie, its own
 # Erlang node with a unique name (kpt_<test>_<pid>) registered with epmd,
 # and a trap that stops the node and any kprof it started, even on failure.
@@ -10,9 +13,10 @@
 
 set -euo pipefail
 
-[ $# -ge 2 ] || { echo "usage: $0 KPROF AGENT_EBIN" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: $0 KPROF AGENT_EBIN [SAMPLE_APPS]" >&2; exit 2; }
 kprof=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 ebin=$(cd "$2" && pwd)
+sample_apps=${3:+$(cd "$3" && pwd)}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 test_name=$(basename "$0")
 shared_tools=$(cd "$here/../.." && pwd)/../shared/tools
@@ -65,6 +69,20 @@ epmd -daemon 2>/dev/null || true
 export ERL_CRASH_DUMP=$work/erl_crash.dump
 
 now_ms() { date +%s%3N; }
+
+# need_sample_apps APP...: checks that each sample application was built and
+# sets sample_pa to the erl arguments that put their ebin directories on the
+# code path.
+sample_pa=()
+need_sample_apps() {
+  [ -n "$sample_apps" ] || fail "no SAMPLE_APPS directory given (usage: $test_name KPROF AGENT_EBIN SAMPLE_APPS)"
+  local app
+  for app in "$@"; do
+    [ -e "$sample_apps/$app/ebin/$app.app" ] ||
+      fail "$sample_apps/$app/ebin/$app.app is missing: the build does not compile erlang_agent/sample_apps/$app/"
+    sample_pa+=(-pa "$sample_apps/$app/ebin")
+  done
+}
 
 # run_kprof ARGS...: kprof in the foreground, killed if it hangs (status 124
 # or 137 then), so a hang fails the test instead of blocking it.

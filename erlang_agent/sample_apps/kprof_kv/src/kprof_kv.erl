@@ -24,7 +24,7 @@
 %%% that it survives the process that started it (an `erl -eval' expression's
 %%% process ends when the expression returns):
 %%% ```
-%%% erl -noshell -sname kv -pa build/agent_ebin \
+%%% erl -noshell -sname kv -pa build/sample_apps/kprof_kv/ebin \
 %%%     -eval 'kprof_kv:start(), kprof_kv_load:run(#{rate => 500, duration_ms => 60000})'
 %%% '''
 %%% `kprof_kv_load' generates load; see there.
@@ -33,7 +33,7 @@
 %%% Each layer does a little real work, plus an optional delay, so a test can
 %%% inject known times per layer: `set_delay(Layer, Microseconds)' (or the
 %%% `delays' start option, or the `kv_delays' application environment key of
-%%% the `kprof' application). A delay of 1 ms or more sleeps, a shorter one
+%%% the `kprof_kv' application). A delay of 1 ms or more sleeps, a shorter one
 %%% busy-waits; either way the layer takes at least that long. The handler's,
 %%% db's and accounting's delays are spent in their own processes, before
 %%% they call the next layer, so they are each layer's own (exclusive) time.

@@ -8,7 +8,7 @@
 %%%   kprof_kv_accounting_sup  kprof_kv_accounting_1 .. _N  (accounting)
 %%%   kprof_kv_handler_sup     kprof_kv_handler_1 .. _N     (handlers)
 %%% '''
-%%% Pool sizes come from the start options, else from the `kprof'
+%%% Pool sizes come from the start options, else from the `kprof_kv'
 %%% application's environment (`kv_handlers', `kv_db', `kv_accounting'),
 %%% else the defaults: 4 handlers, 2 db shards, 2 accounting processes; each
 %%% is clamped to 1..64. Initial delays (`kprof_kv:set_delay/2') come from
@@ -79,7 +79,7 @@ names(Layer, N) ->
 size_of(Opts, Key, EnvKey, Default) ->
     V = case maps:find(Key, Opts) of
             {ok, X} -> X;
-            error -> application:get_env(kprof, EnvKey, Default)
+            error -> application:get_env(kprof_kv, EnvKey, Default)
         end,
     case V of
         _ when is_integer(V) -> max(1, min(?MAX_POOL, V));
@@ -89,7 +89,7 @@ size_of(Opts, Key, EnvKey, Default) ->
 initial_delays(Opts) ->
     Delays = case maps:find(delays, Opts) of
                  {ok, D} -> D;
-                 error -> application:get_env(kprof, kv_delays, #{})
+                 error -> application:get_env(kprof_kv, kv_delays, #{})
              end,
     case Delays of
         _ when is_map(Delays) -> lists:sort(maps:to_list(Delays));

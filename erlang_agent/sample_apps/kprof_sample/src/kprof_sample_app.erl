@@ -13,7 +13,8 @@
 %%%
 %%% == Running it as its own node ==
 %%% ```
-%%% erl -noshell -sname shop -pa build/agent_ebin \
+%%% erl -noshell -sname shop -pa build/sample_apps/kprof_sample/ebin \
+%%%     -pa build/sample_apps/kprof_kv/ebin \
 %%%     -eval 'kprof_sample_app:run(#{rate => 300, concurrency => 8})'
 %%% '''
 %%% `run/1' starts everything under a long-lived owner process (an `-eval'

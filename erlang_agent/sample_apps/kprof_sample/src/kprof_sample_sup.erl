@@ -11,7 +11,7 @@
 %%%                                 until kprof_kv_load sends it requests
 %%% '''
 %%% The layers start in that order, so each finds the one it calls running.
-%%% The key-value example takes its pool sizes from the `kprof' application
+%%% The key-value example takes its pool sizes from the `kprof_kv' application
 %%% environment or its defaults (see kprof_kv_sup).
 %%% Restart intensity is bounded (5 restarts in 10 s), as everywhere in OTP.
 -module(kprof_sample_sup).

@@ -248,6 +248,15 @@ int kp_term_decode_text(const char *buf, int *i, char *out, size_t cap)
     return -1;
 }
 
+int kp_term_decode_atom(const char *buf, int *i, char *out, size_t cap)
+{
+    char atom[MAXATOMLEN];
+    if (ei_decode_atom(buf, i, atom) != 0 || strlen(atom) >= cap)
+        return -1;
+    memcpy(out, atom, strlen(atom) + 1);
+    return 0;
+}
+
 int kp_term_decode_pid_numbers(const char *buf, int *i, uint32_t *num, uint32_t *serial)
 {
     erlang_pid p;

@@ -28,6 +28,10 @@ int kp_term_decode_int(const char *buf, int *i, int64_t *value);
  * text; -1 also when it does not fit in `cap` - 1 bytes. */
 int kp_term_decode_text(const char *buf, int *i, char *out, size_t cap);
 
+/* An atom as NUL-terminated Latin-1 text; -1 also when it does not fit in
+ * `cap` - 1 bytes (ei_decode_atom alone writes up to MAXATOMLEN bytes). */
+int kp_term_decode_atom(const char *buf, int *i, char *out, size_t cap);
+
 /* A pid of the connected node: its number and serial. */
 int kp_term_decode_pid_numbers(const char *buf, int *i, uint32_t *num, uint32_t *serial);
 

@@ -173,7 +173,7 @@ static int decode_samples(const char *buf, int *i, const kp_wire_handler *h)
         }
         if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != KP_SAMPLE_TUPLE_ARITY ||
             kp_term_decode_pid_numbers(buf, i, &s.num, &s.serial) != 0 ||
-            ei_decode_atom(buf, i, s.status) != 0)
+            kp_term_decode_atom(buf, i, s.status, sizeof s.status) != 0)
             return -1;
         for (int m = 0; m < KP_METRIC_COUNT; m++)
             if (kp_term_decode_int(buf, i, &s.metrics[m]) != 0)

@@ -104,7 +104,7 @@ int kp_trace_decode(const char *buf, size_t len, kp_trace_event *ev)
                 if (ei_get_type(buf, &i, &type, &size) == 0 && type == ERL_SMALL_TUPLE_EXT) {
                     rc = ei_decode_tuple_header(buf, &i, &arity2) != 0 || arity2 != 2 ||
                                  kp_term_decode_text(buf, &i, ev->id, sizeof ev->id) != 0 ||
-                                 ei_decode_atom(buf, &i, ev->cut) != 0
+                                 kp_term_decode_atom(buf, &i, ev->cut, sizeof ev->cut) != 0
                              ? -1
                              : 0;
                 } else {
@@ -163,7 +163,8 @@ int kp_trace_decode_mark(const char *buf, size_t len, int begin, kp_trace_event 
     if (ei_get_type(buf, &i, &type, &size) == 0 && type == ERL_SMALL_TUPLE_EXT)
         return ei_decode_tuple_header(buf, &i, &arity) == 0 && arity == 2 &&
                        kp_term_decode_text(buf, &i, ev->id, sizeof ev->id) == 0 &&
-                       ei_decode_atom(buf, &i, ev->cut) == 0 && (size_t)i <= len
+                       kp_term_decode_atom(buf, &i, ev->cut, sizeof ev->cut) == 0 &&
+                       (size_t)i <= len
                    ? 0
                    : -1;
     return kp_term_decode_text(buf, &i, ev->id, sizeof ev->id) == 0 && (size_t)i <= len ? 0 : -1;

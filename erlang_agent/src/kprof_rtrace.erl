@@ -217,9 +217,10 @@ ensure_started(Mode) ->
                 guard :: pid(),                    % undoes `owned' if this server dies
                 owned = {[], []} :: armed_set()}). % the local patterns kprof set
 
-%% Modules armed whole ({M, '_', '_'}) and functions armed one by one (in
+%% `all': every loaded function (no one else had a call pattern); else
+%% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
 %% modules where someone else has call patterns).
--type armed_set() :: {[module()], [mfa()]}.
+-type armed_set() :: all | {[module()], [mfa()]}.
 
 %% kprof_rtrace_mark's patterns emit the marks: always kprof's.
 -define(MARKS, kprof_rtrace_mark).
@@ -557,12 +558,16 @@ arm(S = #state{armed = true, guard = Guard}) ->
 arm(S = #state{guard = Guard}) ->
     erlang:send_after(?WATCH_MS, self(), watch),
     {module, _} = code:ensure_loaded(?MARKS),
-    Owned = {Mods, MFAs} = arm_set(),
+    Owned = arm_set(),
     %% the guard learns the set before it is set: killed halfway, this
     %% server leaves nothing the guard does not remove
     Guard ! {owned, Owned, S#state.calls},
-    [erlang:trace_pattern({M, '_', '_'}, true, [local]) || M <- Mods],
-    [erlang:trace_pattern(MFA, true, [local]) || MFA <- MFAs],
+    case Owned of
+        all -> erlang:trace_pattern({'_', '_', '_'}, true, [local]);
+        {Mods, MFAs} ->
+            [erlang:trace_pattern({M, '_', '_'}, true, [local]) || M <- Mods],
+            [erlang:trace_pattern(MFA, true, [local]) || MFA <- MFAs]
+    end,
     %% the marks carry the trace's id and bounds into the stream
     erlang:trace_pattern({?MARKS, begin_trace, 1},
                          [{['$1'], [], [{message, '$1'}]}], [local]),
@@ -574,10 +579,19 @@ arm(S = #state{guard = Guard}) ->
 %% (what {'_', '_', '_'} would take) except those with a call pattern, which
 %% are someone else's (kprof has none while no trace runs). A module with
 %% none is armed in one call, since each trace_pattern/3 call costs a code
-%% barrier (20 us a function, against about 1.5 ms for 100 whole modules);
-%% a module with some, function by function. The marks are always kprof's.
+%% barrier (20 us a function, 15-50 us a whole module, under 1 ms for
+%% {'_', '_', '_'}); a module with some, function by function. Without any,
+%% all of them in one call. The marks are always kprof's.
 -spec arm_set() -> armed_set().
 arm_set() ->
+    Loaded = erlang:loaded(),
+    N = length(Loaded),
+    case arm_modules(Loaded) of
+        {Mods, []} = Set -> case length(Mods) of N -> all; _ -> Set end;
+        Set -> Set
+    end.
+
+arm_modules(Loaded) ->
     lists:foldl(
       fun(?MARKS, Acc) -> Acc;
          (M, {Mods, MFAs}) ->
@@ -587,7 +601,7 @@ arm_set() ->
                   Fs -> {[M | Mods], MFAs};
                   Free -> {Mods, Free ++ MFAs}
               end
-      end, {[?MARKS], []}, erlang:loaded()).
+      end, {[?MARKS], []}, Loaded).
 
 module_functions(M) ->
     try erlang:get_module_info(M, functions) of
@@ -600,18 +614,34 @@ module_functions(M) ->
 %% longer kprof's plain local `true' got one from someone else meanwhile
 %% (or lost it to a code reload) and is left alone; the marks are kprof's.
 -spec disarm_set(armed_set()) -> ok.
+disarm_set(all) ->
+    Mods = [M || M <- erlang:loaded(), M =/= ?MARKS],
+    case lists:all(fun(M) -> foreign(module_functions(M)) =:= [] end, Mods) of
+        true -> erlang:trace_pattern({'_', '_', '_'}, false, [local]), ok;
+        false -> disarm_set({[?MARKS | Mods], []})
+    end;
 disarm_set({Mods, MFAs}) ->
     lists:foreach(
       fun(?MARKS) -> erlang:trace_pattern({?MARKS, '_', '_'}, false, [local]);
          (M) ->
               Fs = module_functions(M),
-              case [MFA || MFA <- Fs, is_armed(MFA)] of
-                  Fs -> erlang:trace_pattern({M, '_', '_'}, false, [local]);
-                  Ours -> [erlang:trace_pattern(MFA, false, [local]) || MFA <- Ours]
+              case foreign(Fs) of
+                  [] -> erlang:trace_pattern({M, '_', '_'}, false, [local]);
+                  _ -> [erlang:trace_pattern(MFA, false, [local]) || MFA <- Fs, is_armed(MFA)]
               end
       end, Mods),
     [erlang:trace_pattern(MFA, false, [local]) || MFA <- MFAs, is_armed(MFA)],
     ok.
+
+%% Functions with a call pattern that is not kprof's (a function without
+%% any, e.g. of a module loaded since, is not in the way of a removal).
+foreign(MFAs) ->
+    [MFA || MFA <- MFAs, is_foreign(erlang:trace_info(MFA, traced), MFA)].
+
+%% two trace_info/2 calls at most: this runs for every loaded function
+is_foreign({traced, false}, _) -> false;
+is_foreign({traced, local}, MFA) -> erlang:trace_info(MFA, match_spec) =/= {match_spec, []};
+is_foreign(_, _) -> true.
 
 is_armed(MFA) ->
     erlang:trace_info(MFA, traced) =:= {traced, local}

@@ -8,7 +8,8 @@
 %%% <ol>
 %%% <li>`begin_trace/2' (a call to this server) checks the bounds, arms the
 %%%   trace patterns if no trace runs yet (local call patterns on every loaded
-%%%   function: they exist only while a trace runs), and sets the trace flags
+%%%   function that has no call pattern of someone else: they exist only
+%%%   while a trace runs), and sets the trace flags
 %%%   `call', `return_to', `arity', `running', `garbage_collection', `procs',
 %%%   `set_on_spawn' and `monotonic_timestamp' on the process, with the ip
 %%%   trace port as tracer. When it returns, tracing is on.</li>
@@ -29,6 +30,15 @@
 %%% `rate_limit' (per second; the HTTP toggles do) take a token from a bucket
 %%% that holds `rate_limit' tokens (at least one) and refills at that rate;
 %%% with none left they are refused.
+%%%
+%%% == The node is left as found ==
+%%% kprof removes only what it set. Functions that had a call pattern (a
+%%% user's `dbg:tp'/`dbg:tpl') are not armed; the set armed is remembered
+%%% and removed exactly, and a pattern someone put on an armed function
+%%% meanwhile stays. Flags are cleared only on processes whose tracer is
+%%% kprof's (the trace port or the kprof_tracer NIF); a process another
+%%% tracer traces is never taken (OTP 25: one tracer a process). The guard
+%%% process knows the same set and undoes it when the server is killed.
 %%%
 %%% Settings come from the application environment `{kprof, request_trace,
 %%% Map}' merged with the options of each call; see defaults/0.
@@ -226,7 +236,20 @@ ensure_started(Mode) ->
                 calls = [] :: [mfa()],           % traced by trace_calls/1
                 baseline = 0 :: non_neg_integer(), % system memory when armed
                 nif = false :: boolean(),          % kprof_tracer is connected
-                flush_timer = false :: boolean()}). % a retry of flush/1 is due
+                flush_timer = false :: boolean(),  % a retry of flush/1 is due
+                guard :: pid(),                    % undoes `owned' if this server dies
+                owned = {[], []} :: armed_set()}). % the local patterns kprof set
+
+%% `all': every loaded function (no one else had a call pattern); else
+%% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
+%% modules where someone else has call patterns).
+-type armed_set() :: all | {[module()], [mfa()]}.
+
+%% kprof_rtrace_mark's patterns emit the marks: always kprof's.
+-define(MARKS, kprof_rtrace_mark).
+%% Past this many processes traced by another tracer, `--mfa' refuses: each
+%% is excluded by a guard in the call's match spec.
+-define(MAX_FOREIGN, 1000).
 
 %% @private
 -spec init(pid(), internal | {external, node()}) -> no_return().
@@ -247,14 +270,14 @@ init(Starter, Mode) ->
     case kprof_tiers:open_trace_port(maps:get(queue_size, Settings)) of
         {ok, Port, TcpPort} ->
             Self = self(),
-            spawn(fun() -> guard(Self) end),
+            Guard = spawn(fun() -> guard(Self, Port) end),
             Collector = case Mode of
                             internal -> start_collector();
                             {external, Node} -> true = monitor_node(Node, true), undefined
                         end,
             Starter ! {self(), started},
             loop(#state{port = Port, tcp_port = TcpPort, settings = Settings,
-                        collector = Collector,
+                        collector = Collector, guard = Guard,
                         last_limited = erlang:monotonic_time(microsecond)});
         {error, Why} ->
             exit({failed, Why})
@@ -292,7 +315,7 @@ loop(S = #state{settings = Settings}) ->
         flush ->
             loop(flush(S#state{flush_timer = false}));
         {untrace, Pids} when is_list(Pids) ->
-            _ = [catch erlang:trace(P, false, ?FLAGS) || P <- Pids, is_pid(P)],
+            _ = [untrace(P, S#state.port) || P <- Pids, is_pid(P)],
             loop(S);
         {Port, {data, {_, Line}}} when Port =:= S#state.collector ->
             logger:notice("~ts", [Line]),
@@ -341,38 +364,49 @@ handle({begin_trace, Pid, Options}, S0 = #state{traces = Traces}) ->
             handle({begin_trace, Pid, maps:remove(rate_limit, Options)},
                    S#state{last_limited = Now, tokens = Tokens - 1.0});
         _ ->
-            S1 = arm(S),
-            Seq = S1#state.seq + 1,
-            Id = trace_id(Seq),
-            erlang:trace(Pid, true, [tracer(S1) | ?FLAGS]),
-            Timer = erlang:send_after(maps:get(max_duration_ms, Settings), self(), {timeout, Id}),
-            T = #trace{id = Id, root = Pid, timer = Timer},
-            {{ok, Id, maps:with([max_events, max_duration_ms, name], Settings)},
-             S1#state{seq = Seq, traces = Traces#{Id => T}}}
+            case foreign_tracer(Pid, S#state.port) of
+                false -> start_trace(Pid, Settings, S);
+                Tracer -> {{error, {traced_by_another_tracer, Tracer}}, S}
+            end
     end;
 handle({end_trace, Id}, S) ->
     {ok, finish(Id, S)};
-handle({trace_calls, {M, F, A} = MFA}, S) ->
-    case code:ensure_loaded(M) of
-        {module, M} ->
-            S1 = arm(S),
-            Flags = [{{tracer, S1#state.port}} | ?FLAGS],
+handle({trace_calls, {M, F, A} = MFA}, S = #state{port = Port}) ->
+    Exists = case code:ensure_loaded(M) of
+                 {module, M} -> lists:member({F, A}, erlang:get_module_info(M, functions));
+                 _ -> no_module
+             end,
+    %% a meta pattern someone else set stays theirs; processes another
+    %% tracer traces are excluded (the match spec's `trace' would take them
+    %% from their tracer)
+    Foreign = [P || P <- erlang:processes(), foreign_tracer(P, Port) =/= false],
+    case {Exists, erlang:trace_info(MFA, meta), length(Foreign) > ?MAX_FOREIGN} of
+        {no_module, _, _} ->
+            {{error, {no_such_module, M}}, S};
+        {false, _, _} ->
+            {{error, {no_such_function, M, F, A}}, S};
+        {true, {meta, Other}, _} when Other =/= false ->
+            {{error, {already_meta_traced, MFA, Other}}, S};
+        {true, _, true} ->
+            {{error, {too_many_processes_traced_by_another_tracer, length(Foreign)}}, S};
+        {true, _, false} ->
+            S1 = arm(S#state{calls = [MFA | S#state.calls]}),
+            Flags = [{{tracer, Port}} | ?FLAGS],
             %% the call sets the flags on its process and tells the collector
             %% (its meta event starts the trace); its return ends it. The
             %% port as meta tracer: `{meta, erl_tracer, Port}' is what the VM
             %% makes of `{meta, Port}' (trace_info/2 answers `{meta, Port}'
             %% for either), and the form erlang:trace_pattern/3's spec
             %% allows, which names only a pid.
-            N = erlang:trace_pattern(MFA, [{'_', [], [{trace, [], Flags}, {return_trace}]}],
-                                     [{meta, erl_tracer, S1#state.port}]),
-            {case N of 0 -> {error, {no_such_function, M, F, A}}; _ -> ok end,
-             S1#state{calls = [MFA | S1#state.calls]}};
-        _ ->
-            {{error, {no_such_module, M}}, S}
+            _ = erlang:trace_pattern(MFA, [{'_', [{'=/=', {self}, P} || P <- Foreign],
+                                        [{trace, [], Flags}, {return_trace}]}],
+                                 [{meta, erl_tracer, Port}]),
+            {ok, S1}
     end;
 handle({stop_calls, MFA}, S) ->
-    erlang:trace_pattern(MFA, false, [meta]),
+    stop_meta(MFA, S#state.port),
     S1 = S#state{calls = lists:delete(MFA, S#state.calls)},
+    S1#state.guard ! {owned, S1#state.owned, S1#state.calls},
     case {S1#state.calls, maps:size(S1#state.traces)} of
         {[], 0} -> {ok, disarm(S1)};
         _ -> {ok, S1}
@@ -399,11 +433,76 @@ trace_id(Seq) ->
     list_to_binary(io_lib:format("~.36B~4.36.0B~5.36.0B",
                                  [erlang:system_time(second), Seq rem 1679616, Rand])).
 
+start_trace(Pid, Settings, S = #state{traces = Traces}) ->
+    S1 = arm(S),
+    Seq = S1#state.seq + 1,
+    Id = trace_id(Seq),
+    try erlang:trace(Pid, true, [tracer(S1) | ?FLAGS]) of
+        _ ->
+            Timer = erlang:send_after(maps:get(max_duration_ms, Settings), self(),
+                                      {timeout, Id}),
+            T = #trace{id = Id, root = Pid, timer = Timer},
+            {{ok, Id, maps:with([max_events, max_duration_ms, name], Settings)},
+             S1#state{seq = Seq, traces = Traces#{Id => T}}}
+    catch
+        %% gone, or traced by another tracer since the check
+        error:badarg ->
+            S2 = case {maps:size(Traces), S1#state.calls} of
+                     {0, []} -> disarm(S1);
+                     _ -> S1
+                 end,
+            {{error, cannot_trace_process}, S2}
+    end.
+
+%% The tracer of `Pid' when it is someone else's, else `false'.
+foreign_tracer(Pid, Port) ->
+    case erlang:trace_info(Pid, tracer) of
+        {tracer, []} -> false;
+        {tracer, Tracer} ->
+            case is_kprof_tracer(Tracer, Port) of
+                true -> false;
+                false -> Tracer
+            end;
+        _ -> false % not alive
+    end.
+
+%% OTP 25's spec of erlang:trace_info/2 leaves out `{Module, State}', the
+%% tracer of processes that kprof's erl_tracer NIF traces, which it does
+%% return: dialyzer would call the second clause unreachable.
+-dialyzer({no_match, is_kprof_tracer/2}).
+is_kprof_tracer(Port, Port) -> true;
+is_kprof_tracer({kprof_tracer, _}, _) -> true;
+is_kprof_tracer(_, _) -> false.
+
+%% Clears kprof's flags on `Pid' if kprof traces it (another tracer's
+%% process keeps its flags).
+untrace(Pid, Port) ->
+    case erlang:trace_info(Pid, tracer) of
+        {tracer, Tracer} when Tracer =/= [] ->
+            is_kprof_tracer(Tracer, Port) andalso (catch erlang:trace(Pid, false, ?FLAGS));
+        _ -> false
+    end.
+
+%% Every process kprof traces: its tracer is kprof's. That includes the
+%% processes traced ones spawned (they inherit flags and tracer through
+%% set_on_spawn), which no list here holds; one pass over the processes,
+%% run only when every trace stops at once.
+untrace_all(Port) ->
+    _ = [untrace(P, Port) || P <- erlang:processes()],
+    ok.
+
+%% Removes kprof's meta pattern on `MFA', unless someone replaced it.
+stop_meta(MFA, Port) ->
+    case erlang:trace_info(MFA, meta) of
+        {meta, Port} -> erlang:trace_pattern(MFA, false, [meta]);
+        _ -> 0
+    end.
+
 finish(Id, S = #state{traces = Traces}) ->
     case maps:take(Id, Traces) of
         {#trace{root = Root, timer = Timer}, Rest} ->
             _ = erlang:cancel_timer(Timer),
-            catch erlang:trace(Root, false, ?FLAGS),
+            untrace(Root, S#state.port),
             S1 = flush(S#state{traces = Rest}),
             case {maps:size(Rest), S1#state.calls} of
                 {0, []} -> disarm(S1);
@@ -413,13 +512,25 @@ finish(Id, S = #state{traces = Traces}) ->
             S
     end.
 
-%% Undoes everything if the server dies without its own shutdown (killed).
-guard(Server) ->
+%% Undoes what the server set if it dies without its own shutdown (killed):
+%% the server tells it what it owns before arming it.
+guard(Server, Port) ->
     Ref = monitor(process, Server),
-    receive {'DOWN', Ref, process, Server, _} -> ok end,
-    erlang:trace(all, false, ?FLAGS),
-    erlang:trace_pattern({'_', '_', '_'}, false, [local]),
-    erlang:trace_pattern({'_', '_', '_'}, false, [meta]).
+    guard_wait(Server, Ref, Port, {[], []}, []).
+
+guard_wait(Server, Ref, Port, Owned, Calls) ->
+    receive
+        {owned, Owned1, Calls1} ->
+            guard_wait(Server, Ref, Port, Owned1, Calls1);
+        done ->
+            ok; % the server undid everything itself
+        {'DOWN', Ref, process, Server, _} ->
+            %% the port closed with the server (its processes are no longer
+            %% traced); the NIF tracer outlives it
+            untrace_all(Port),
+            [stop_meta(MFA, Port) || MFA <- Calls],
+            disarm_set(Owned)
+    end.
 
 %% The node's side of the trace port has no bound of its own: a traced
 %% process that emits events faster than they leave makes the port's queues
@@ -438,7 +549,7 @@ watch(S0) ->
         false ->
             S;
         true ->
-            erlang:trace(all, false, ?FLAGS),
+            untrace_all(S#state.port),
             Ids = maps:keys(Traces),
             S1 = cut_marks(S, Ids, node_backlog),
             logger:warning("kprof: request traces cut: the node's trace queue grew past ~p MB",
@@ -472,30 +583,115 @@ flush(S = #state{nif = true}) ->
 flush(S) ->
     S.
 
-arm(S = #state{armed = true}) -> S;
-arm(S) ->
+arm(S = #state{armed = true, guard = Guard}) ->
+    Guard ! {owned, S#state.owned, S#state.calls},
+    S;
+arm(S = #state{guard = Guard}) ->
     erlang:send_after(?WATCH_MS, self(), watch),
-    {module, _} = code:ensure_loaded(kprof_rtrace_mark),
-    erlang:trace_pattern({'_', '_', '_'}, true, [local]),
+    {module, _} = code:ensure_loaded(?MARKS),
+    Owned = arm_set(),
+    %% the guard learns the set before it is set: killed halfway, this
+    %% server leaves nothing the guard does not remove
+    Guard ! {owned, Owned, S#state.calls},
+    _ = case Owned of
+        all -> erlang:trace_pattern({'_', '_', '_'}, true, [local]);
+        {Mods, MFAs} ->
+            [erlang:trace_pattern({M, '_', '_'}, true, [local]) || M <- Mods],
+            [erlang:trace_pattern(MFA, true, [local]) || MFA <- MFAs]
+    end,
     %% the marks carry the trace's id and bounds into the stream
-    erlang:trace_pattern({kprof_rtrace_mark, begin_trace, 1},
+    erlang:trace_pattern({?MARKS, begin_trace, 1},
                          [{['$1'], [], [{message, '$1'}]}], [local]),
-    erlang:trace_pattern({kprof_rtrace_mark, end_trace, 1},
+    erlang:trace_pattern({?MARKS, end_trace, 1},
                          [{['$1'], [], [{message, '$1'}]}], [local]),
-    S#state{armed = true, baseline = erlang:memory(system)}.
+    S#state{armed = true, owned = Owned, baseline = erlang:memory(system)}.
+
+%% What kprof's local pattern takes: every function of every loaded module
+%% (what {'_', '_', '_'} would take) except those with a call pattern, which
+%% are someone else's (kprof has none while no trace runs). A module with
+%% none is armed in one call, since each trace_pattern/3 call costs a code
+%% barrier (20 us a function, 15-50 us a whole module, under 1 ms for
+%% {'_', '_', '_'}); a module with some, function by function. Without any,
+%% all of them in one call. The marks are always kprof's.
+-spec arm_set() -> armed_set().
+arm_set() ->
+    Loaded = erlang:loaded(),
+    N = length(Loaded),
+    case arm_modules(Loaded) of
+        {Mods, []} = Set -> case length(Mods) of N -> all; _ -> Set end;
+        Set -> Set
+    end.
+
+arm_modules(Loaded) ->
+    lists:foldl(
+      fun(?MARKS, Acc) -> Acc;
+         (M, {Mods, MFAs}) ->
+              Fs = module_functions(M),
+              case [MFA || MFA <- Fs, erlang:trace_info(MFA, traced) =:= {traced, false}] of
+                  [] -> {Mods, MFAs};
+                  Fs -> {[M | Mods], MFAs};
+                  Free -> {Mods, Free ++ MFAs}
+              end
+      end, {[?MARKS], []}, Loaded).
+
+module_functions(M) ->
+    try erlang:get_module_info(M, functions) of
+        Fs -> [{M, F, A} || {F, A} <- Fs]
+    catch
+        error:badarg -> [] % unloaded meanwhile
+    end.
+
+%% Removes exactly the patterns arm/1 set. A function whose pattern is no
+%% longer kprof's plain local `true' got one from someone else meanwhile
+%% (or lost it to a code reload) and is left alone; the marks are kprof's.
+-spec disarm_set(armed_set()) -> ok.
+disarm_set(all) ->
+    Mods = [M || M <- erlang:loaded(), M =/= ?MARKS],
+    case lists:all(fun(M) -> foreign(module_functions(M)) =:= [] end, Mods) of
+        true -> erlang:trace_pattern({'_', '_', '_'}, false, [local]), ok;
+        false -> disarm_set({[?MARKS | Mods], []})
+    end;
+disarm_set({Mods, MFAs}) ->
+    lists:foreach(
+      fun(?MARKS) -> erlang:trace_pattern({?MARKS, '_', '_'}, false, [local]);
+         (M) ->
+              Fs = module_functions(M),
+              case foreign(Fs) of
+                  [] -> erlang:trace_pattern({M, '_', '_'}, false, [local]);
+                  _ -> [erlang:trace_pattern(MFA, false, [local]) || MFA <- Fs, is_armed(MFA)]
+              end
+      end, Mods),
+    [erlang:trace_pattern(MFA, false, [local]) || MFA <- MFAs, is_armed(MFA)],
+    ok.
+
+%% Functions with a call pattern that is not kprof's (a function without
+%% any, e.g. of a module loaded since, is not in the way of a removal).
+foreign(MFAs) ->
+    [MFA || MFA <- MFAs, is_foreign(erlang:trace_info(MFA, traced), MFA)].
+
+%% two trace_info/2 calls at most: this runs for every loaded function
+is_foreign({traced, false}, _) -> false;
+is_foreign({traced, local}, MFA) -> erlang:trace_info(MFA, match_spec) =/= {match_spec, []};
+is_foreign(_, _) -> true.
+
+is_armed(MFA) ->
+    erlang:trace_info(MFA, traced) =:= {traced, local}
+        andalso erlang:trace_info(MFA, match_spec) =:= {match_spec, []}.
 
 disarm(S = #state{armed = false}) -> S;
 disarm(S) ->
-    erlang:trace_pattern({'_', '_', '_'}, false, [local]),
-    S#state{armed = false}.
+    disarm_set(S#state.owned),
+    S#state.guard ! {owned, {[], []}, S#state.calls},
+    S#state{armed = false, owned = {[], []}}.
 
 -spec shutdown(#state{}) -> no_return().
-shutdown(S = #state{traces = Traces, calls = Calls}) ->
-    _ = [erlang:trace_pattern(MFA, false, [meta]) || MFA <- Calls],
-    _ = [catch erlang:trace(R, false, ?FLAGS) || #trace{root = R} <- maps:values(Traces)],
+shutdown(S = #state{traces = Traces, calls = Calls, port = Port}) ->
+    _ = [stop_meta(MFA, Port) || MFA <- Calls],
+    _ = [untrace(R, Port) || #trace{root = R} <- maps:values(Traces)],
     %% processes spawned by traced ones inherited the flags
-    erlang:trace(all, false, ?FLAGS),
+    untrace_all(Port),
     _ = disarm(S#state{armed = true}),
+    S#state.guard ! done,
     S#state.nif andalso (catch kprof_tracer:close()),
     catch port_close(S#state.port),
     exit(normal).

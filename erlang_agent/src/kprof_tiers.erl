@@ -28,6 +28,12 @@
 %%% monitors the agent and the C node and undoes everything when either goes:
 %%% patterns, trace flags, the settings term, and (when an entry pattern was
 %%% used, since match-spec tokens stay in processes) every seq_trace token.
+%%%
+%%% kprof removes only what it set: a tier function that already has a call
+%%% pattern (a user's `dbg:tp') makes it refuse to start, a pattern someone
+%%% puts on a tier function while it runs stays, and flags are cleared only
+%%% on processes whose tracer is kprof's trace port (`erlang:trace(all, ...)'
+%%% leaves processes another tracer traces alone when it sets flags).
 -module(kprof_tiers).
 
 -export([start/2, stop/0, parse_text/1, normalize/1, report/0, open_trace_port/1]).
@@ -286,20 +292,30 @@ start_agent(Owner, Config) ->
             {error, "request traces run on this node (kprof_rtrace); tier tracing waits "
                     "until they stop"};
         {{tracer, []}, undefined} ->
-            Self = self(),
-            Agent = spawn(?MODULE, agent_init, [Self, Owner, Config]),
-            Ref = monitor(process, Agent),
-            receive
-                {Agent, started, Reply} -> demonitor(Ref, [flush]), {ok, Reply};
-                {Agent, error, Why} -> demonitor(Ref, [flush]), {error, Why};
-                {'DOWN', Ref, process, Agent, Why} -> {error, {agent_died, Why}}
-            after 10000 ->
-                exit(Agent, kill),
-                {error, timeout}
+            case [MFA || {MFA, _} <- patterns(Config), element(1, MFA) =/= kprof_tier_mark,
+                         erlang:trace_info(MFA, traced) =/= {traced, false}] of
+                [] -> spawn_agent(Owner, Config);
+                [{M, F, A} | _] ->
+                    {error, lists:flatten(io_lib:format(
+                        "~tp:~tp/~p already has a trace pattern (dbg?); kprof does not "
+                        "replace it: remove it first", [M, F, A]))}
             end;
         {{tracer, Other}, _} ->
             {error, lists:flatten(io_lib:format(
                 "another tracer (~0tp, e.g. dbg) traces new processes; stop it first", [Other]))}
+    end.
+
+spawn_agent(Owner, Config) ->
+    Self = self(),
+    Agent = spawn(?MODULE, agent_init, [Self, Owner, Config]),
+    Ref = monitor(process, Agent),
+    receive
+        {Agent, started, Reply} -> demonitor(Ref, [flush]), {ok, Reply};
+        {Agent, error, Why} -> demonitor(Ref, [flush]), {error, Why};
+        {'DOWN', Ref, process, Agent, Why} -> {error, {agent_died, Why}}
+    after 10000 ->
+        exit(Agent, kill),
+        {error, timeout}
     end.
 
 %%% ---------------------------------------------------------------------
@@ -336,8 +352,11 @@ arm(Patterns) ->
     [erlang:trace_pattern(MFA, Spec, [local]) || {MFA, Spec} <- Patterns],
     ok.
 
+%% Only patterns still kprof's: one someone set on a tier function meanwhile
+%% stays.
 disarm(Patterns) ->
-    [erlang:trace_pattern(MFA, false, [local]) || {MFA, _} <- Patterns],
+    [erlang:trace_pattern(MFA, false, [local])
+     || {MFA, Spec} <- Patterns, erlang:trace_info(MFA, match_spec) =:= {match_spec, Spec}],
     ok.
 
 %% Patterns a code reload removed (the new code has no breakpoints): set
@@ -346,8 +365,9 @@ rearm(Patterns) ->
     lists:sum([rearm_one(MFA, Spec) || {MFA, Spec} <- Patterns]).
 
 rearm_one({M, _, _} = MFA, Spec) ->
-    case erlang:trace_info(MFA, match_spec) of
-        {match_spec, L} when is_list(L), L =/= [] -> 0;
+    %% any call pattern, kprof's or one someone set since, is kept
+    case erlang:trace_info(MFA, traced) of
+        {traced, T} when T =/= false -> 0;
         _ ->
             case erlang:module_loaded(M) of
                 true -> erlang:trace_pattern(MFA, Spec, [local]);
@@ -369,18 +389,37 @@ guard_init(Starter, Agent, OwnerNode, Config) ->
     Starter ! {self(), guarding},
     receive
         {'DOWN', Ref, process, Agent, _} -> ok;
-        {nodedown, OwnerNode} -> exit(Agent, kill)
+        {nodedown, OwnerNode} ->
+            %% gone, the agent can no longer arm anything, and its trace
+            %% port closes
+            exit(Agent, kill),
+            receive {'DOWN', Ref, process, Agent, _} -> ok after 2000 -> ok end
     end,
     cleanup(Config),
     exit(normal).
 
 cleanup(Config = #{entry := Entry}) ->
     disarm(patterns(Config)),
-    erlang:trace(all, false, [call, arity, monotonic_timestamp]),
+    untrace_all(maps:get(trace_port, Config, undefined)),
     _ = persistent_term:erase(?SETTINGS),
     %% Tokens set by a match spec stay in the process after the entry returns;
     %% only reset_trace/0 reaches them all.
     Entry =/= none andalso seq_trace:reset_trace(),
+    ok.
+
+-define(FLAGS, [call, arity, monotonic_timestamp]).
+
+%% Clears the flags kprof set: on processes (and new ones) whose tracer is
+%% its trace port. Processes another tracer traces never got them. Once
+%% the port is closed (the agent gone) its processes are no longer traced;
+%% this covers a port that is still open.
+untrace_all(Port) when is_port(Port) ->
+    erlang:trace_info(new, tracer) =:= {tracer, Port}
+        andalso erlang:trace(new, false, ?FLAGS),
+    _ = [catch erlang:trace(P, false, ?FLAGS)
+         || P <- erlang:processes(), erlang:trace_info(P, tracer) =:= {tracer, Port}],
+    ok;
+untrace_all(_) ->
     ok.
 
 %%% ---------------------------------------------------------------------
@@ -409,12 +448,14 @@ agent_start(Starter, Owner, Config = #{queue_size := QSize}) ->
             persistent_term:put(?SETTINGS, #{active => Active,
                                              identity_f => maps:get(identity_f, Config),
                                              sample_rate => maps:get(sample_rate, Config)}),
-            Guard = spawn(?MODULE, guard_init, [self(), self(), node(Owner), Config]),
+            Guard = spawn(?MODULE, guard_init, [self(), self(), node(Owner),
+                                                Config#{trace_port => Port}]),
             receive {Guard, guarding} -> ok after 5000 -> exit(guard_timeout) end,
             Patterns = patterns(Config),
             %% A pattern set on a module that is not loaded matches nothing.
             {module, _} = code:ensure_loaded(kprof_tier_mark),
-            erlang:trace(all, true, [call, arity, monotonic_timestamp, {tracer, Port}]),
+            %% `all' skips processes another tracer traces
+            erlang:trace(all, true, [{tracer, Port} | ?FLAGS]),
             arm(Patterns),
             atomics:put(Active, 1, 1),
             Starter ! {self(), started, reply(Config, TcpPort)},

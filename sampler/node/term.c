@@ -5,47 +5,60 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t be32(const unsigned char *p)
+/* A big-endian unsigned integer of `width` bytes (0 to 4). */
+static uint32_t big_endian(const unsigned char *p, unsigned width)
 {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+    uint32_t v = 0;
+    while (width--)
+        v = v << 8 | *p++;
+    return v;
 }
 
-static uint32_t be16(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 8 | p[1];
-}
+/* How a term is laid out after its tag (the external term format of
+ * erts, tag names from ei.h): `fixed` bytes, of which `size_width` bytes at
+ * `size_at` count raw bytes that follow, and `count_width` bytes at
+ * `count_at` count terms that follow (times `count_mul`, plus `count_add`).
+ * `node`: a node atom comes before the fixed bytes (pids, ports,
+ * references). Tags not listed are refused. */
+typedef struct {
+    unsigned char known, node, fixed;
+    unsigned char size_at, size_width;
+    unsigned char count_at, count_width, count_mul, count_add;
+} term_shape;
 
-/* The external format's tags (erts/emulator/beam/external.h). */
-enum {
-    NEW_FLOAT = 70,
-    BIT_BINARY = 77,
-    NEW_PID = 88,
-    NEW_PORT = 89,
-    NEWER_REFERENCE = 90,
-    SMALL_INTEGER = 97,
-    INTEGER = 98,
-    FLOAT = 99,
-    ATOM = 100,
-    REFERENCE = 101,
-    PORT = 102,
-    PID = 103,
-    SMALL_TUPLE = 104,
-    LARGE_TUPLE = 105,
-    NIL = 106,
-    STRING = 107,
-    LIST = 108,
-    BINARY = 109,
-    SMALL_BIG = 110,
-    LARGE_BIG = 111,
-    NEW_FUN = 112,
-    EXPORT = 113,
-    NEW_REFERENCE = 114,
-    SMALL_ATOM = 115,
-    MAP = 116,
-    FUN = 117,
-    ATOM_UTF8 = 118,
-    SMALL_ATOM_UTF8 = 119,
-    V4_PORT = 120
+static const term_shape shapes[256] = {
+    [ERL_SMALL_INTEGER_EXT] = {.known = 1, .fixed = 1},
+    [ERL_INTEGER_EXT] = {.known = 1, .fixed = 4},
+    [NEW_FLOAT_EXT] = {.known = 1, .fixed = 8},
+    [ERL_FLOAT_EXT] = {.known = 1, .fixed = 31},
+    [ERL_NIL_EXT] = {.known = 1},
+    [ERL_ATOM_EXT] = {.known = 1, .fixed = 2, .size_width = 2},
+    [ERL_ATOM_UTF8_EXT] = {.known = 1, .fixed = 2, .size_width = 2},
+    [ERL_STRING_EXT] = {.known = 1, .fixed = 2, .size_width = 2},
+    [ERL_SMALL_ATOM_EXT] = {.known = 1, .fixed = 1, .size_width = 1},
+    [ERL_SMALL_ATOM_UTF8_EXT] = {.known = 1, .fixed = 1, .size_width = 1},
+    [ERL_BINARY_EXT] = {.known = 1, .fixed = 4, .size_width = 4},
+    [ERL_BIT_BINARY_EXT] = {.known = 1, .fixed = 5, .size_width = 4}, /* Len, Bits */
+    [ERL_SMALL_BIG_EXT] = {.known = 1, .fixed = 2, .size_width = 1},  /* n, Sign */
+    [ERL_LARGE_BIG_EXT] = {.known = 1, .fixed = 5, .size_width = 4},  /* n, Sign */
+    [ERL_PID_EXT] = {.known = 1, .node = 1, .fixed = 9},              /* ID, Serial, Creation u8 */
+    [ERL_NEW_PID_EXT] = {.known = 1, .node = 1, .fixed = 12},         /* ID, Serial, Creation */
+    [ERL_PORT_EXT] = {.known = 1, .node = 1, .fixed = 5},             /* ID, Creation u8 */
+    [ERL_NEW_PORT_EXT] = {.known = 1, .node = 1, .fixed = 8},         /* ID, Creation */
+    [ERL_V4_PORT_EXT] = {.known = 1, .node = 1, .fixed = 12},         /* ID u64, Creation */
+    [ERL_REFERENCE_EXT] = {.known = 1, .node = 1, .fixed = 5},        /* ID, Creation u8 */
+    [ERL_SMALL_TUPLE_EXT] = {.known = 1, .fixed = 1, .count_width = 1, .count_mul = 1},
+    [ERL_LARGE_TUPLE_EXT] = {.known = 1, .fixed = 4, .count_width = 4, .count_mul = 1},
+    /* keys and values */
+    [ERL_MAP_EXT] = {.known = 1, .fixed = 4, .count_width = 4, .count_mul = 2},
+    /* elements and tail */
+    [ERL_LIST_EXT] = {.known = 1, .fixed = 4, .count_width = 4, .count_mul = 1, .count_add = 1},
+    [ERL_EXPORT_EXT] = {.known = 1, .count_add = 3}, /* Module, Function, Arity */
+    /* Size Arity Uniq Index NumFree, then Module OldIndex OldUniq Pid Free... */
+    [ERL_NEW_FUN_EXT] =
+        {.known = 1, .fixed = 29, .count_at = 25, .count_width = 4, .count_mul = 1, .count_add = 4},
+    /* NumFree, then Pid Module Index Uniq Free... */
+    [ERL_FUN_EXT] = {.known = 1, .fixed = 4, .count_width = 4, .count_mul = 1, .count_add = 4},
 };
 
 /* The size of the atom naming a node at `p` (a pid's, port's or
@@ -53,10 +66,10 @@ enum {
 static long node_atom(const unsigned char *p, const unsigned char *end)
 {
     size_t left = (size_t)(end - p), size;
-    if (left >= 2 && (*p == SMALL_ATOM || *p == SMALL_ATOM_UTF8))
+    if (left >= 2 && (*p == ERL_SMALL_ATOM_EXT || *p == ERL_SMALL_ATOM_UTF8_EXT))
         size = 2u + p[1];
-    else if (left >= 3 && (*p == ATOM || *p == ATOM_UTF8))
-        size = 3u + be16(p + 1);
+    else if (left >= 3 && (*p == ERL_ATOM_EXT || *p == ERL_ATOM_UTF8_EXT))
+        size = 3u + big_endian(p + 1, 2);
     else
         return -1;
     return size <= left ? (long)size : -1;
@@ -65,156 +78,50 @@ static long node_atom(const unsigned char *p, const unsigned char *end)
 int kp_term_check(const char *buf, size_t len)
 {
     const unsigned char *p = (const unsigned char *)buf, *end = p + len;
-    if (p < end && *p == 131)
+    if (p < end && *p == 131) /* the version byte */
         p++;
     /* Terms still to read. A term takes at least one byte, so more pending
      * terms than bytes left is malformed, and the count cannot overflow. */
     uint64_t pending = 1;
-#define NEED(n)                              \
-    do {                                     \
-        if ((size_t)(end - p) < (size_t)(n)) \
-            return -1;                       \
-    } while (0)
-    while (pending) {
-        pending--;
-        NEED(1);
+    while (pending--) {
+        if (p == end)
+            return -1;
         unsigned tag = *p++;
-        uint64_t n;
-        switch (tag) {
-        case SMALL_INTEGER:
-            NEED(1);
-            p += 1;
-            break;
-        case INTEGER:
-            NEED(4);
-            p += 4;
-            break;
-        case NEW_FLOAT:
-            NEED(8);
-            p += 8;
-            break;
-        case FLOAT:
-            NEED(31);
-            p += 31;
-            break;
-        case NIL: break;
-        case ATOM:
-        case ATOM_UTF8:
-        case STRING:
-            NEED(2);
-            n = be16(p);
-            p += 2;
-            NEED(n);
-            p += n;
-            break;
-        case SMALL_ATOM:
-        case SMALL_ATOM_UTF8:
-            NEED(1);
-            n = *p++;
-            NEED(n);
-            p += n;
-            break;
-        case BINARY:
-            NEED(4);
-            n = be32(p);
-            p += 4;
-            NEED(n);
-            p += n;
-            break;
-        case BIT_BINARY:
-            NEED(5);
-            n = be32(p);
-            p += 5;
-            NEED(n);
-            p += n;
-            break;
-        case SMALL_BIG:
-            NEED(2);
-            n = *p;
-            p += 2;
-            NEED(n);
-            p += n;
-            break;
-        case LARGE_BIG:
-            NEED(5);
-            n = be32(p);
-            p += 5;
-            NEED(n);
-            p += n;
-            break;
-        case SMALL_TUPLE:
-            NEED(1);
-            pending += *p++;
-            break;
-        case LARGE_TUPLE:
-            NEED(4);
-            pending += be32(p);
-            p += 4;
-            break;
-        case MAP:
-            NEED(4);
-            pending += 2 * (uint64_t)be32(p);
-            p += 4;
-            break;
-        case LIST:
-            NEED(4);
-            pending += (uint64_t)be32(p) + 1;
-            p += 4;
-            break;
-        /* node atom first, then fixed fields: checked as a small term read
-         * before the fields (the fields are skipped by the next tag's NEED) */
-        case PID:
-        case NEW_PID:
-        case PORT:
-        case NEW_PORT:
-        case V4_PORT:
-        case REFERENCE: {
-            long atom = node_atom(p, end);
-            size_t tail = tag == PID        ? 9
-                          : tag == NEW_PID  ? 12
-                          : tag == NEW_PORT ? 8
-                          : tag == V4_PORT  ? 12
-                                            : 5; /* PORT, REFERENCE */
-            if (atom < 0)
+        size_t fixed, size = 0;
+        if (tag == ERL_NEW_REFERENCE_EXT || tag == ERL_NEWER_REFERENCE_EXT) {
+            /* Len u16, Node, Creation (u8 or u32), Len IDs of u32 */
+            if (end - p < 2)
                 return -1;
-            p += atom;
-            NEED(tail);
-            p += tail;
-            break;
-        }
-        case NEW_REFERENCE:
-        case NEWER_REFERENCE: {
-            NEED(2);
-            size_t ids = be16(p);
+            size_t ids = big_endian(p, 2);
             p += 2;
             long atom = node_atom(p, end);
             if (atom < 0)
                 return -1;
             p += atom;
-            size_t tail = (tag == NEW_REFERENCE ? 1 : 4) + 4 * ids;
-            NEED(tail);
-            p += tail;
-            break;
+            fixed = (tag == ERL_NEW_REFERENCE_EXT ? 1 : 4) + 4 * ids;
+        } else {
+            const term_shape *s = &shapes[tag];
+            if (!s->known)
+                return -1;
+            if (s->node) {
+                long atom = node_atom(p, end);
+                if (atom < 0)
+                    return -1;
+                p += atom;
+            }
+            fixed = s->fixed;
+            if ((size_t)(end - p) < fixed)
+                return -1;
+            size = big_endian(p + s->size_at, s->size_width);
+            pending +=
+                s->count_add + (uint64_t)s->count_mul * big_endian(p + s->count_at, s->count_width);
         }
-        case EXPORT: pending += 3; break;
-        case NEW_FUN: /* Size Arity Uniq Index NumFree, Module OldIndex OldUniq Pid Free... */
-            NEED(4 + 1 + 16 + 4 + 4);
-            n = be32(p + 25);
-            p += 29;
-            pending += 4 + n;
-            break;
-        case FUN: /* NumFree Pid Module Index Uniq Free... */
-            NEED(4);
-            n = be32(p);
-            p += 4;
-            pending += 4 + n;
-            break;
-        default: return -1;
-        }
+        if ((size_t)(end - p) < fixed || (size_t)(end - p) - fixed < size)
+            return -1;
+        p += fixed + size;
         if (pending > (uint64_t)(end - p))
             return -1;
     }
-#undef NEED
     return 0;
 }
 

@@ -58,8 +58,7 @@ int kp_sample_wire_start(kp_sample_wire *a, kp_node *node, const kp_sampling_opt
             kp_term_text(reply.buff, 0, "(unprintable term)", what, sizeof what);
             if (strstr(what, "busy"))
                 snprintf(err, err_len,
-                         "another kprof is already attached to %s (%s); stop it "
-                         "first",
+                         "another kprof is already attached to %s (%s); stop it first",
                          node->target, what);
             else if (strstr(what, "no_process") || strstr(what, "bad_pid"))
                 snprintf(err, err_len, "--pid: %s on %s", what, node->target);
@@ -315,8 +314,9 @@ int kp_sample_wire_receive(kp_sample_wire *a, unsigned ms)
             return erl_errno == ETIMEDOUT ? 0 : -1;
         if (msg.msgtype != ERL_SEND && msg.msgtype != ERL_REG_SEND)
             continue;
-        /* the message lies within the buffer ei filled */
-        int ours = kp_sample_wire_take_reply(a, (size_t)a->reply.buffsz);
+        /* ei sets index to the message's length (older releases: to the
+         * buffer's size, which holds it too) */
+        int ours = kp_sample_wire_take_reply(a, (size_t)a->reply.index);
         if (ours == 0)
             continue;
         return ours == 1 ? 1 : -2;

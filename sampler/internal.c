@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "node/agent_modules.h"
-#include "common/cli.h"
 #include "commands.h"
+#include "common/cli.h"
 #include "kp/sink.h"
+#include "node/agent_modules.h"
 
 static int extract_agent(const char *dir)
 {

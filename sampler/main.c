@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/cli.h"
 #include "commands.h"
+#include "common/cli.h"
 #include "kprof_version.h"
 
 static const char usage[] =

@@ -1,8 +1,9 @@
 #include "common/u64_map.h"
-#include "kp/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "kp/alloc.h"
 
 /* Pids are small consecutive numbers: mix them so neighbours spread. */
 static size_t slot_of(uint64_t key, size_t cap)

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/cli.h"
 #include "commands.h"
+#include "common/cli.h"
 #include "kp/flame_svg.h"
 #include "kp/folded.h"
 #include "kp/perf_reader.h"

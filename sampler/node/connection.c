@@ -1,10 +1,9 @@
 #define _GNU_SOURCE
 #include "node/connection.h"
-#include "node/term.h"
-#include "common/clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -15,7 +14,9 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
-#include <fcntl.h>
+
+#include "common/clock.h"
+#include "node/term.h"
 
 static void trim(char *s)
 {

@@ -1,6 +1,5 @@
 #define _GNU_SOURCE
 #include "node/trace_port.h"
-#include "kp/alloc.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -9,6 +8,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "kp/alloc.h"
 
 #define MAX_FRAME (64u << 20) /* one event: a huge return value at most */
 #define READ_ROUNDS 64        /* then give the caller's loop a turn */

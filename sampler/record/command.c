@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/cli.h"
 #include "commands.h"
-#include "record/run.h"
+#include "common/cli.h"
 #include "common/units.h"
+#include "record/run.h"
 
 static const char record_usage[] =
     "Usage: kprof record --node NODE [OPTIONS]\n"

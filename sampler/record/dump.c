@@ -5,13 +5,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "record/sample_wire.h"
 #include "common/cli.h"
-#include "node/connection.h"
+#include "common/clock.h"
 #include "common/pid_text.h"
+#include "node/connection.h"
 #include "record/processes.h"
 #include "record/run.h"
-#include "common/clock.h"
+#include "record/sample_wire.h"
 
 typedef struct {
     kp_frames *frames;

@@ -1,6 +1,5 @@
 #define _GNU_SOURCE
 #include "record/files.h"
-#include "kp/alloc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,6 +7,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "kp/alloc.h"
 #include "kp/flame_svg.h"
 #include "kp/folded.h"
 #include "kp/perf_writer.h"

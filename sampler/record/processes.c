@@ -1,12 +1,13 @@
 #define _GNU_SOURCE
 #include "record/processes.h"
-#include "kp/alloc.h"
-#include "common/pid_text.h"
-#include "common/u64_map.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/pid_text.h"
+#include "common/u64_map.h"
+#include "kp/alloc.h"
 
 #define NO_FRAME UINT32_MAX
 

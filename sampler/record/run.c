@@ -14,13 +14,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "record/sample_wire.h"
 #include "common/cli.h"
+#include "common/clock.h"
+#include "common/signals.h"
 #include "node/connection.h"
 #include "record/files.h"
 #include "record/processes.h"
-#include "common/clock.h"
-#include "common/signals.h"
+#include "record/sample_wire.h"
 
 #define MAX_NODES 64
 

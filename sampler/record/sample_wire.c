@@ -1,12 +1,12 @@
 #define _GNU_SOURCE
 #include "record/sample_wire.h"
-#include "kp/alloc.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kp/alloc.h"
 #include "node/term.h"
 
 static void encode_options(ei_x_buff *x, const kp_sampling_options *o)

@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/cli.h"
 #include "commands.h"
-#include "tiers/run.h"
+#include "common/cli.h"
 #include "common/units.h"
+#include "tiers/run.h"
 
 static const char tiers_usage[] =
     "Usage: kprof tiers --node NODE --tiers FILE [OPTIONS]\n"

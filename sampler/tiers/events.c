@@ -1,11 +1,11 @@
 #include "tiers/events.h"
-#include "node/term.h"
 
 #include <ei.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "node/connection.h"
+#include "node/term.h"
 
 static kp_tier_pid pack(const erlang_pid *p)
 {

@@ -1,5 +1,4 @@
 #include "tiers/match.h"
-#include "kp/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,6 +6,7 @@
 
 #include "common/pid_text.h"
 #include "common/u64_map.h"
+#include "kp/alloc.h"
 
 #define NO_REQ UINT32_MAX
 

@@ -1,6 +1,5 @@
 #define _GNU_SOURCE
 #include "tiers/run.h"
-#include "kp/alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,15 +11,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "node/agent.h"
 #include "common/cli.h"
-#include "node/connection.h"
 #include "common/clock.h"
 #include "common/signals.h"
+#include "kp/alloc.h"
+#include "node/agent.h"
+#include "node/connection.h"
+#include "node/trace_port.h"
 #include "tiers/events.h"
 #include "tiers/match.h"
 #include "tiers/setup.h"
-#include "node/trace_port.h"
 
 #define MAX_TIER_FILE (1u << 20)
 

@@ -1,11 +1,12 @@
 #define _GNU_SOURCE
 #include "tiers/setup.h"
-#include "kp/alloc.h"
-#include "node/term.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "kp/alloc.h"
+#include "node/term.h"
 
 static int decode_u64(const char *buf, int *i, uint64_t *v)
 {

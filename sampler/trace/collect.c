@@ -1,19 +1,18 @@
 #define _GNU_SOURCE
 #include "trace/collect.h"
-#include "kp/alloc.h"
 
 #include <errno.h>
+#include <kp/intern.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
-#include <kp/intern.h>
-
 #include "common/pid_text.h"
-#include "trace/files.h"
 #include "common/u64_map.h"
+#include "kp/alloc.h"
+#include "trace/files.h"
 
 #define MAX_TRACES 1024
 

@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/cli.h"
 #include "commands.h"
-#include "trace/run.h"
+#include "common/cli.h"
 #include "common/units.h"
+#include "trace/run.h"
 
 static const char trace_usage[] =
     "Usage: kprof trace --node NODE --pid PID [--duration T] [--output DIR]\n"

@@ -1,16 +1,15 @@
 #include "trace/files.h"
-#include "kp/alloc.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include <kp/flame_svg.h>
 #include <kp/folded.h>
 #include <kp/perf_writer.h>
 #include <kp/sink.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "common/pid_text.h"
+#include "kp/alloc.h"
 
 #define MIN_TICK_NS 10000 /* perf samples every 10 us at most */
 #define MAX_TICKS 100000  /* ... and at most this many per process and trace */

@@ -1,6 +1,5 @@
 #define _GNU_SOURCE
 #include "trace/nif_reader.h"
-#include "kp/alloc.h"
 
 #include <ei.h>
 #include <errno.h>
@@ -9,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "kp/alloc.h"
 #include "kprof_tracer_records.h"
 #include "node/term.h"
 

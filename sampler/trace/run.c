@@ -7,26 +7,27 @@
  * --mfa M:F/A: from a shell, traces the next --count calls of a function,
  *   each in whatever process makes it, from the call to its return. */
 #define _GNU_SOURCE
+#include "trace/run.h"
+
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "node/agent.h"
-#include "node/term.h"
-#include "common/cli.h"
 #include "commands.h"
-#include "node/connection.h"
+#include "common/cli.h"
 #include "common/clock.h"
 #include "common/signals.h"
-#include "trace/collect.h"
+#include "node/agent.h"
+#include "node/connection.h"
+#include "node/term.h"
 #include "node/trace_port.h"
-#include "trace/run.h"
+#include "trace/collect.h"
 #include "trace/nif_reader.h"
 
 typedef struct {

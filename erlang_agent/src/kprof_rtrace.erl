@@ -666,17 +666,18 @@ disarm_set({Mods, MFAs}) ->
 
 %% Functions with a call pattern that is not kprof's (a function without
 %% any, e.g. of a module loaded since, is not in the way of a removal).
+%% Each `traced' is read once: this runs for every loaded function.
 foreign(MFAs) ->
-    [MFA || MFA <- MFAs, is_foreign(erlang:trace_info(MFA, traced), MFA)].
-
-%% two trace_info/2 calls at most: this runs for every loaded function
-is_foreign({traced, false}, _) -> false;
-is_foreign({traced, local}, MFA) -> erlang:trace_info(MFA, match_spec) =/= {match_spec, []};
-is_foreign(_, _) -> true.
+    [MFA || MFA <- MFAs,
+            Traced <- [erlang:trace_info(MFA, traced)],
+            Traced =/= {traced, false}, not is_kprofs(Traced, MFA)].
 
 is_armed(MFA) ->
-    erlang:trace_info(MFA, traced) =:= {traced, local}
-        andalso erlang:trace_info(MFA, match_spec) =:= {match_spec, []}.
+    is_kprofs(erlang:trace_info(MFA, traced), MFA).
+
+%% kprof's pattern, given the function's `traced': local, no match spec.
+is_kprofs({traced, local}, MFA) -> erlang:trace_info(MFA, match_spec) =:= {match_spec, []};
+is_kprofs(_, _) -> false.
 
 disarm(S = #state{armed = false}) -> S;
 disarm(S) ->

@@ -16,7 +16,7 @@
 typedef struct {
     kp_frames *frames;
     kp_stacks *stacks;
-    kp_processes *profile;
+    kp_processes *procs;
     int printed;
 } dumper;
 
@@ -65,31 +65,31 @@ int kp_dump_run(const kp_record_options *o)
         kp_error("%s", err);
         return KP_EXIT_NODE;
     }
-    kp_sample_wire agent;
+    kp_sample_wire wire;
     kp_sampling_options ao = {o->top, o->select_by, 60000, o->pids, o->n_pids, o->depth, 10000};
-    if (kp_sample_wire_start(&agent, &node, &ao, err, sizeof err) != 0) {
+    if (kp_sample_wire_start(&wire, &node, &ao, err, sizeof err) != 0) {
         kp_error("%s", err);
         kp_node_close(&node);
         return KP_EXIT_NODE;
     }
     dumper d = {kp_frames_create(0), kp_stacks_create(), NULL, 0};
     if (d.frames && d.stacks)
-        d.profile =
-            kp_processes_create(d.frames, d.stacks, agent.agent.wordsize, NULL, print_sample, &d);
+        d.procs =
+            kp_processes_create(d.frames, d.stacks, wire.agent.wordsize, NULL, print_sample, &d);
     /* the ranking needs a window: the agent took its first snapshot at start */
     struct timespec window = {0, 250 * 1000 * 1000};
     nanosleep(&window, NULL);
     /* one tick, now on the node's clock (the interval does not matter) */
     int64_t offset = 0;
-    int res = d.profile && kp_node_clock_offset(&node, &offset, err, sizeof err) == 0 &&
-                      kp_sample_wire_request(&agent, 1, 1000000, (int64_t)kp_now_us() - offset) == 0
-                  ? kp_sample_wire_receive(&agent, 10000)
+    int res = d.procs && kp_node_clock_offset(&node, &offset, err, sizeof err) == 0 &&
+                      kp_sample_wire_request(&wire, 1, 1000000, (int64_t)kp_now_us() - offset) == 0
+                  ? kp_sample_wire_receive(&wire, 10000)
                   : -1;
-    if (res == 1 && kp_sample_wire_next_tick(&agent, kp_processes_wire_handler(d.profile)) != 0)
+    if (res == 1 && kp_sample_wire_next_tick(&wire, kp_processes_wire_handler(d.procs)) != 0)
         res = -2;
-    kp_sample_wire_stop(&agent);
+    kp_sample_wire_stop(&wire);
     kp_node_close(&node);
-    kp_processes_free(d.profile);
+    kp_processes_free(d.procs);
     kp_frames_free(d.frames);
     kp_stacks_free(d.stacks);
     if (res != 1) {

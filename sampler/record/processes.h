@@ -20,7 +20,7 @@
 typedef struct {
     uint32_t num, serial;
     const char *status;
-    uint32_t stack;                 /* full stack id in the profile's kp_stacks */
+    uint32_t stack;                 /* full stack id in the table's kp_stacks */
     int64_t value[KP_METRIC_COUNT]; /* sizes in bytes */
     int64_t delta[KP_METRIC_COUNT];
 } kp_proc_sample;
@@ -29,18 +29,18 @@ typedef int (*kp_proc_sample_fn)(void *ctx, const kp_proc_sample *sample);
 
 typedef struct kp_processes kp_processes;
 
-/* A profile of one node over frames and stacks that several profiles may
+/* A process table of one node over frames and stacks that several tables may
  * share (borrowed). `wordsize` converts the agent's word counts to bytes;
  * `node` (NULL for none) becomes the root pseudo-frame. NULL when out of
  * memory. */
 kp_processes *kp_processes_create(kp_frames *frames, kp_stacks *stacks, unsigned wordsize,
                                   const char *node, kp_proc_sample_fn sink, void *ctx);
-void kp_processes_free(kp_processes *profile);
+void kp_processes_free(kp_processes *procs);
 
 /* The handler to pass to kp_sample_wire_next_tick(). */
-const kp_wire_handler *kp_processes_wire_handler(kp_processes *profile);
+const kp_wire_handler *kp_processes_wire_handler(kp_processes *procs);
 
 /* Processes currently tracked. */
-size_t kp_processes_count(const kp_processes *profile);
+size_t kp_processes_count(const kp_processes *procs);
 
 #endif

@@ -29,7 +29,7 @@ typedef struct {
     char target[512];
     kp_node node;
     kp_sample_wire wire;
-    kp_processes *profile;
+    kp_processes *procs;
     kp_record_files *outputs; /* shared */
     uint64_t time_us;         /* of the tick being decoded, on our clock */
     int64_t offset_us;        /* our clock minus the node's */
@@ -127,7 +127,7 @@ static int write_ticks(attached_node *s, size_t n, latencies *lat)
         if (!next)
             return 0;
         next->time_us = next_time > 0 ? (uint64_t)next_time : 0;
-        if (kp_sample_wire_next_tick(&next->wire, kp_processes_wire_handler(next->profile)) != 0) {
+        if (kp_sample_wire_next_tick(&next->wire, kp_processes_wire_handler(next->procs)) != 0) {
             kp_error("malformed reply from the agent on %s; please report this", next->target);
             return -1;
         }
@@ -135,7 +135,7 @@ static int write_ticks(attached_node *s, size_t n, latencies *lat)
     }
 }
 
-static int on_profile_sample(void *ctx, const kp_proc_sample *s)
+static int on_proc_sample(void *ctx, const kp_proc_sample *s)
 {
     attached_node *se = ctx;
     return kp_record_files_add(se->outputs, (uint32_t)se->wire.agent.os_pid, se->time_us, s);
@@ -253,7 +253,7 @@ static size_t connected_nodes(kp_node *first, char names[][512], size_t cap)
 }
 
 /* Opens the segments and folded aggregates in `dir` and gives every attached node
- * its profile, writing to them. Returns NULL when out of memory. */
+ * its process table, writing to them. Returns NULL when out of memory. */
 static kp_record_files *open_outputs(const kp_record_options *o, const char *dir,
                                      const char *targets, kp_frames *frames, kp_stacks *stacks,
                                      attached_node *s, size_t n)
@@ -268,9 +268,9 @@ static kp_record_files *open_outputs(const kp_record_options *o, const char *dir
     kp_record_files *out = kp_record_files_open(&sc, frames, stacks);
     for (size_t i = 0; i < n && out; i++) {
         s[i].outputs = out;
-        s[i].profile = kp_processes_create(frames, stacks, s[i].wire.agent.wordsize,
-                                           n > 1 ? s[i].target : NULL, on_profile_sample, &s[i]);
-        if (!s[i].profile) {
+        s[i].procs = kp_processes_create(frames, stacks, s[i].wire.agent.wordsize,
+                                         n > 1 ? s[i].target : NULL, on_proc_sample, &s[i]);
+        if (!s[i].procs) {
             kp_record_files_close(out, "", NULL, (int[KP_WEIGHT_COUNT]){0}, NULL, err, sizeof err);
             out = NULL;
         }
@@ -305,7 +305,7 @@ static run_totals totals_of(const attached_node *s, size_t n, uint64_t elapsed_u
                     0,
                     0};
     for (size_t i = 0; i < n; i++) {
-        t.processes += kp_processes_count(s[i].profile);
+        t.processes += kp_processes_count(s[i].procs);
         t.agent_ticks += s[i].wire.ticks;
         t.queried += s[i].wire.stacks_queried;
         t.reused += s[i].wire.stacks_reused;
@@ -372,8 +372,8 @@ static void detach_all(attached_node *s, size_t n)
         if (s[i].attached)
             kp_sample_wire_stop(&s[i].wire);
         kp_node_close(&s[i].node);
-        kp_processes_free(s[i].profile);
-        s[i].profile = NULL;
+        kp_processes_free(s[i].procs);
+        s[i].procs = NULL;
         s[i].attached = 0;
     }
 }

@@ -194,6 +194,18 @@ static void remove_proc(kp_trace_collector *rt, const erlang_pid *pid)
     rt->free[rt->n_free++] = k;
 }
 
+/* A node's monotonic clock in ns starts near -2^59 and would take a
+ * century to pass 2^61: a reading beyond +-2^61 comes from a broken stream
+ * only. Such events are dropped, which keeps every difference of two
+ * readings, and the sums the writers make of them, within int64_t. */
+#define CLOCK_LIMIT ((int64_t)1 << 61)
+
+/* Whether `d` ns exceed `limit` ns (unsigned: a bound may be huge). */
+static int longer_than(int64_t d, uint64_t limit)
+{
+    return d > 0 && (uint64_t)d > limit;
+}
+
 /* ------------------------------------------------------------------ */
 /* time attribution */
 
@@ -361,7 +373,8 @@ static int open_trace(kp_trace_collector *rt, const char *id, const erlang_pid *
     t->root = *pid;
     t->start = t->last = ts;
     t->max_events = max_events ? max_events : rt->o.max_events;
-    t->max_duration_ns = (max_duration_ms ? max_duration_ms : rt->o.max_duration_ms) * 1000000;
+    uint64_t ms = max_duration_ms ? max_duration_ms : rt->o.max_duration_ms;
+    t->max_duration_ns = ms > UINT64_MAX / 2000000 ? UINT64_MAX / 2 : ms * 1000000;
     t->stacks = kp_stacks_create();
     if (!t->stacks || !add_proc(rt, (uint32_t)k, pid, ts, RUNNING)) {
         free_trace(t);
@@ -394,7 +407,7 @@ void kp_trace_collector_sweep(kp_trace_collector *rt, int64_t now_ns)
         trace *t = &rt->traces[k];
         /* a second of grace: the node's own timer stops the trace first */
         if (t->used && !t->untimed &&
-            now_ns - t->start > (int64_t)t->max_duration_ns + 1000000000) {
+            longer_than(now_ns - t->start, t->max_duration_ns + 1000000000)) {
             if (!t->cut)
                 t->cut = "max_duration";
             finish(rt, k);
@@ -447,6 +460,8 @@ static proc *adopt(kp_trace_collector *rt, const kp_trace_event *ev)
 
 int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
 {
+    if (ev->ts_ns > CLOCK_LIMIT || ev->ts_ns < -CLOCK_LIMIT)
+        return 0; /* no node's clock: see CLOCK_LIMIT */
     if (ev->kind == KP_TRACE_BEGIN) {
         open_trace(rt, ev->id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms, 0);
         return 0;
@@ -485,7 +500,7 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
     }
     if (++t->events > t->max_events && !t->cut)
         t->cut = "max_events";
-    else if (ev->ts_ns - t->start > (int64_t)t->max_duration_ns && !t->cut)
+    else if (longer_than(ev->ts_ns - t->start, t->max_duration_ns) && !t->cut)
         t->cut = "max_duration";
     if (t->cut) {
         finish(rt, k);

@@ -52,8 +52,15 @@ kp_status kp_trace_write_perf(kp_trace_data *t, const char *path)
         return KP_ERR_NOMEM;
     for (size_t k = 0; k < t->n_iv; k++) {
         const kp_trace_interval *v = &t->iv[k];
-        int64_t first = ((v->start - t->start + tick_ns - 1) / tick_ns) * tick_ns + t->start;
-        for (int64_t at = first; at < v->start + v->dur; at += tick_ns) {
+        /* ticks fall within the trace's span: a process whose clock reading
+         * came before the trace's first (events of other schedulers arrive
+         * a little out of order; a broken stream's, far before) would
+         * otherwise get a tick every 10 us of its whole interval, without
+         * bound */
+        int64_t from = v->start > t->start ? v->start : t->start;
+        int64_t to = v->start + v->dur < t->last ? v->start + v->dur : t->last;
+        int64_t first = ((from - t->start + tick_ns - 1) / tick_ns) * tick_ns + t->start;
+        for (int64_t at = first; at < to; at += tick_ns) {
             if (n == cap) {
                 tick *more = kp_realloc(ticks, cap * 2 * sizeof *ticks);
                 if (!more) {

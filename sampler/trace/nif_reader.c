@@ -54,6 +54,11 @@ void kp_nif_reader_free(kp_nif_reader *s)
     kp_free(s);
 }
 
+void kp_nif_reader_restart(kp_nif_reader *s)
+{
+    s->len = 0;
+}
+
 int kp_nif_reader_fd(const kp_nif_reader *s)
 {
     return s->fd;

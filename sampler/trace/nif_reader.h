@@ -31,4 +31,10 @@ int kp_nif_reader_read(kp_nif_reader *stream, kp_event_fn on_event, void *ctx);
 int kp_nif_reader_feed(kp_nif_reader *stream, const void *data, size_t n, kp_event_fn on_event,
                        void *ctx);
 
+/* Drops the bytes of an incomplete record, so that the next bytes fed start
+ * a stream of their own (tests and fuzzing feed many streams to one reader:
+ * its id tables take about 100 MB of address space). Ids keep their last
+ * definitions; a well-formed stream defines each before using it. */
+void kp_nif_reader_restart(kp_nif_reader *stream);
+
 #endif

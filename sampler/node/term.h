@@ -4,9 +4,11 @@
  * term is not of the expected shape (`*i` is then undefined).
  *
  * ei's decoders trust the lengths inside a term: they read past the end
- * of a buffer whose term claims more than it holds. Every decoder of bytes
- * whose length kprof knows (trace-port frames, NIF records) therefore runs
- * kp_term_check first; after it, ei's decoders stay inside the buffer. */
+ * of a buffer whose term claims more than it holds. Every decoder of node
+ * data (sample replies, trace-port frames, NIF records) therefore runs
+ * kp_term_check over the bytes it was given first; after it, ei's decoders
+ * stay inside them. It costs about 16 ns per sample of a reply, 6% of
+ * decoding it. */
 #ifndef KP_NODE_TERM_H
 #define KP_NODE_TERM_H
 

@@ -74,6 +74,21 @@ static kp_trace_event_kind kind_of(const char *tag)
     return KP_TRACE_OTHER;
 }
 
+/* The arity of each kind of trace message, with its timestamp last:
+ * {trace_ts, Pid, call, MFA[, Message], Ts}, {trace_ts, Pid, return_to, MFA,
+ * Ts}, {trace_ts, Pid, return_from, MFA, Value, Ts}, {trace_ts, Pid, spawn,
+ * Child, MFA, Ts}; the others are skipped element by element. */
+static int arity_fits(kp_trace_event_kind kind, int arity)
+{
+    switch (kind) {
+    case KP_TRACE_CALL: return arity == 5 || arity == 6;
+    case KP_TRACE_RETURN_TO: return arity == 5;
+    case KP_TRACE_RETURN_FROM:
+    case KP_TRACE_SPAWN: return arity == 6;
+    default: return 1;
+    }
+}
+
 int kp_trace_decode(const char *buf, size_t len, kp_trace_event *ev)
 {
     int i = 0, version, arity;
@@ -87,6 +102,8 @@ int kp_trace_decode(const char *buf, size_t len, kp_trace_event *ev)
         ei_decode_pid(buf, &i, &ev->pid) != 0 || ei_decode_atom(buf, &i, tag) != 0)
         return 0;
     ev->kind = kind_of(tag);
+    if (!arity_fits(ev->kind, arity))
+        return -1; /* the code below reads the elements this kind has */
     int rc = 0;
     switch (ev->kind) {
     case KP_TRACE_CALL:

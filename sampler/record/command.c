@@ -64,155 +64,192 @@ static const char dump_usage[] =
     "Options as for kprof record: --node, --cookie-file, --connect-timeout,\n"
     "--top [10], --select-by, --pid, --depth.\n";
 
-static int run(int argc, char **argv, int dump)
+enum {
+    OPT_ALL_NODES = 999,
+    OPT_COOKIE = 1000,
+    OPT_CONNECT,
+    OPT_SELECT,
+    OPT_RESELECT,
+    OPT_DEPTH,
+    OPT_RSIZE,
+    OPT_RTIME,
+    OPT_KEEP,
+    OPT_COMPRESS
+};
+
+static const struct option options[] = {{"node", required_argument, NULL, 'n'},
+                                        {"all-nodes", no_argument, NULL, OPT_ALL_NODES},
+                                        {"cookie-file", required_argument, NULL, OPT_COOKIE},
+                                        {"connect-timeout", required_argument, NULL, OPT_CONNECT},
+                                        {"top", required_argument, NULL, 't'},
+                                        {"select-by", required_argument, NULL, OPT_SELECT},
+                                        {"reselect", required_argument, NULL, OPT_RESELECT},
+                                        {"pid", required_argument, NULL, 'p'},
+                                        {"depth", required_argument, NULL, OPT_DEPTH},
+                                        {"rate", required_argument, NULL, 'r'},
+                                        {"duration", required_argument, NULL, 'd'},
+                                        {"output", required_argument, NULL, 'o'},
+                                        {"rotate-size", required_argument, NULL, OPT_RSIZE},
+                                        {"rotate-time", required_argument, NULL, OPT_RTIME},
+                                        {"keep", required_argument, NULL, OPT_KEEP},
+                                        {"compress", required_argument, NULL, OPT_COMPRESS},
+                                        {"quiet", no_argument, NULL, 'q'},
+                                        {"help", no_argument, NULL, 'h'},
+                                        {NULL, 0, NULL, 0}};
+
+/* The --node and --pid values, kept until the run ends. */
+typedef struct {
+    const char *nodes[64];
+    const char *pids[256];
+} named;
+
+/* Handles an option of the connection or the selection. Returns -1 when
+ * `opt` is not one of them, else KP_EXIT_OK or the exit code of a bad value. */
+static int parse_selection(int opt, const char *arg, kp_record_options *o, named *names)
 {
-    enum {
-        OPT_ALL_NODES = 999,
-        OPT_COOKIE = 1000,
-        OPT_CONNECT,
-        OPT_SELECT,
-        OPT_RESELECT,
-        OPT_DEPTH,
-        OPT_RSIZE,
-        OPT_RTIME,
-        OPT_KEEP,
-        OPT_COMPRESS
-    };
-    static const struct option options[] = {
-        {"node", required_argument, NULL, 'n'},
-        {"all-nodes", no_argument, NULL, OPT_ALL_NODES},
-        {"cookie-file", required_argument, NULL, OPT_COOKIE},
-        {"connect-timeout", required_argument, NULL, OPT_CONNECT},
-        {"top", required_argument, NULL, 't'},
-        {"select-by", required_argument, NULL, OPT_SELECT},
-        {"reselect", required_argument, NULL, OPT_RESELECT},
-        {"pid", required_argument, NULL, 'p'},
-        {"depth", required_argument, NULL, OPT_DEPTH},
-        {"rate", required_argument, NULL, 'r'},
-        {"duration", required_argument, NULL, 'd'},
-        {"output", required_argument, NULL, 'o'},
-        {"rotate-size", required_argument, NULL, OPT_RSIZE},
-        {"rotate-time", required_argument, NULL, OPT_RTIME},
-        {"keep", required_argument, NULL, OPT_KEEP},
-        {"compress", required_argument, NULL, OPT_COMPRESS},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
     static const char *const select_names[] = {"reductions", "memory", "message_queue_len",
                                                "bin_vheap", "total_heap_size"};
-    kp_record_options o;
-    memset(&o, 0, sizeof o);
-    o.connect_timeout_ms = 5000;
-    o.top = dump ? 10 : 100;
-    o.select_by = "reductions";
-    o.reselect_us = 5000000;
-    o.rate = 10;
-    o.rotate_bytes = 64u << 20;
-    o.rotate_us = 60000000;
-    o.compression = KP_COMPRESS_GZIP;
-    o.depth = 64;
-    const char *pids[256];
-    const char *nodes[64];
     uint64_t v;
+    switch (opt) {
+    case 'n':
+        if (o->n_nodes == sizeof names->nodes / sizeof *names->nodes)
+            return kp_bad_value("--node", arg, "at most 64 --node options");
+        names->nodes[o->n_nodes++] = arg;
+        return KP_EXIT_OK;
+    case OPT_ALL_NODES: o->all_nodes = 1; return KP_EXIT_OK;
+    case OPT_COOKIE: o->cookie_file = arg; return KP_EXIT_OK;
+    case OPT_CONNECT:
+        return kp_parse_connect_timeout(arg, &o->connect_timeout_ms) != 0 ? KP_EXIT_USAGE
+                                                                          : KP_EXIT_OK;
+    case 't':
+        if (kp_parse_uint(arg, 1, 100000, &v) != 0)
+            return kp_bad_value("--top", arg, "a number of processes from 1 to 100000");
+        o->top = (unsigned)v;
+        return KP_EXIT_OK;
+    case OPT_SELECT:
+        for (size_t k = 0; k < 5; k++)
+            if (strcmp(arg, select_names[k]) == 0) {
+                o->select_by = select_names[k];
+                return KP_EXIT_OK;
+            }
+        return kp_bad_value("--select-by", arg,
+                            "use reductions, memory, message_queue_len, bin_vheap or "
+                            "total_heap_size");
+    case OPT_RESELECT:
+        if (kp_parse_duration(arg, &o->reselect_us) != 0 || o->reselect_us < 100000)
+            return kp_bad_value("--reselect", arg, "a duration of at least 100ms");
+        return KP_EXIT_OK;
+    case 'p':
+        if (o->n_pids == sizeof names->pids / sizeof *names->pids)
+            return kp_bad_value("--pid", arg, "at most 256 --pid options");
+        if (!kp_looks_like_pid(arg))
+            return kp_bad_value("--pid", arg, "write it as <0.123.0>");
+        names->pids[o->n_pids++] = arg;
+        return KP_EXIT_OK;
+    case OPT_DEPTH:
+        if (kp_parse_uint(arg, 1, 1000, &v) != 0)
+            return kp_bad_value("--depth", arg, "a number of frames from 1 to 1000");
+        o->depth = (unsigned)v;
+        return KP_EXIT_OK;
+    default: return -1;
+    }
+}
+
+/* Handles an option of the rate, the length or the output, as
+ * parse_selection() does. */
+static int parse_output(int opt, const char *arg, kp_record_options *o)
+{
+    uint64_t v;
+    switch (opt) {
+    case 'r':
+        if (kp_parse_rate(arg, 10000, &o->rate) != 0)
+            return kp_bad_value("--rate", arg, "samples per second, above 0 and up to 10000");
+        return KP_EXIT_OK;
+    case 'd':
+        if (kp_parse_duration(arg, &o->duration_us) != 0)
+            return kp_bad_value("--duration", arg, "a duration such as 30s, 5m or 1h");
+        return KP_EXIT_OK;
+    case 'o': o->output_dir = arg; return KP_EXIT_OK;
+    case OPT_RSIZE:
+        if (kp_parse_size(arg, &o->rotate_bytes) != 0 || o->rotate_bytes < 4096)
+            return kp_bad_value("--rotate-size", arg, "a size such as 64M, at least 4K");
+        return KP_EXIT_OK;
+    case OPT_RTIME:
+        if (kp_parse_duration(arg, &o->rotate_us) != 0 || o->rotate_us < 1000000)
+            return kp_bad_value("--rotate-time", arg, "a duration of at least 1s");
+        return KP_EXIT_OK;
+    case OPT_KEEP:
+        if (kp_parse_uint(arg, 0, 1000000, &v) != 0)
+            return kp_bad_value("--keep", arg, "a number of segments (0 = all)");
+        o->keep = (unsigned)v;
+        return KP_EXIT_OK;
+    case OPT_COMPRESS: {
+        int c = kp_compression_from_name(arg);
+        if (c < 0)
+            return kp_bad_value("--compress", arg, "use none, gzip or zstd");
+        o->compression = (kp_compression)c;
+        return KP_EXIT_OK;
+    }
+    case 'q': o->quiet = 1; return KP_EXIT_OK;
+    default: return -1;
+    }
+}
+
+/* The checks across options, once all are read. Returns KP_EXIT_OK or
+ * KP_EXIT_USAGE with the error printed. */
+static int check_options(const kp_record_options *o, int dump)
+{
+    if (!o->n_nodes) {
+        kp_error("which node? add --node NAME@HOST");
+        return KP_EXIT_USAGE;
+    }
+    if (dump && (o->n_nodes > 1 || o->all_nodes)) {
+        kp_error("kprof dump takes one --node");
+        return KP_EXIT_USAGE;
+    }
+    if (o->n_pids && (o->n_nodes > 1 || o->all_nodes)) {
+        kp_error("--pid names a process of one node: use it with a single --node");
+        return KP_EXIT_USAGE;
+    }
+    return KP_EXIT_OK;
+}
+
+static int run(int argc, char **argv, int dump)
+{
+    const char *command = dump ? "dump" : "record";
+    kp_record_options o = {.connect_timeout_ms = 5000,
+                           .top = dump ? 10 : 100,
+                           .select_by = "reductions",
+                           .reselect_us = 5000000,
+                           .rate = 10,
+                           .rotate_bytes = 64u << 20,
+                           .rotate_us = 60000000,
+                           .compression = KP_COMPRESS_GZIP,
+                           .depth = 64};
+    static named names;
     int opt;
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":n:t:p:r:d:o:qh", options, NULL)) != -1) {
-        switch (opt) {
-        case 'n':
-            if (o.n_nodes == sizeof nodes / sizeof *nodes)
-                return kp_bad_value("--node", optarg, "at most 64 --node options");
-            nodes[o.n_nodes++] = optarg;
-            break;
-        case OPT_ALL_NODES: o.all_nodes = 1; break;
-        case OPT_COOKIE: o.cookie_file = optarg; break;
-        case OPT_CONNECT:
-            if (kp_parse_connect_timeout(optarg, &o.connect_timeout_ms) != 0)
-                return KP_EXIT_USAGE;
-            break;
-        case 't':
-            if (kp_parse_uint(optarg, 1, 100000, &v) != 0)
-                return kp_bad_value("--top", optarg, "a number of processes from 1 to 100000");
-            o.top = (unsigned)v;
-            break;
-        case OPT_SELECT: {
-            size_t k = 0;
-            while (k < 5 && strcmp(optarg, select_names[k]) != 0)
-                k++;
-            if (k == 5)
-                return kp_bad_value("--select-by", optarg,
-                                    "use reductions, memory, message_queue_len, bin_vheap or "
-                                    "total_heap_size");
-            o.select_by = select_names[k];
-            break;
+        if (opt == 'h') {
+            fputs(dump ? dump_usage : record_usage, stdout);
+            return KP_EXIT_OK;
         }
-        case OPT_RESELECT:
-            if (kp_parse_duration(optarg, &o.reselect_us) != 0 || o.reselect_us < 100000)
-                return kp_bad_value("--reselect", optarg, "a duration of at least 100ms");
-            break;
-        case 'p':
-            if (o.n_pids == sizeof pids / sizeof *pids)
-                return kp_bad_value("--pid", optarg, "at most 256 --pid options");
-            if (!kp_looks_like_pid(optarg))
-                return kp_bad_value("--pid", optarg, "write it as <0.123.0>");
-            pids[o.n_pids++] = optarg;
-            break;
-        case OPT_DEPTH:
-            if (kp_parse_uint(optarg, 1, 1000, &v) != 0)
-                return kp_bad_value("--depth", optarg, "a number of frames from 1 to 1000");
-            o.depth = (unsigned)v;
-            break;
-        case 'r':
-            if (kp_parse_rate(optarg, 10000, &o.rate) != 0)
-                return kp_bad_value("--rate", optarg,
-                                    "samples per second, above 0 and up to 10000");
-            break;
-        case 'd':
-            if (kp_parse_duration(optarg, &o.duration_us) != 0)
-                return kp_bad_value("--duration", optarg, "a duration such as 30s, 5m or 1h");
-            break;
-        case 'o': o.output_dir = optarg; break;
-        case OPT_RSIZE:
-            if (kp_parse_size(optarg, &o.rotate_bytes) != 0 || o.rotate_bytes < 4096)
-                return kp_bad_value("--rotate-size", optarg, "a size such as 64M, at least 4K");
-            break;
-        case OPT_RTIME:
-            if (kp_parse_duration(optarg, &o.rotate_us) != 0 || o.rotate_us < 1000000)
-                return kp_bad_value("--rotate-time", optarg, "a duration of at least 1s");
-            break;
-        case OPT_KEEP:
-            if (kp_parse_uint(optarg, 0, 1000000, &v) != 0)
-                return kp_bad_value("--keep", optarg, "a number of segments (0 = all)");
-            o.keep = (unsigned)v;
-            break;
-        case OPT_COMPRESS: {
-            int c = kp_compression_from_name(optarg);
-            if (c < 0)
-                return kp_bad_value("--compress", optarg, "use none, gzip or zstd");
-            o.compression = (kp_compression)c;
-            break;
-        }
-        case 'q': o.quiet = 1; break;
-        case 'h': fputs(dump ? dump_usage : record_usage, stdout); return KP_EXIT_OK;
-        default: return kp_bad_option(dump ? "dump" : "record", opt, argv[optind - 1]);
-        }
+        int rc = parse_selection(opt, optarg, &o, &names);
+        if (rc < 0)
+            rc = parse_output(opt, optarg, &o);
+        if (rc < 0)
+            return kp_bad_option(command, opt, argv[optind - 1]);
+        if (rc != KP_EXIT_OK)
+            return rc;
     }
     if (optind < argc)
-        return kp_unexpected_argument(dump ? "dump" : "record", argv[optind]);
-    if (!o.n_nodes) {
-        kp_error("which node? add --node NAME@HOST");
-        return KP_EXIT_USAGE;
-    }
-    if (dump && (o.n_nodes > 1 || o.all_nodes)) {
-        kp_error("kprof dump takes one --node");
-        return KP_EXIT_USAGE;
-    }
-    if (o.n_pids && (o.n_nodes > 1 || o.all_nodes)) {
-        kp_error("--pid names a process of one node: use it with a single --node");
-        return KP_EXIT_USAGE;
-    }
-    o.nodes = nodes;
-    o.pids = pids;
+        return kp_unexpected_argument(command, argv[optind]);
+    int rc = check_options(&o, dump);
+    if (rc != KP_EXIT_OK)
+        return rc;
+    o.nodes = names.nodes;
+    o.pids = names.pids;
     return dump ? kp_dump_run(&o) : kp_record_run(&o);
 }
 

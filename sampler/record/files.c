@@ -39,6 +39,7 @@ struct kp_record_files {
     uint64_t samples;
     kp_status error;
     int error_errno;
+    kp_compression compression;
 };
 
 kp_record_files *kp_record_files_open(const kp_segment_config *segments, const kp_frames *frames,
@@ -50,6 +51,7 @@ kp_record_files *kp_record_files_open(const kp_segment_config *segments, const k
     o->frames = frames;
     o->stacks = stacks;
     snprintf(o->dir, sizeof o->dir, "%s", segments->dir);
+    o->compression = segments->compression;
     if (kp_perf_writer_create("beam.smp", "cpu-clock", frames, stacks, &o->perf) != KP_OK ||
         kp_segment_open(segments, &o->segments) != KP_OK) {
         kp_perf_writer_free(o->perf);
@@ -177,9 +179,58 @@ static int write_text(const char *dir, const char *name, const char *text, char 
     return 0;
 }
 
-int kp_record_files_close(kp_record_files *o, const char *readme, const char *caption,
-                          int written[KP_WEIGHT_COUNT], kp_segment_stats *stats, char *err,
-                          size_t err_len)
+/* README.txt: what each file is and how to view it. */
+static void readme_text(char *text, size_t cap, const char *caption, kp_compression compression)
+{
+    snprintf(text, cap,
+             "%s.\n"
+             "\n"
+             "samples-NNNNNN.perf%s  perf-script segments, one sample per process per tick.\n"
+             "    FlameScope: point it at this directory (it lists the segments).\n"
+             "    speedscope: open a segment (one timeline per Erlang process).\n"
+             "    Each header carries metric_NAME: VALUE, DELTA fields (reductions,\n"
+             "    message_queue_len, memory, total_heap_size, heap_size, stack_size,\n"
+             "    bin_vheap_size, bin_old_vheap_size in bytes, minor_gcs) that the\n"
+             "    flame_prof FlameScope fork draws as heat maps. Stacks end (at the root)\n"
+             "    with the process status, the pid and its registered name or initial call\n"
+             "    (and the node name, when several nodes were recorded).\n"
+             "%s"
+             "\n"
+             "Folded stacks for flamegraph.pl (FlameGraph) or speedscope:\n"
+             "  samples.folded            sample counts: where processes spend their time\n"
+             "  reductions.folded         reductions burned since the previous sample\n"
+             "  memory.folded             process memory held (bytes)\n"
+             "  message_queue_len.folded  messages waiting\n"
+             "  bin_vheap.folded          off-heap binaries referenced (bytes)\n"
+             "  bin_vheap_growth.folded   growth of those binaries since the previous sample\n"
+             "  bin_vheap_release.folded  their release since the previous sample\n"
+             "(a file is left out when all its weights are zero)\n"
+             "A sample's reductions are those burned since that process's previous\n"
+             "sample, put on the stack it has now: a process that ran in between and\n"
+             "waits again shows that work under its waiting stack. The code caught\n"
+             "burning them is under the running and runnable roots.\n"
+             "\n"
+             "Flame graphs: each folded file has one beside it, drawn by kprof\n"
+             "(samples.svg, reductions.svg, ...). Open them in a web browser: the\n"
+             "mouse shows a frame's weight, a click zooms in, Escape zooms out, Ctrl-F\n"
+             "highlights the frames matching a regular expression. In samples.svg a\n"
+             "click on 'running' shows the code that was on a CPU. Or draw them with\n"
+             "FlameGraph:\n"
+             "  flamegraph.pl --hash --countname=samples samples.folded > fg-samples.svg\n"
+             "  flamegraph.pl --hash --countname=bytes memory.folded > fg-memory.svg\n"
+             "\n"
+             "Re-fold the segments with another weight, or draw them:\n"
+             "  kprof convert samples-*.perf* -o heap.folded --weight total_heap_size\n"
+             "  kprof convert samples-*.perf* -o heap.svg --weight total_heap_size\n",
+             caption, kp_compression_suffix(compression),
+             compression == KP_COMPRESS_ZSTD
+                 ? "    zstd segments are a compact archive no viewer reads: unpack them with\n"
+                   "    'zstd -d' or fold them with 'kprof convert'.\n"
+                 : "");
+}
+
+int kp_record_files_close(kp_record_files *o, const char *caption, int written[KP_WEIGHT_COUNT],
+                          kp_segment_stats *stats, char *err, size_t err_len)
 {
     int rc = 0;
     kp_status st = kp_segment_close(o->segments, stats);
@@ -190,14 +241,17 @@ int kp_record_files_close(kp_record_files *o, const char *readme, const char *ca
     }
     for (int out = 0; out < KP_WEIGHT_COUNT; out++) {
         written[out] = 0;
-        if (rc == 0 && o->samples) {
-            written[out] = write_folded(o, out, caption ? caption : "", err, err_len);
+        if (rc == 0 && o->samples && caption) {
+            written[out] = write_folded(o, out, caption, err, err_len);
             if (written[out] < 0)
                 rc = -1;
         }
     }
-    if (rc == 0)
+    if (rc == 0 && caption) {
+        char readme[8192];
+        readme_text(readme, sizeof readme, caption, o->compression);
         rc = write_text(o->dir, "README.txt", readme, err, err_len);
+    }
     for (int k = 0; k < KP_WEIGHT_COUNT; k++)
         kp_free(o->weights[k]);
     kp_buf_free(&o->text);

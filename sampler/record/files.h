@@ -42,10 +42,11 @@ const kp_segment_stats *kp_record_files_segment_stats(const kp_record_files *out
 
 /* Completes the last segment, writes the non-empty folded files and their
  * flame graphs (NAME.folded and NAME.svg, for the names whose `written[i]`
- * is non-zero; `caption` is the graphs' second heading line) and README.txt
- * (`readme` text), frees the outputs. Returns 0, or -1 with a message in
- * `err`. */
-int kp_record_files_close(kp_record_files *outputs, const char *readme, const char *caption,
+ * is non-zero; `caption`, "kprof recording of ...", is the graphs' second
+ * heading line and README.txt's first) and README.txt, frees the outputs.
+ * With a NULL `caption` (a run abandoned before sampling) only the segment
+ * is completed. Returns 0, or -1 with a message in `err`. */
+int kp_record_files_close(kp_record_files *outputs, const char *caption,
                           int written[KP_WEIGHT_COUNT], kp_segment_stats *stats, char *err,
                           size_t err_len);
 

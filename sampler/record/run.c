@@ -40,46 +40,6 @@ typedef struct {
  * kprof wakes once a round instead of once a tick. */
 #define ROUND_US 200000u
 
-/* Asks every node for the next round of up to `per_round` ticks (fewer when
- * `wanted`, if not 0, would be passed), due from `*next_round` on our clock,
- * which moves past the round. The rounds of all nodes cover the same span of
- * time, so that merging their ticks keeps a file in time order. Returns the
- * ticks asked for (0: none left), with `*lost_node` set when a request could
- * not be sent. */
-static unsigned send_round(attached_node *s, size_t n, unsigned per_round, uint64_t wanted,
-                           uint64_t interval, uint64_t *next_round, uint64_t *requested,
-                           uint64_t *skipped, const char **lost_node)
-{
-    if (wanted && *requested >= wanted)
-        return 0;
-    uint64_t now = kp_now_us();
-    if (now > *next_round + interval) {
-        /* kprof itself fell behind (a slow disk, a descheduled process):
-         * the ticks that passed are late, not made up for in a burst */
-        uint64_t behind = (now - *next_round) / interval;
-        if (wanted && behind > wanted - *requested)
-            behind = wanted - *requested;
-        *skipped += behind;
-        *requested += behind;
-        *next_round += behind * interval;
-    }
-    unsigned round = per_round;
-    if (wanted && wanted - *requested < round) /* 0 when kprof skipped to the end */
-        round = (unsigned)(wanted - *requested);
-    if (!round)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        if (kp_sample_wire_request(&s[i].wire, round, interval,
-                                   (int64_t)*next_round - s[i].offset_us) != 0) {
-            *lost_node = s[i].target;
-            return 0;
-        }
-    }
-    *next_round += (uint64_t)round * interval;
-    *requested += round;
-    return round;
-}
-
 /* The latest ticks' latencies in the node (how late each started plus its
  * run time), for the median and 99th percentile. */
 #define LATENCY_RING 4096
@@ -107,6 +67,72 @@ static double latency_quantile(latencies *l, double q)
         return 0;
     qsort(l->us, n, sizeof *l->us, compare_u32);
     return l->us[(size_t)(q * (double)(n - 1))] / 1e3;
+}
+
+/* One recording: its nodes, its schedule on our clock and its outputs. */
+typedef struct {
+    const kp_record_options *o;
+    attached_node nodes[MAX_NODES];
+    size_t n;
+    char dir[4096];
+    char targets[4096]; /* "a@h, b@h": for messages and file headers */
+    int created_dir;    /* removed again when nothing could be attached */
+    kp_frames *frames;
+    kp_stacks *stacks;
+    kp_record_files *out;
+    uint64_t interval;  /* between ticks */
+    unsigned per_round; /* ticks asked for at once: a round lasts ROUND_US */
+    uint64_t wanted;    /* ticks in all; 0 = until stopped */
+    uint64_t start;
+    uint64_t next_round; /* when the next round's first tick is due */
+    uint64_t requested;  /* ticks asked for or skipped so far */
+    uint64_t skipped;    /* ticks kprof was too late to ask for */
+    uint64_t last_status, slow_since;
+    int warned, tty;
+    const char *lost;      /* what kprof was doing when a node went away */
+    const char *lost_node; /* that node */
+    int rc;
+    latencies lat;
+} recording;
+
+/* Asks every node for the next round of up to `per_round` ticks (fewer when
+ * `wanted` would be passed), due from `next_round`, which moves past the
+ * round. The rounds of all nodes cover the same span of time, so that
+ * merging their ticks keeps a file in time order. Returns the ticks asked
+ * for (0: none left), with `lost_node` set when a request could not be
+ * sent. */
+static unsigned send_round(recording *r)
+{
+    uint64_t interval = r->interval, wanted = r->wanted;
+    if (wanted && r->requested >= wanted)
+        return 0;
+    uint64_t now = kp_now_us();
+    if (now > r->next_round + interval) {
+        /* kprof itself fell behind (a slow disk, a descheduled process):
+         * the ticks that passed are late, not made up for in a burst */
+        uint64_t behind = (now - r->next_round) / interval;
+        if (wanted && behind > wanted - r->requested)
+            behind = wanted - r->requested;
+        r->skipped += behind;
+        r->requested += behind;
+        r->next_round += behind * interval;
+    }
+    unsigned round = r->per_round;
+    if (wanted && wanted - r->requested < round) /* 0 when kprof skipped to the end */
+        round = (unsigned)(wanted - r->requested);
+    if (!round)
+        return 0;
+    for (size_t i = 0; i < r->n; i++) {
+        attached_node *node = &r->nodes[i];
+        if (kp_sample_wire_request(&node->wire, round, interval,
+                                   (int64_t)r->next_round - node->offset_us) != 0) {
+            r->lost_node = node->target;
+            return 0;
+        }
+    }
+    r->next_round += (uint64_t)round * interval;
+    r->requested += round;
+    return round;
 }
 
 /* Writes the ticks of the latest round of every node, oldest first on our
@@ -148,55 +174,6 @@ static void caption_text(char *text, size_t cap, const kp_record_options *o, con
     snprintf(text, cap, "kprof recording of %s: top %u processes by %s, %.6g samples/s per process",
              targets, o->n_pids ? (unsigned)o->n_pids : o->top, o->n_pids ? "--pid" : o->select_by,
              o->rate);
-}
-
-static void readme_text(char *text, size_t cap, const kp_record_options *o, const char *caption)
-{
-    snprintf(text, cap,
-             "%s.\n"
-             "\n"
-             "samples-NNNNNN.perf%s  perf-script segments, one sample per process per tick.\n"
-             "    FlameScope: point it at this directory (it lists the segments).\n"
-             "    speedscope: open a segment (one timeline per Erlang process).\n"
-             "    Each header carries metric_NAME: VALUE, DELTA fields (reductions,\n"
-             "    message_queue_len, memory, total_heap_size, heap_size, stack_size,\n"
-             "    bin_vheap_size, bin_old_vheap_size in bytes, minor_gcs) that the\n"
-             "    flame_prof FlameScope fork draws as heat maps. Stacks end (at the root)\n"
-             "    with the process status, the pid and its registered name or initial call\n"
-             "    (and the node name, when several nodes were recorded).\n"
-             "%s"
-             "\n"
-             "Folded stacks for flamegraph.pl (FlameGraph) or speedscope:\n"
-             "  samples.folded            sample counts: where processes spend their time\n"
-             "  reductions.folded         reductions burned since the previous sample\n"
-             "  memory.folded             process memory held (bytes)\n"
-             "  message_queue_len.folded  messages waiting\n"
-             "  bin_vheap.folded          off-heap binaries referenced (bytes)\n"
-             "  bin_vheap_growth.folded   growth of those binaries since the previous sample\n"
-             "  bin_vheap_release.folded  their release since the previous sample\n"
-             "(a file is left out when all its weights are zero)\n"
-             "A sample's reductions are those burned since that process's previous\n"
-             "sample, put on the stack it has now: a process that ran in between and\n"
-             "waits again shows that work under its waiting stack. The code caught\n"
-             "burning them is under the running and runnable roots.\n"
-             "\n"
-             "Flame graphs: each folded file has one beside it, drawn by kprof\n"
-             "(samples.svg, reductions.svg, ...). Open them in a web browser: the\n"
-             "mouse shows a frame's weight, a click zooms in, Escape zooms out, Ctrl-F\n"
-             "highlights the frames matching a regular expression. In samples.svg a\n"
-             "click on 'running' shows the code that was on a CPU. Or draw them with\n"
-             "FlameGraph:\n"
-             "  flamegraph.pl --hash --countname=samples samples.folded > fg-samples.svg\n"
-             "  flamegraph.pl --hash --countname=bytes memory.folded > fg-memory.svg\n"
-             "\n"
-             "Re-fold the segments with another weight, or draw them:\n"
-             "  kprof convert samples-*.perf* -o heap.folded --weight total_heap_size\n"
-             "  kprof convert samples-*.perf* -o heap.svg --weight total_heap_size\n",
-             caption, kp_compression_suffix(o->compression),
-             o->compression == KP_COMPRESS_ZSTD
-                 ? "    zstd segments are a compact archive no viewer reads: unpack them with\n"
-                   "    'zstd -d' or fold them with 'kprof convert'.\n"
-                 : "");
 }
 
 /* Creates the output directory; `*created` tells whether it is new, so that
@@ -271,7 +248,7 @@ static kp_record_files *open_outputs(const kp_record_options *o, const char *dir
         s[i].procs = kp_processes_create(frames, stacks, s[i].wire.agent.wordsize,
                                          n > 1 ? s[i].target : NULL, on_proc_sample, &s[i]);
         if (!s[i].procs) {
-            kp_record_files_close(out, "", NULL, (int[KP_WEIGHT_COUNT]){0}, NULL, err, sizeof err);
+            kp_record_files_close(out, NULL, (int[KP_WEIGHT_COUNT]){0}, NULL, err, sizeof err);
             out = NULL;
         }
     }
@@ -419,9 +396,13 @@ static size_t attach_all(const kp_record_options *o, const char *cookie, attache
     return n;
 }
 
-int kp_record_run(const kp_record_options *o)
+/* Checks every name and the cookie, creates the output directory, attaches
+ * to the nodes and opens the outputs. Returns KP_EXIT_OK, or an exit code
+ * with the error printed and nothing left behind. */
+static int start_recording(recording *r)
 {
-    char err[8192], cookie[512], dir[4096];
+    const kp_record_options *o = r->o;
+    char err[8192], cookie[512];
     /* every name is checked before anything is created or connected */
     static char names[MAX_NODES][512];
     size_t n_names = 0;
@@ -431,181 +412,201 @@ int kp_record_run(const kp_record_options *o)
             return KP_EXIT_USAGE;
         }
     }
-    const char *first = names[0];
     if (kp_cookie_load(o->cookie_file, cookie, sizeof cookie, err, sizeof err) != 0) {
         kp_error("%s", err);
         return KP_EXIT_USAGE;
     }
-    int created;
-    if (make_output_dir(o, first, dir, sizeof dir, &created, err, sizeof err) != 0) {
+    if (make_output_dir(o, names[0], r->dir, sizeof r->dir, &r->created_dir, err, sizeof err) !=
+        0) {
         kp_error("%s", err);
         return KP_EXIT_FAILURE;
     }
-    uint64_t interval = (uint64_t)(1e6 / o->rate);
-    static attached_node nodes[MAX_NODES];
-    memset(nodes, 0, sizeof nodes);
-    size_t n = attach_all(o, cookie, nodes, names, n_names, interval);
+    r->n = attach_all(o, cookie, r->nodes, names, n_names, r->interval);
     memset(cookie, 0, sizeof cookie);
-    if (n == 0) {
-        if (created)
-            rmdir(dir);
+    if (r->n == 0) {
+        if (r->created_dir)
+            rmdir(r->dir);
         return KP_EXIT_NODE;
     }
-
-    char targets[4096] = "";
-    for (size_t i = 0; i < n; i++)
-        snprintf(targets + strlen(targets), sizeof targets - strlen(targets), "%s%.60s",
-                 i ? ", " : "", nodes[i].target);
-    kp_frames *frames = kp_frames_create(0);
-    kp_stacks *stacks = kp_stacks_create();
-    kp_record_files *out =
-        frames && stacks ? open_outputs(o, dir, targets, frames, stacks, nodes, n) : NULL;
-    if (!out) {
+    for (size_t i = 0; i < r->n; i++)
+        snprintf(r->targets + strlen(r->targets), sizeof r->targets - strlen(r->targets), "%s%.60s",
+                 i ? ", " : "", r->nodes[i].target);
+    r->frames = kp_frames_create(0);
+    r->stacks = kp_stacks_create();
+    r->out = r->frames && r->stacks
+                 ? open_outputs(o, r->dir, r->targets, r->frames, r->stacks, r->nodes, r->n)
+                 : NULL;
+    if (!r->out) {
         kp_error("out of memory");
-        detach_all(nodes, n);
-        kp_frames_free(frames);
-        kp_stacks_free(stacks);
+        detach_all(r->nodes, r->n);
+        kp_frames_free(r->frames);
+        kp_stacks_free(r->stacks);
         return KP_EXIT_FAILURE;
     }
+    return KP_EXIT_OK;
+}
 
-    kp_stop_on_signals();
-
-    int tty = isatty(STDERR_FILENO) && !o->quiet;
-    if (!o->quiet) {
-        fprintf(stderr, "kprof: sampling the top %u processes of %s by %s, %.6g times a second",
-                o->n_pids ? (unsigned)o->n_pids : o->top, targets,
-                o->n_pids ? "--pid" : o->select_by, o->rate);
-        if (o->duration_us)
-            fprintf(stderr, " for %.1f s", (double)o->duration_us / 1e6);
-        fprintf(stderr, "; Ctrl-C stops and writes the files to %s/\n", dir);
-    }
-
-    /* the agent ranks processes by their activity since it started: give
-     * that first window time to see every busy process switched out */
-    struct timespec window = {0, 250 * 1000 * 1000};
-    nanosleep(&window, NULL);
-
-    int rc = KP_EXIT_OK;
-    /* ticks per round: a round lasts about ROUND_US (at least one tick) */
-    unsigned per_round = interval >= ROUND_US ? 1u : (unsigned)(ROUND_US / interval);
-    uint64_t wanted = o->duration_us ? (o->duration_us + interval - 1) / interval : 0;
-    uint64_t start = kp_now_us(), last_status = start, slow_since = 0;
-    /* the schedule on our clock: when the next round's first tick is due */
-    uint64_t next_round = start, requested = 0;
-    int warned = 0;
-    const char *lost = NULL, *lost_node = NULL;
-    static latencies lat;
-    uint64_t skipped = 0; /* ticks kprof was too late to ask for */
-    unsigned in_flight = send_round(nodes, n, per_round, wanted, interval, &next_round, &requested,
-                                    &skipped, &lost_node);
-    if (lost_node)
-        lost = "sending a request";
-    while (in_flight && !lost && rc == KP_EXIT_OK) {
-        double missed_before = node_average(nodes, n, 1);
-        for (size_t i = 0; i < n && !lost && rc == KP_EXIT_OK; i++) {
-            attached_node *se = &nodes[i];
-            uint64_t wait_start = kp_now_us();
-            for (;;) {
-                int res = kp_sample_wire_receive(&se->wire, 200);
-                if (res == 1)
-                    break;
-                if (res == -1) {
-                    lost = "waiting for samples";
-                } else if (res == -2) {
-                    kp_error("malformed reply from the agent on %s; please report this",
-                             se->target);
-                    rc = KP_EXIT_FAILURE;
-                } else if (kp_now_us() - wait_start > (uint64_t)in_flight * interval + 10000000u) {
-                    lost = "waiting for samples (no answer for 10 s)";
-                } else if (kp_stop_requested() && kp_now_us() - wait_start > 1000000u) {
-                    break;
-                } else {
-                    continue;
-                }
-                lost_node = se->target;
+/* Waits for the round in flight (`in_flight` ticks) from every node, each
+ * within a deadline. Returns 0 when all arrived, or -1 with `lost` or `rc`
+ * set. */
+static int await_round(recording *r, unsigned in_flight)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        attached_node *node = &r->nodes[i];
+        uint64_t wait_start = kp_now_us();
+        for (;;) {
+            int res = kp_sample_wire_receive(&node->wire, 200);
+            if (res == 1)
                 break;
+            if (res == -1) {
+                r->lost = "waiting for samples";
+            } else if (res == -2) {
+                kp_error("malformed reply from the agent on %s; please report this", node->target);
+                r->rc = KP_EXIT_FAILURE;
+                return -1;
+            } else if (kp_now_us() - wait_start > (uint64_t)in_flight * r->interval + 10000000u) {
+                r->lost = "waiting for samples (no answer for 10 s)";
+            } else if (kp_stop_requested() && kp_now_us() - wait_start > 1000000u) {
+                break;
+            } else {
+                continue;
             }
-        }
-        if (lost || rc != KP_EXIT_OK)
-            break;
-        /* the next round goes out before this one is written: the agents
-         * sample while kprof formats */
-        uint64_t skipped_before = skipped;
-        in_flight = kp_stop_requested() ? 0
-                                        : send_round(nodes, n, per_round, wanted, interval,
-                                                     &next_round, &requested, &skipped, &lost_node);
-        if (lost_node) {
-            lost = "sending a request";
-            break;
-        }
-        if (write_ticks(nodes, n, &lat) != 0) {
-            rc = KP_EXIT_FAILURE;
-            break;
-        }
-        if (kp_record_files_error(out, NULL) != KP_OK)
-            break;
-        uint64_t done = kp_now_us();
-        if (node_average(nodes, n, 1) > missed_before || skipped > skipped_before) {
-            if (!slow_since)
-                slow_since = done;
-        } else {
-            slow_since = 0;
-        }
-        if (slow_since && done - slow_since > 3000000u && !warned && !o->quiet) {
-            fprintf(stderr,
-                    "%skprof: warning: sampling falls behind: a tick takes %.1f ms in "
-                    "the node, the interval is %.1f ms; lower --rate or --top\n",
-                    tty ? "\n" : "", (double)nodes[0].wire.tick_busy_us / 1e3,
-                    (double)interval / 1e3);
-            warned = 1;
-        }
-        if (tty && done - last_status >= 500000u) {
-            status_line(out, done - start, o->rate, nodes, n, skipped);
-            last_status = done;
+            r->lost_node = node->target;
+            return -1;
         }
     }
-    if (o->duration_us && !lost && rc == KP_EXIT_OK) {
+    return 0;
+}
+
+/* After a round is written: warns once when sampling has fallen behind for
+ * 3 s, and refreshes the status line on a terminal. */
+static void watch_pace(recording *r, double missed_before, uint64_t skipped_before)
+{
+    uint64_t done = kp_now_us();
+    if (node_average(r->nodes, r->n, 1) > missed_before || r->skipped > skipped_before) {
+        if (!r->slow_since)
+            r->slow_since = done;
+    } else {
+        r->slow_since = 0;
+    }
+    if (r->slow_since && done - r->slow_since > 3000000u && !r->warned && !r->o->quiet) {
+        fprintf(stderr,
+                "%skprof: warning: sampling falls behind: a tick takes %.1f ms in "
+                "the node, the interval is %.1f ms; lower --rate or --top\n",
+                r->tty ? "\n" : "", (double)r->nodes[0].wire.tick_busy_us / 1e3,
+                (double)r->interval / 1e3);
+        r->warned = 1;
+    }
+    if (r->tty && done - r->last_status >= 500000u) {
+        status_line(r->out, done - r->start, r->o->rate, r->nodes, r->n, r->skipped);
+        r->last_status = done;
+    }
+}
+
+/* Takes rounds of ticks until the duration is over, a stop is asked for or
+ * a node is lost. The next round goes out before this one is written: the
+ * agents sample while kprof formats. */
+static void sample(recording *r)
+{
+    r->start = r->last_status = r->next_round = kp_now_us();
+    unsigned in_flight = send_round(r);
+    if (r->lost_node)
+        r->lost = "sending a request";
+    while (in_flight && !r->lost && r->rc == KP_EXIT_OK) {
+        double missed_before = node_average(r->nodes, r->n, 1);
+        if (await_round(r, in_flight) != 0)
+            break;
+        uint64_t skipped_before = r->skipped;
+        in_flight = kp_stop_requested() ? 0 : send_round(r);
+        if (r->lost_node) {
+            r->lost = "sending a request";
+            break;
+        }
+        if (write_ticks(r->nodes, r->n, &r->lat) != 0) {
+            r->rc = KP_EXIT_FAILURE;
+            break;
+        }
+        if (kp_record_files_error(r->out, NULL) != KP_OK)
+            break;
+        watch_pace(r, missed_before, skipped_before);
+    }
+    uint64_t duration = r->o->duration_us;
+    if (duration && !r->lost && r->rc == KP_EXIT_OK) {
         /* the last tick's interval is part of the recording: a run of
          * --duration lasts that long, at any rate */
-        while (!kp_stop_requested() && kp_now_us() - start < o->duration_us) {
-            uint64_t left = o->duration_us - (kp_now_us() - start);
+        while (!kp_stop_requested() && kp_now_us() - r->start < duration) {
+            uint64_t left = duration - (kp_now_us() - r->start);
             struct timespec nap = {(time_t)(left / 1000000u), (long)(left % 1000000u) * 1000};
             nanosleep(&nap, NULL);
         }
     }
-    uint64_t elapsed = kp_now_us() - start;
-    if (tty)
-        fputc('\n', stderr);
-    run_totals totals = totals_of(nodes, n, elapsed, skipped);
-    detach_all(nodes, n);
+}
 
-    if (lost) {
+/* Detaches, reports what went wrong, writes the aggregates and README and
+ * prints the summary. Returns the exit code. */
+static int finish(recording *r)
+{
+    const kp_record_options *o = r->o;
+    char err[8192];
+    uint64_t elapsed = kp_now_us() - r->start;
+    if (r->tty)
+        fputc('\n', stderr);
+    run_totals totals = totals_of(r->nodes, r->n, elapsed, r->skipped);
+    detach_all(r->nodes, r->n);
+    if (r->lost) {
         kp_error("lost the connection to %s while %s (the node stopped or the network failed); "
                  "the files written so far are complete",
-                 lost_node, lost);
-        rc = KP_EXIT_NODE;
+                 r->lost_node, r->lost);
+        r->rc = KP_EXIT_NODE;
     }
     int write_errno;
-    kp_status write_error = kp_record_files_error(out, &write_errno);
+    kp_status write_error = kp_record_files_error(r->out, &write_errno);
     if (write_error != KP_OK) {
-        kp_error("cannot write to %s: %s; the segments already written are complete", dir,
+        kp_error("cannot write to %s: %s; the segments already written are complete", r->dir,
                  kp_status_reason(write_error, write_errno));
-        rc = KP_EXIT_FAILURE;
+        r->rc = KP_EXIT_FAILURE;
     }
-    uint64_t samples = kp_record_files_samples(out);
-    char readme[8192];
+    uint64_t samples = kp_record_files_samples(r->out);
     char caption[4200];
-    caption_text(caption, sizeof caption, o, targets);
-    readme_text(readme, sizeof readme, o, caption);
+    caption_text(caption, sizeof caption, o, r->targets);
     int written[KP_WEIGHT_COUNT];
     kp_segment_stats st;
-    if (kp_record_files_close(out, readme, caption, written, &st, err, sizeof err) != 0) {
+    if (kp_record_files_close(r->out, caption, written, &st, err, sizeof err) != 0) {
         kp_error("%s", err);
-        rc = KP_EXIT_FAILURE;
+        r->rc = KP_EXIT_FAILURE;
     }
     if (!o->quiet)
-        print_summary(o, dir, &totals, samples, &st, written, &lat);
-    kp_frames_free(frames);
-    kp_stacks_free(stacks);
-    return rc;
+        print_summary(o, r->dir, &totals, samples, &st, written, &r->lat);
+    kp_frames_free(r->frames);
+    kp_stacks_free(r->stacks);
+    return r->rc;
+}
+
+int kp_record_run(const kp_record_options *o)
+{
+    static recording r; /* the nodes and latencies are too large for a stack */
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    r.interval = (uint64_t)(1e6 / o->rate);
+    r.per_round = r.interval >= ROUND_US ? 1u : (unsigned)(ROUND_US / r.interval);
+    r.wanted = o->duration_us ? (o->duration_us + r.interval - 1) / r.interval : 0;
+    r.rc = start_recording(&r);
+    if (r.rc != KP_EXIT_OK)
+        return r.rc;
+    kp_stop_on_signals();
+    r.tty = isatty(STDERR_FILENO) && !o->quiet;
+    if (!o->quiet) {
+        fprintf(stderr, "kprof: sampling the top %u processes of %s by %s, %.6g times a second",
+                o->n_pids ? (unsigned)o->n_pids : o->top, r.targets,
+                o->n_pids ? "--pid" : o->select_by, o->rate);
+        if (o->duration_us)
+            fprintf(stderr, " for %.1f s", (double)o->duration_us / 1e6);
+        fprintf(stderr, "; Ctrl-C stops and writes the files to %s/\n", r.dir);
+    }
+    /* the agent ranks processes by their activity since it started: give
+     * that first window time to see every busy process switched out */
+    struct timespec window = {0, 250 * 1000 * 1000};
+    nanosleep(&window, NULL);
+    sample(&r);
+    return finish(&r);
 }

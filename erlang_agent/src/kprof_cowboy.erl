@@ -14,7 +14,9 @@
 
 %% @doc The cowboy middleware callback.
 -spec execute(Req, Env) -> {ok, Req, Env} | {suspend, module(), atom(), [term()]} | {stop, Req}
-              when Req :: map(), Env :: map().
+              when Req :: #{method => binary(), path => binary(),
+                            headers => #{binary() => binary()}, _ => _},
+                   Env :: #{kprof_next => module(), _ => _}.
 execute(Req, Env) ->
     Next = maps:get(kprof_next, Env, cowboy_handler),
     kprof_http:maybe_trace(

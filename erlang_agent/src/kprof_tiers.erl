@@ -60,10 +60,25 @@
                 | {queue_size, pos_integer()}
                 | {max_identities, pos_integer()}.
 -type mfa_args() :: {module(), atom(), [term()]}.
+%% The options checked, every default filled in (normalize/1).
+-type config() :: #{tiers := [{binary(), mfa()}],
+                    entry := mfa() | none,
+                    identity_arg := 0..255,
+                    identity_f := fun((mfa_args()) -> term()) | undefined,
+                    sample_rate := float(),
+                    print_calls := boolean(),
+                    slow_threshold := non_neg_integer(),
+                    report_interval := pos_integer(),
+                    stats_file := binary(),
+                    max_lag := pos_integer(),
+                    cooldown := pos_integer(),
+                    queue_size := pos_integer(),
+                    max_identities := pos_integer(),
+                    trace_port => port()}. % the guard's copy: the port it closes
 %% The C side's last report: the text table and the JSON line of counts
 %% since start.
 -type report() :: #{table := binary(), json := binary()}.
--export_type([option/0, report/0]).
+-export_type([option/0, config/0, report/0]).
 
 %%% ---------------------------------------------------------------------
 %%% Configuration
@@ -108,7 +123,7 @@ line_of(L) -> L.
 %% @doc Checks options and returns them as a map with every default filled
 %% in, or the first problem as one sentence. Tier functions must exist
 %% (their module is loaded if needed) with the given arity.
--spec normalize([option()]) -> {ok, map()} | {error, string()}.
+-spec normalize([option()]) -> {ok, config()} | {error, string()}.
 normalize(Options) when is_list(Options) ->
     Defaults = #{tiers => [], entry => none, identity_arg => 0, identity_f => undefined,
                  sample_rate => 1.0, print_calls => false, slow_threshold => 0,
@@ -379,7 +394,7 @@ rearm_one({M, _, _} = MFA, Spec) ->
 %%% The guard
 
 %% @private
--spec guard_init(pid(), pid(), node(), map()) -> no_return().
+-spec guard_init(pid(), pid(), node(), config()) -> no_return().
 guard_init(Starter, Agent, OwnerNode, Config) ->
     process_flag(trap_exit, true),
     process_flag(priority, high),
@@ -432,7 +447,7 @@ untrace_all(_) ->
                 report = undefined :: report() | undefined}).
 
 %% @private
--spec agent_init(pid(), pid(), map()) -> ok.
+-spec agent_init(pid(), pid(), config()) -> ok.
 agent_init(Starter, Owner, Config) ->
     process_flag(priority, high),
     try register(kprof_tiers, self()) of

@@ -48,5 +48,7 @@ close() -> erlang:nif_error(not_loaded).
 enabled(_Tag, _State, _Tracee) -> erlang:nif_error(not_loaded).
 
 %% @private erl_tracer
--spec trace(atom(), term(), pid() | port(), term(), map()) -> ok.
+-spec trace(atom(), term(), pid() | port(), term(),
+            #{extra => term(), match_spec_result => term(), monotonic => integer(),
+              scheduler_id => non_neg_integer(), timestamp => integer()}) -> ok.
 trace(_Tag, _State, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).

@@ -306,128 +306,173 @@ static int write_output(const char *path, const kp_folded *folded, const weight_
     return KP_EXIT_OK;
 }
 
-int kp_cmd_convert(int argc, char **argv)
+/* What the command line asks for; the inputs are the operands left after it. */
+typedef struct {
+    const char *output;
+    weight_spec weight;
+    int weight_given, quiet;
+    input_format forced; /* by --from; FORMAT_UNKNOWN: from each file's name */
+} convert_options;
+
+/* Takes -o, -w, -f and -q; returns -1 for another option, else KP_EXIT_OK or
+ * KP_EXIT_USAGE for a bad value (reported). */
+static int parse_option(int opt, const char *arg, convert_options *o)
 {
-    static const struct option options[] = {
-        {"output", required_argument, NULL, 'o'}, {"weight", required_argument, NULL, 'w'},
-        {"from", required_argument, NULL, 'f'},   {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
-    const char *output = NULL;
-    weight_spec weight = {WEIGHT_PERIOD, NULL, 0};
-    int weight_given = 0, quiet = 0;
-    input_format forced = FORMAT_UNKNOWN;
-    int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":o:w:f:qh", options, NULL)) != -1) {
-        switch (opt) {
-        case 'o': output = optarg; break;
-        case 'w':
-            if (!parse_weight(optarg, &weight)) {
-                kp_error("invalid --weight '%s': use period, samples, NAME, NAME:delta or "
-                         "NAME:release (NAME of a metric_NAME field)",
-                         optarg);
-                return KP_EXIT_USAGE;
-            }
-            weight_given = 1;
-            break;
-        case 'f':
-            if (strcmp(optarg, "perf") == 0) {
-                forced = FORMAT_PERF;
-            } else if (strcmp(optarg, "folded") == 0) {
-                forced = FORMAT_FOLDED;
-            } else {
-                kp_error("invalid --from '%s': use perf or folded", optarg);
-                return KP_EXIT_USAGE;
-            }
-            break;
-        case 'q': quiet = 1; break;
-        case 'h': fputs(convert_usage, stdout); return KP_EXIT_OK;
-        default: return kp_bad_option("convert", opt, argv[optind - 1]);
-        }
+    switch (opt) {
+    case 'o': o->output = arg; return KP_EXIT_OK;
+    case 'w':
+        if (!parse_weight(arg, &o->weight))
+            return kp_bad_value("--weight", arg,
+                                "use period, samples, NAME, NAME:delta or NAME:release (NAME of a "
+                                "metric_NAME field)");
+        o->weight_given = 1;
+        return KP_EXIT_OK;
+    case 'f':
+        if (strcmp(arg, "perf") == 0)
+            o->forced = FORMAT_PERF;
+        else if (strcmp(arg, "folded") == 0)
+            o->forced = FORMAT_FOLDED;
+        else
+            return kp_bad_value("--from", arg, "use perf or folded");
+        return KP_EXIT_OK;
+    case 'q': o->quiet = 1; return KP_EXIT_OK;
+    default: return -1;
     }
-    if (optind >= argc) {
+}
+
+/* The checks that need every option and operand, made before any input is
+ * read so that a usage error comes first and at once; returns the exit code. */
+static int check_options(const convert_options *o, char **inputs, int n_inputs)
+{
+    if (n_inputs == 0) {
         kp_error("no input file; usage: kprof convert INPUT... -o OUTPUT");
         return KP_EXIT_USAGE;
     }
-    if (!output) {
+    if (!o->output) {
         kp_error("no output file; add -o OUTPUT.folded (or -o - for standard output)");
         return KP_EXIT_USAGE;
     }
-    if (strcmp(output, "-") != 0 && format_of(output) != FORMAT_FOLDED &&
-        !kp_ends_with(output, ".svg")) {
+    if (strcmp(o->output, "-") != 0 && format_of(o->output) != FORMAT_FOLDED &&
+        !kp_ends_with(o->output, ".svg")) {
         kp_error("cannot write '%s': the output name must end in .folded, .folded.gz, "
                  ".folded.zst or .svg, or be - for standard output",
-                 output);
+                 o->output);
         return KP_EXIT_USAGE;
     }
-    for (int i = optind; i < argc; i++) {
-        input_format f = forced ? forced : format_of(argv[i]);
+    for (int i = 0; i < n_inputs; i++) {
+        input_format f = o->forced ? o->forced : format_of(inputs[i]);
         if (f == FORMAT_UNKNOWN) {
             kp_error("cannot tell the format of '%s': name it .perf or .folded (with .gz or "
                      ".zst if compressed), or pass --from perf|folded",
-                     argv[i]);
+                     inputs[i]);
             return KP_EXIT_USAGE;
         }
-        if (f == FORMAT_FOLDED && weight_given && weight.kind != WEIGHT_PERIOD) {
-            kp_error("--weight applies to perf-script input only, and '%s' is folded", argv[i]);
+        if (f == FORMAT_FOLDED && o->weight_given && o->weight.kind != WEIGHT_PERIOD) {
+            kp_error("--weight applies to perf-script input only, and '%s' is folded", inputs[i]);
             return KP_EXIT_USAGE;
         }
     }
+    return KP_EXIT_OK;
+}
 
+/* Adds every input to `folded`, stopping at the first that fails; returns
+ * that failure's exit code, or KP_EXIT_OK. */
+static int read_inputs(const convert_options *o, char **inputs, int n_inputs, kp_folded *folded,
+                       totals *t)
+{
+    int rc = KP_EXIT_OK;
+    for (int i = 0; i < n_inputs && rc == KP_EXIT_OK; i++) {
+        const char *path = inputs[i];
+        kp_source *src;
+        kp_status st = kp_source_open(path, &src);
+        if (st != KP_OK) {
+            kp_error("cannot open %s: %s", path, kp_status_reason(st, errno));
+            return KP_EXIT_FAILURE;
+        }
+        input_format f = o->forced ? o->forced : format_of(path);
+        rc = f == FORMAT_PERF ? convert_perf(path, src, folded, &o->weight, o->quiet, t)
+                              : convert_folded(path, src, folded, o->quiet, t);
+        kp_source_close(src);
+    }
+    return rc;
+}
+
+/* Inputs that read fine but added no weight would give an empty output,
+ * which looks like success; says why instead, and returns KP_EXIT_DATA. */
+static int nothing_weighted(const weight_spec *w, char **inputs, int n_inputs)
+{
+    if (w->kind >= WEIGHT_VALUE)
+        kp_error("no sample carries a positive metric_%.*s %s; check the name with "
+                 "'grep -m1 metric_ INPUT'",
+                 (int)w->metric_len, w->metric, w->kind == WEIGHT_VALUE ? "value" : "change");
+    else if (n_inputs == 1)
+        kp_error("%s: holds no samples", inputs[0]);
+    else
+        kp_error("none of the %d inputs holds a sample", n_inputs);
+    return KP_EXIT_DATA;
+}
+
+/* "3 samples and 2 folded lines in 2 files": one wording for the closing
+ * message and the flame graph's caption. */
+static void describe_inputs(const totals *t, int n_inputs, char *out, size_t cap)
+{
+    if (t->samples && t->folded_lines)
+        snprintf(out, cap, "%llu sample%s and %llu folded line%s", (unsigned long long)t->samples,
+                 plural(t->samples), (unsigned long long)t->folded_lines, plural(t->folded_lines));
+    else if (t->samples)
+        snprintf(out, cap, "%llu sample%s", (unsigned long long)t->samples, plural(t->samples));
+    else
+        snprintf(out, cap, "%llu folded line%s", (unsigned long long)t->folded_lines,
+                 plural(t->folded_lines));
+    size_t used = strlen(out);
+    snprintf(out + used, cap - used, " in %d file%s", n_inputs, plural(n_inputs));
+}
+
+/* Reads the checked inputs and writes the output; returns the exit code. */
+static int convert(const convert_options *o, char **inputs, int n_inputs)
+{
     kp_folded *folded = kp_folded_create();
     if (!folded) {
         kp_error("out of memory");
         return KP_EXIT_FAILURE;
     }
     totals t = {0, 0, 0};
-    int rc = KP_EXIT_OK;
-    for (int i = optind; i < argc && rc == KP_EXIT_OK; i++) {
-        const char *path = argv[i];
-        kp_source *src;
-        kp_status st = kp_source_open(path, &src);
-        if (st != KP_OK) {
-            kp_error("cannot open %s: %s", path, kp_status_reason(st, errno));
-            rc = KP_EXIT_FAILURE;
-            break;
-        }
-        input_format f = forced ? forced : format_of(path);
-        rc = f == FORMAT_PERF ? convert_perf(path, src, folded, &weight, quiet, &t)
-                              : convert_folded(path, src, folded, quiet, &t);
-        kp_source_close(src);
-    }
-    if (rc == KP_EXIT_OK && t.weighted == 0) {
-        if (weight.kind >= WEIGHT_VALUE)
-            kp_error("no sample carries a positive metric_%.*s %s; check the name with "
-                     "'grep -m1 metric_ INPUT'",
-                     (int)weight.metric_len, weight.metric,
-                     weight.kind == WEIGHT_VALUE ? "value" : "change");
-        else if (argc - optind == 1)
-            kp_error("%s: holds no samples", argv[optind]);
-        else
-            kp_error("none of the %d inputs holds a sample", argc - optind);
-        rc = KP_EXIT_DATA;
-    }
+    int rc = read_inputs(o, inputs, n_inputs, folded, &t);
+    if (rc == KP_EXIT_OK && t.weighted == 0)
+        rc = nothing_weighted(&o->weight, inputs, n_inputs);
     char from[160];
-    if (t.samples && t.folded_lines)
-        snprintf(from, sizeof from, "%llu sample%s and %llu folded line%s",
-                 (unsigned long long)t.samples, plural(t.samples),
-                 (unsigned long long)t.folded_lines, plural(t.folded_lines));
-    else if (t.samples)
-        snprintf(from, sizeof from, "%llu sample%s", (unsigned long long)t.samples,
-                 plural(t.samples));
-    else
-        snprintf(from, sizeof from, "%llu folded line%s", (unsigned long long)t.folded_lines,
-                 plural(t.folded_lines));
-    size_t used = strlen(from);
-    snprintf(from + used, sizeof from - used, " in %d file%s", argc - optind,
-             plural(argc - optind));
+    describe_inputs(&t, n_inputs, from, sizeof from);
     if (rc == KP_EXIT_OK)
-        rc = write_output(output, folded, &weight, &t, argv + optind, argc - optind, from);
-    if (rc == KP_EXIT_OK && !quiet)
+        rc = write_output(o->output, folded, &o->weight, &t, inputs, n_inputs, from);
+    if (rc == KP_EXIT_OK && !o->quiet)
         fprintf(stderr, "kprof: wrote %s: %zu stack%s from %s\n",
-                strcmp(output, "-") == 0 ? "standard output" : output, kp_folded_lines(folded),
-                plural(kp_folded_lines(folded)), from);
+                strcmp(o->output, "-") == 0 ? "standard output" : o->output,
+                kp_folded_lines(folded), plural(kp_folded_lines(folded)), from);
     kp_folded_free(folded);
     return rc;
+}
+
+int kp_cmd_convert(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"output", required_argument, NULL, 'o'}, {"weight", required_argument, NULL, 'w'},
+        {"from", required_argument, NULL, 'f'},   {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    convert_options o = {NULL, {WEIGHT_PERIOD, NULL, 0}, 0, 0, FORMAT_UNKNOWN};
+    int opt, rc;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":o:w:f:qh", options, NULL)) != -1) {
+        if (opt == 'h') {
+            fputs(convert_usage, stdout);
+            return KP_EXIT_OK;
+        }
+        rc = parse_option(opt, optarg, &o);
+        if (rc < 0)
+            return kp_bad_option("convert", opt, argv[optind - 1]);
+        if (rc != KP_EXIT_OK)
+            return rc;
+    }
+    rc = check_options(&o, argv + optind, argc - optind);
+    return rc != KP_EXIT_OK ? rc : convert(&o, argv + optind, argc - optind);
 }

@@ -56,28 +56,108 @@ static const char tiers_usage[] =
     "Exit status: 0 success, 1 I/O failure, 2 usage error, 3 bad tier file,\n"
     "4 node unreachable, busy or lost.\n";
 
+/* Reads a duration from `min_us` to a day; returns KP_EXIT_OK or the usage
+ * error it reported, so an option parser can return it as it is. */
 static int duration(const char *option, const char *text, uint64_t min_us, uint64_t *us)
 {
     if (kp_parse_duration(text, us) != 0 || *us < min_us || *us > 86400ull * 1000000)
         return kp_bad_value(option, text, "a duration such as 500ms, 5s or 2m");
-    return 0;
+    return KP_EXIT_OK;
+}
+
+/* getopt_long's codes for the options without a short form. */
+enum {
+    OPT_TIERS = 1000,
+    OPT_COOKIE,
+    OPT_CONNECT,
+    OPT_INTERVAL,
+    OPT_STAT,
+    OPT_PRINT,
+    OPT_SLOW,
+    OPT_LAG,
+    OPT_COOLDOWN,
+    OPT_QUEUE,
+    OPT_SESSION
+};
+
+/* Which node, how to reach it and what to trace there: --node, --tiers,
+ * --session, --cookie-file, --connect-timeout. Returns -1 for another
+ * option, else KP_EXIT_OK or KP_EXIT_USAGE for a bad value (reported). */
+static int parse_target(int opt, const char *arg, kp_tiers_options *o)
+{
+    switch (opt) {
+    case 'n': o->node = arg; return KP_EXIT_OK;
+    case OPT_TIERS: o->tiers_file = arg; return KP_EXIT_OK;
+    case OPT_SESSION: o->session = 1; return KP_EXIT_OK;
+    case OPT_COOKIE: o->cookie_file = arg; return KP_EXIT_OK;
+    case OPT_CONNECT: return kp_parse_connect_timeout(arg, &o->connect_timeout_ms);
+    default: return -1;
+    }
+}
+
+/* What is printed and written: --output, --report-interval, --stat,
+ * --print-calls, --slow-threshold, --quiet. Returns -1 for another option,
+ * else KP_EXIT_OK or KP_EXIT_USAGE for a bad value (reported). */
+static int parse_report(int opt, const char *arg, kp_tiers_options *o)
+{
+    static const char *const stat_names[] = {"mean", "p50", "p90", "p99", "max", "count"};
+    switch (opt) {
+    case 'o': o->output_dir = arg; return KP_EXIT_OK;
+    case OPT_INTERVAL: return duration("--report-interval", arg, 100000, &o->report_interval_us);
+    case OPT_STAT: {
+        size_t k = 0;
+        while (k < 6 && strcmp(arg, stat_names[k]) != 0)
+            k++;
+        if (k == 6)
+            return kp_bad_value("--stat", arg, "use mean, p50, p90, p99, max or count");
+        o->stat = (kp_tier_stat)k;
+        return KP_EXIT_OK;
+    }
+    case OPT_PRINT: o->print_calls = 1; return KP_EXIT_OK;
+    case OPT_SLOW: return duration("--slow-threshold", arg, 1, &o->slow_us);
+    case 'q': o->quiet = 1; return KP_EXIT_OK;
+    default: return -1;
+    }
+}
+
+/* When tracing stops or pauses to spare the node: --duration, --max-lag,
+ * --cooldown, --queue-size. Returns -1 for another option, else KP_EXIT_OK
+ * or KP_EXIT_USAGE for a bad value (reported). */
+static int parse_limits(int opt, const char *arg, kp_tiers_options *o)
+{
+    uint64_t v;
+    switch (opt) {
+    case 'd': return duration("--duration", arg, 1, &o->duration_us);
+    case OPT_LAG: return duration("--max-lag", arg, 1000, &o->max_lag_us);
+    case OPT_COOLDOWN: return duration("--cooldown", arg, 100000, &o->cooldown_us);
+    case OPT_QUEUE:
+        if (kp_parse_uint(arg, 10, 10000000, &v) != 0)
+            return kp_bad_value("--queue-size", arg, "a number of events from 10 to 10000000");
+        o->queue_size = (unsigned)v;
+        return KP_EXIT_OK;
+    default: return -1;
+    }
+}
+
+/* The checks no single option can make, after all are read (--session stands
+ * in for --tiers); returns the exit code. */
+static int check_options(const kp_tiers_options *o, char **operands, int n_operands)
+{
+    if (n_operands > 0)
+        return kp_unexpected_argument("tiers", operands[0]);
+    if (!o->node) {
+        kp_error("which node? add --node NAME@HOST");
+        return KP_EXIT_USAGE;
+    }
+    if (!o->tiers_file && !o->session) {
+        kp_error("which tiers? add --tiers FILE (see 'kprof tiers --help' for its terms)");
+        return KP_EXIT_USAGE;
+    }
+    return KP_EXIT_OK;
 }
 
 int kp_cmd_tiers(int argc, char **argv)
 {
-    enum {
-        OPT_TIERS = 1000,
-        OPT_COOKIE,
-        OPT_CONNECT,
-        OPT_INTERVAL,
-        OPT_STAT,
-        OPT_PRINT,
-        OPT_SLOW,
-        OPT_LAG,
-        OPT_COOLDOWN,
-        OPT_QUEUE,
-        OPT_SESSION
-    };
     static const struct option options[] = {
         {"node", required_argument, NULL, 'n'},
         {"tiers", required_argument, NULL, OPT_TIERS},
@@ -96,76 +176,28 @@ int kp_cmd_tiers(int argc, char **argv)
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    static const char *const stat_names[] = {"mean", "p50", "p90", "p99", "max", "count"};
     kp_tiers_options o;
     memset(&o, 0, sizeof o);
     o.connect_timeout_ms = 5000;
     o.stat = KP_TIER_MEAN;
-    uint64_t v;
-    int opt;
+    int opt, rc;
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":n:d:o:qh", options, NULL)) != -1) {
-        switch (opt) {
-        case 'n': o.node = optarg; break;
-        case OPT_TIERS: o.tiers_file = optarg; break;
-        case 'd':
-            if (duration("--duration", optarg, 1, &o.duration_us))
-                return KP_EXIT_USAGE;
-            break;
-        case 'o': o.output_dir = optarg; break;
-        case OPT_INTERVAL:
-            if (duration("--report-interval", optarg, 100000, &o.report_interval_us))
-                return KP_EXIT_USAGE;
-            break;
-        case OPT_STAT: {
-            size_t k = 0;
-            while (k < 6 && strcmp(optarg, stat_names[k]) != 0)
-                k++;
-            if (k == 6)
-                return kp_bad_value("--stat", optarg, "use mean, p50, p90, p99, max or count");
-            o.stat = (kp_tier_stat)k;
-            break;
+        if (opt == 'h') {
+            fputs(tiers_usage, stdout);
+            return KP_EXIT_OK;
         }
-        case OPT_PRINT: o.print_calls = 1; break;
-        case OPT_SLOW:
-            if (duration("--slow-threshold", optarg, 1, &o.slow_us))
-                return KP_EXIT_USAGE;
-            break;
-        case OPT_LAG:
-            if (duration("--max-lag", optarg, 1000, &o.max_lag_us))
-                return KP_EXIT_USAGE;
-            break;
-        case OPT_COOLDOWN:
-            if (duration("--cooldown", optarg, 100000, &o.cooldown_us))
-                return KP_EXIT_USAGE;
-            break;
-        case OPT_QUEUE:
-            if (kp_parse_uint(optarg, 10, 10000000, &v) != 0)
-                return kp_bad_value("--queue-size", optarg,
-                                    "a number of events from 10 to 10000000");
-            o.queue_size = (unsigned)v;
-            break;
-        case OPT_COOKIE: o.cookie_file = optarg; break;
-        case OPT_CONNECT:
-            if (kp_parse_connect_timeout(optarg, &o.connect_timeout_ms) != 0)
-                return KP_EXIT_USAGE;
-            break;
-        case OPT_SESSION: o.session = 1; break;
-        case 'q': o.quiet = 1; break;
-        case 'h': fputs(tiers_usage, stdout); return KP_EXIT_OK;
-        default: return kp_bad_option("tiers", opt, argv[optind - 1]);
-        }
+        rc = parse_target(opt, optarg, &o);
+        if (rc < 0)
+            rc = parse_report(opt, optarg, &o);
+        if (rc < 0)
+            rc = parse_limits(opt, optarg, &o);
+        if (rc < 0)
+            return kp_bad_option("tiers", opt, argv[optind - 1]);
+        if (rc != KP_EXIT_OK)
+            return rc;
     }
-    if (optind < argc)
-        return kp_unexpected_argument("tiers", argv[optind]);
-    if (!o.node) {
-        kp_error("which node? add --node NAME@HOST");
-        return KP_EXIT_USAGE;
-    }
-    if (!o.tiers_file && !o.session) {
-        kp_error("which tiers? add --tiers FILE (see 'kprof tiers --help' for its terms)");
-        return KP_EXIT_USAGE;
-    }
-    return kp_tiers_run(&o);
+    rc = check_options(&o, argv + optind, argc - optind);
+    return rc != KP_EXIT_OK ? rc : kp_tiers_run(&o);
 }

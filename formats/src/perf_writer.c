@@ -180,58 +180,41 @@ static kp_status append_cpu(kp_buf *b, uint32_t cpu)
     return st != KP_OK ? st : kp_buf_append_u64(b, cpu);
 }
 
-kp_status kp_perf_writer_format(kp_perf_writer *w, const kp_perf_record *r, kp_buf *out)
+/* The event line: "COMM PID/TID [CPU] TIME: PERIOD EVENT:" and the
+ * metrics; `*time_at`..`*time_end` is where the time went, for the cache. */
+static kp_status append_event_line(const kp_perf_writer *w, const kp_perf_record *r, uint64_t t,
+                                   kp_buf *out, size_t *time_at, size_t *time_end)
 {
-    if (r->stack >= kp_stacks_count(w->stacks))
-        return KP_ERR_INVAL;
-    const cached *c = cache_find(w, r);
-    for (size_t i = 0; i < r->n_metrics && !c; i++)
-        if (!r->metrics[i].name || !valid_name(r->metrics[i].name, 64, 0))
-            return KP_ERR_INVAL;
-    uint64_t t = r->time_us;
-    int raised = t < w->last_time;
-    if (raised)
-        t = w->last_time;
-    uint64_t ordered = t;
-    if (t % 1000000 == 0)
-        t++;
-    size_t start = out->len;
     kp_status st;
-    if (c) {
-        const char *head = c->blob + c->names_len;
-        if ((st = kp_buf_append(out, head, c->head_len)) != KP_OK ||
-            (st = append_time(out, t)) != KP_OK ||
-            (st = kp_buf_append(out, head + c->head_len, c->tail_len)) != KP_OK)
-            goto fail;
-        goto done;
-    }
-    size_t time_at = 0, time_end = 0;
-    /* the header */
     if ((st = kp_buf_append_str(out, w->comm)) != KP_OK || (st = kp_buf_append_char(out, ' ')) ||
         (st = kp_buf_append_u64(out, r->pid)) || (st = kp_buf_append_char(out, '/')) ||
         (st = kp_buf_append_u64(out, r->tid)) || (st = kp_buf_append(out, " [", 2)) ||
         (st = append_cpu(out, r->cpu)) || (st = kp_buf_append(out, "] ", 2)))
-        goto fail;
-    time_at = out->len;
+        return st;
+    *time_at = out->len;
     if ((st = append_time(out, t)))
-        goto fail;
-    time_end = out->len;
+        return st;
+    *time_end = out->len;
     if ((st = kp_buf_append(out, ": ", 2)) || (st = kp_buf_append_u64(out, r->period)) ||
         (st = kp_buf_append_char(out, ' ')) || (st = kp_buf_append_str(out, w->event)) ||
         (st = kp_buf_append_char(out, ':')))
-        goto fail;
+        return st;
     for (size_t i = 0; i < r->n_metrics; i++) {
         const kp_metric *m = &r->metrics[i];
         if ((st = kp_buf_append(out, "\tmetric_", 8)) || (st = kp_buf_append_str(out, m->name)) ||
             (st = kp_buf_append(out, ": ", 2)) || (st = kp_buf_append_i64(out, m->value)) ||
             (st = kp_buf_append(out, ", ", 2)) || (st = kp_buf_append_i64(out, m->delta)))
-            goto fail;
+            return st;
     }
-    if ((st = kp_buf_append_char(out, '\n')))
-        goto fail;
-    /* the frames, leaf first */
+    return kp_buf_append_char(out, '\n');
+}
+
+/* The frame lines, leaf first ("\tID SYMBOL (MODULE)"), and the blank line
+ * that ends the sample. */
+static kp_status append_frames(const kp_perf_writer *w, uint32_t stack, kp_buf *out)
+{
     size_t n;
-    const uint32_t *ids = kp_stacks_get(w->stacks, r->stack, &n);
+    const uint32_t *ids = kp_stacks_get(w->stacks, stack, &n);
     /* one reservation for every frame line, then plain copies */
     size_t need = 1;
     for (size_t i = 0; i < n; i++) {
@@ -240,8 +223,9 @@ kp_status kp_perf_writer_format(kp_perf_writer *w, const kp_perf_record *r, kp_b
         kp_frames_module(w->frames, ids[i], &mod_len);
         need += 1 + 8 + 1 + sym_len + 2 + mod_len + 2;
     }
-    if ((st = kp_buf_reserve(out, need)))
-        goto fail;
+    kp_status st = kp_buf_reserve(out, need);
+    if (st)
+        return st;
     char *d = out->data + out->len;
     for (size_t i = n; i-- > 0;) {
         size_t sym_len, mod_len;
@@ -269,11 +253,41 @@ kp_status kp_perf_writer_format(kp_perf_writer *w, const kp_perf_record *r, kp_b
         *d++ = '\n';
     }
     out->len = (size_t)(d - out->data);
-    if ((st = kp_buf_append_char(out, '\n')))
-        goto fail;
-    cache_store(w, r, out->data + start, time_at - start, out->data + time_end,
-                out->len - time_end);
-done:
+    return kp_buf_append_char(out, '\n');
+}
+
+kp_status kp_perf_writer_format(kp_perf_writer *w, const kp_perf_record *r, kp_buf *out)
+{
+    if (r->stack >= kp_stacks_count(w->stacks))
+        return KP_ERR_INVAL;
+    const cached *c = cache_find(w, r);
+    for (size_t i = 0; i < r->n_metrics && !c; i++)
+        if (!r->metrics[i].name || !valid_name(r->metrics[i].name, 64, 0))
+            return KP_ERR_INVAL;
+    uint64_t t = r->time_us;
+    int raised = t < w->last_time;
+    if (raised)
+        t = w->last_time;
+    uint64_t ordered = t;
+    if (t % 1000000 == 0)
+        t++;
+    size_t start = out->len;
+    kp_status st;
+    if (c) {
+        /* the same sample as one written before: only the time differs */
+        const char *head = c->blob + c->names_len;
+        if ((st = kp_buf_append(out, head, c->head_len)) != KP_OK ||
+            (st = append_time(out, t)) != KP_OK ||
+            (st = kp_buf_append(out, head + c->head_len, c->tail_len)) != KP_OK)
+            goto fail;
+    } else {
+        size_t time_at = 0, time_end = 0;
+        if ((st = append_event_line(w, r, t, out, &time_at, &time_end)) != KP_OK ||
+            (st = append_frames(w, r->stack, out)) != KP_OK)
+            goto fail;
+        cache_store(w, r, out->data + start, time_at - start, out->data + time_end,
+                    out->len - time_end);
+    }
     w->last_time = ordered;
     w->last_written = t;
     w->clamped += raised;

@@ -41,75 +41,121 @@ static const char trace_usage[] =
     "Exit status: 0 success, 1 a trace could not be written, 2 usage error,\n"
     "3 malformed trace stream, 4 node unreachable, busy or lost.\n";
 
-int kp_cmd_trace(int argc, char **argv)
+enum { OPT_SESSION = 1000, OPT_COOKIE, OPT_CONNECT };
+
+static const struct option trace_options[] = {
+    {"node", required_argument, NULL, 'n'},
+    {"pid", required_argument, NULL, 'p'},
+    {"mfa", required_argument, NULL, 'm'},
+    {"count", required_argument, NULL, 'c'},
+    {"duration", required_argument, NULL, 'd'},
+    {"output", required_argument, NULL, 'o'},
+    {"session", no_argument, NULL, OPT_SESSION},
+    {"cookie-file", required_argument, NULL, OPT_COOKIE},
+    {"connect-timeout", required_argument, NULL, OPT_CONNECT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+/* What to trace: --node, --pid, --mfa, --session. Returns -1 when `opt` is
+ * none of these, else KP_EXIT_OK or the exit code of a bad value (already
+ * reported). */
+static int parse_target(int opt, const char *arg, kp_trace_options *o)
 {
-    enum { OPT_SESSION = 1000, OPT_COOKIE, OPT_CONNECT };
-    static const struct option options[] = {
-        {"node", required_argument, NULL, 'n'},
-        {"pid", required_argument, NULL, 'p'},
-        {"mfa", required_argument, NULL, 'm'},
-        {"count", required_argument, NULL, 'c'},
-        {"duration", required_argument, NULL, 'd'},
-        {"output", required_argument, NULL, 'o'},
-        {"session", no_argument, NULL, OPT_SESSION},
-        {"cookie-file", required_argument, NULL, OPT_COOKIE},
-        {"connect-timeout", required_argument, NULL, OPT_CONNECT},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    kp_trace_options o = {
-        .connect_timeout_ms = 5000, .duration_us = 5000000, .output_dir = ".", .count = 1};
-    uint64_t v;
-    int opt;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":n:p:m:c:d:o:h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'n': o.node = optarg; break;
-        case 'p':
-            if (!kp_looks_like_pid(optarg))
-                return kp_bad_value("--pid", optarg, "write it as <0.123.0>");
-            o.pid = optarg;
-            break;
-        case 'm': {
-            int used = 0;
-            if (sscanf(optarg, "%255[^:]:%255[^/]/%u%n", o.mfa_module, o.mfa_function, &o.mfa_arity,
-                       &used) != 3 ||
-                optarg[used] != '\0' || o.mfa_arity > 255)
-                return kp_bad_value("--mfa", optarg, "write it as module:function/arity");
-            o.mfa = optarg;
-            break;
-        }
-        case 'c':
-            if (kp_parse_uint(optarg, 1, 1000, &v) != 0)
-                return kp_bad_value("--count", optarg, "a number of calls from 1 to 1000");
-            o.count = v;
-            break;
-        case 'd':
-            if (kp_parse_duration(optarg, &o.duration_us) != 0 || o.duration_us > 3600000000u)
-                return kp_bad_value("--duration", optarg,
-                                    "a duration such as 500ms or 5s, up to 1h");
-            break;
-        case 'o': o.output_dir = optarg; break;
-        case OPT_SESSION: o.session = 1; break;
-        case OPT_COOKIE: o.cookie_file = optarg; break;
-        case OPT_CONNECT:
-            if (kp_parse_connect_timeout(optarg, &o.connect_timeout_ms) != 0)
-                return KP_EXIT_USAGE;
-            break;
-        case 'h': fputs(trace_usage, stdout); return KP_EXIT_OK;
-        default: return kp_bad_option("trace", opt, argv[optind - 1]);
-        }
+    int used = 0;
+    switch (opt) {
+    case 'n': o->node = arg; return KP_EXIT_OK;
+    case 'p':
+        if (!kp_looks_like_pid(arg))
+            return kp_bad_value("--pid", arg, "write it as <0.123.0>");
+        o->pid = arg;
+        return KP_EXIT_OK;
+    case 'm':
+        if (sscanf(arg, "%255[^:]:%255[^/]/%u%n", o->mfa_module, o->mfa_function, &o->mfa_arity,
+                   &used) != 3 ||
+            arg[used] != '\0' || o->mfa_arity > 255)
+            return kp_bad_value("--mfa", arg, "write it as module:function/arity");
+        o->mfa = arg;
+        return KP_EXIT_OK;
+    case OPT_SESSION: o->session = 1; return KP_EXIT_OK;
+    default: return -1;
     }
-    if (optind < argc)
-        return kp_unexpected_argument("trace", argv[optind]);
-    if (!o.node) {
+}
+
+/* How much and where: --count, --duration, --output. Returns as
+ * parse_target does. */
+static int parse_bounds(int opt, const char *arg, kp_trace_options *o)
+{
+    uint64_t v;
+    switch (opt) {
+    case 'c':
+        if (kp_parse_uint(arg, 1, 1000, &v) != 0)
+            return kp_bad_value("--count", arg, "a number of calls from 1 to 1000");
+        o->count = v;
+        return KP_EXIT_OK;
+    case 'd':
+        if (kp_parse_duration(arg, &o->duration_us) != 0 || o->duration_us > 3600000000u)
+            return kp_bad_value("--duration", arg, "a duration such as 500ms or 5s, up to 1h");
+        return KP_EXIT_OK;
+    case 'o': o->output_dir = arg; return KP_EXIT_OK;
+    default: return -1;
+    }
+}
+
+/* Reaching the node: --cookie-file, --connect-timeout. Returns as
+ * parse_target does. */
+static int parse_connection(int opt, const char *arg, kp_trace_options *o)
+{
+    switch (opt) {
+    case OPT_COOKIE: o->cookie_file = arg; return KP_EXIT_OK;
+    case OPT_CONNECT:
+        /* kp_parse_connect_timeout reports a bad value itself */
+        return kp_parse_connect_timeout(arg, &o->connect_timeout_ms) != 0 ? KP_EXIT_USAGE
+                                                                          : KP_EXIT_OK;
+    default: return -1;
+    }
+}
+
+/* Checks that need all the options: a node, and outside a session exactly
+ * one of --pid and --mfa. Returns KP_EXIT_OK, or KP_EXIT_USAGE with the
+ * error printed. */
+static int check_options(const kp_trace_options *o)
+{
+    if (!o->node) {
         kp_error("which node? add --node NAME@HOST");
         return KP_EXIT_USAGE;
     }
-    if (!o.session && !o.pid == !o.mfa) {
+    if (!o->session && !o->pid == !o->mfa) {
         kp_error(
             "what to trace? add --pid '<0.123.0>' or --mfa module:function/arity (one of them)");
         return KP_EXIT_USAGE;
     }
-    return kp_trace_run(&o);
+    return KP_EXIT_OK;
+}
+
+int kp_cmd_trace(int argc, char **argv)
+{
+    kp_trace_options o = {
+        .connect_timeout_ms = 5000, .duration_us = 5000000, .output_dir = ".", .count = 1};
+    int opt;
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":n:p:m:c:d:o:h", trace_options, NULL)) != -1) {
+        if (opt == 'h') {
+            fputs(trace_usage, stdout);
+            return KP_EXIT_OK;
+        }
+        int rc = parse_target(opt, optarg, &o);
+        if (rc < 0)
+            rc = parse_bounds(opt, optarg, &o);
+        if (rc < 0)
+            rc = parse_connection(opt, optarg, &o);
+        if (rc < 0)
+            return kp_bad_option("trace", opt, argv[optind - 1]);
+        if (rc != KP_EXIT_OK)
+            return rc;
+    }
+    if (optind < argc)
+        return kp_unexpected_argument("trace", argv[optind]);
+    int code = check_options(&o);
+    return code != KP_EXIT_OK ? code : kp_trace_run(&o);
 }

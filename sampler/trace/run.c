@@ -320,104 +320,172 @@ static int loop(run *r, int64_t deadline)
     return 1;
 }
 
-int kp_trace_run(const kp_trace_options *o)
+/* Connects to the node and, outside a session, makes sure it has this
+ * kprof's agent (a session runs the node's own kprof code: loading other
+ * code over it would purge the session's processes). Returns KP_EXIT_OK,
+ * or the exit code with the error already printed. */
+static int attach(run *r)
 {
-    run r = {.o = o, .stream = {.fd = -1}};
-    r.node.fd = -1;
+    const kp_trace_options *o = r->o;
     char err[4096], target[512], cookie[512];
-    kp_stop_on_signals();
-    int code = KP_EXIT_OK;
     if (kp_node_name(o->node, target, sizeof target, err, sizeof err) != 0) {
         kp_error("%s", err);
         return KP_EXIT_USAGE;
     }
     if (kp_cookie_load(o->cookie_file, cookie, sizeof cookie, err, sizeof err) != 0 ||
-        kp_node_connect(&r.node, target, cookie, o->connect_timeout_ms, err, sizeof err) != 0) {
+        kp_node_connect(&r->node, target, cookie, o->connect_timeout_ms, err, sizeof err) != 0) {
         kp_error("%s", err);
         return KP_EXIT_NODE;
     }
     kp_agent agent;
-    if (!o->session && kp_agent_load(&agent, &r.node, err, sizeof err) != 0) {
+    if (!o->session && kp_agent_load(&agent, &r->node, err, sizeof err) != 0) {
         kp_error("%s", err);
-        kp_node_close(&r.node);
+        kp_node_close(&r->node);
         return KP_EXIT_NODE;
     }
+    return KP_EXIT_OK;
+}
+
+/* --session: takes the collector's settings from the node's kprof_rtrace
+ * server, connects to its trace port and offers the tracer NIF a socket.
+ * Returns 0, or nonzero with `err` set. */
+static int start_session(run *r, char *err, size_t err_len)
+{
+    ei_x_buff args;
+    ei_x_new(&args);
+    ei_x_encode_empty_list(&args);
+    int rc = config_call(r, "kprof_rtrace", "collector_config", &args, err, err_len);
+    ei_x_free(&args);
+    if (rc == 0)
+        rc = kp_trace_port_connect(&r->stream, r->node.target, r->port, err, err_len);
+    if (rc == 0)
+        start_nif(r);
+    return rc;
+}
+
+/* --mfa: starts the server, lets the collector adopt the processes that
+ * make the next `count` calls, then sets the call pattern in the node.
+ * Returns 0, or nonzero with `err` set (except when the collector is out
+ * of memory). */
+static int start_calls(run *r, char *err, size_t err_len)
+{
+    const kp_trace_options *o = r->o;
+    int rc = start_external(r, err, err_len);
+    if (rc == 0)
+        rc =
+            kp_trace_collector_adopt(r->rt, o->mfa_module, o->mfa_function, o->mfa_arity, o->count);
+    if (rc == 0)
+        rc = calls_rpc(r, "trace_calls", err, err_len);
+    return rc;
+}
+
+/* Starts what the options ask for: a session's collector, traces of calls,
+ * or the trace of one process (its id goes to `id`). Returns 0, or nonzero
+ * with `err` set. */
+static int start_tracing(run *r, char *id, size_t id_len, char *err, size_t err_len)
+{
+    if (r->o->session)
+        return start_session(r, err, err_len);
+    if (r->o->mfa)
+        return start_calls(r, err, err_len);
+    return begin_pid_trace(r, id, id_len, err, err_len);
+}
+
+/* --pid: ends trace `id` in the node, then reads for 200 ms more what the
+ * node emitted until then. */
+static void end_pid_trace(run *r, const char *id)
+{
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_list_header(&args, 1);
+    ei_x_encode_binary(&args, id, (long)strlen(id));
+    ei_x_encode_empty_list(&args);
+    kp_node_rpc(&r->node, "kprof_rtrace", "end_trace", &args, &reply);
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    loop(r, kp_now_ns() + 200000000);
+}
+
+/* Collects until the end of --duration, the end of the last --mfa call,
+ * the end of the trace stream or a signal, then ends the traces still
+ * running; those are written even when the node or its stream was lost.
+ * Returns KP_EXIT_OK, KP_EXIT_NODE (connection lost) or KP_EXIT_DATA
+ * (stream broken), the error already printed. */
+static int collect(run *r, const char *id)
+{
+    const kp_trace_options *o = r->o;
+    int code = KP_EXIT_OK;
+    int64_t deadline = o->session ? INT64_MAX : kp_now_ns() + (int64_t)o->duration_us * 1000;
+    int rc = loop(r, deadline);
+    if (rc == -2) {
+        kp_error("lost the connection to %s; the traces so far are written", r->node.target);
+        code = KP_EXIT_NODE;
+    } else if (rc < 0) {
+        kp_error("the trace stream from %s is malformed or broken", r->node.target);
+        code = KP_EXIT_DATA;
+    } else if (o->mfa) {
+        char err[4096]; /* ignored: the traces end here all the same */
+        calls_rpc(r, "stop_calls", err, sizeof err);
+        if (kp_trace_collector_running(r->rt)) /* calls still running at the end */
+            kp_trace_collector_close(r->rt, NULL, "max_duration");
+    } else if (!o->session) {
+        end_pid_trace(r, id);
+    }
+    kp_trace_collector_close(r->rt, NULL, o->session ? "collector_stopped" : NULL);
+    if (!o->session && !r->failed && kp_trace_collector_written(r->rt) == 0)
+        kp_warn("no trace was written");
+    return code;
+}
+
+/* Outside a session: stops request tracing in the node (kprof_rtrace:stop/0
+ * ends its traces and removes their patterns and flags); the reply is not
+ * read. */
+static void stop_server(run *r)
+{
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_empty_list(&args);
+    kp_node_rpc(&r->node, "kprof_rtrace", "stop", &args, &reply);
+    ei_x_free(&args);
+    ei_x_free(&reply);
+}
+
+/* Frees what the run holds; any part may be missing. */
+static void teardown(run *r)
+{
+    kp_trace_collector_free(r->rt);
+    kp_nif_reader_free(r->nif);
+    kp_trace_port_close(&r->stream);
+    kp_node_close(&r->node);
+}
+
+int kp_trace_run(const kp_trace_options *o)
+{
+    run r = {.o = o, .stream = {.fd = -1}};
+    r.node.fd = -1;
+    kp_stop_on_signals();
+    int code = attach(&r);
+    if (code != KP_EXIT_OK)
+        return code;
     kp_trace_collector_options ro = {.dir = r.dir, .max_events = 1000000, .max_duration_ms = 5000};
     kp_trace_collector_handler h = {.ctx = &r, .on_done = on_done};
     r.rt = kp_trace_collector_create(&ro, &h);
-    char id[64] = "";
-    int rc;
+    char err[4096], id[64] = "";
     if (!r.rt) {
-        snprintf(err, sizeof err, "out of memory");
-        rc = -1;
+        kp_error("out of memory");
         code = KP_EXIT_FAILURE;
-    } else if (o->session) {
-        ei_x_buff args;
-        ei_x_new(&args);
-        ei_x_encode_empty_list(&args);
-        rc = config_call(&r, "kprof_rtrace", "collector_config", &args, err, sizeof err);
-        ei_x_free(&args);
-        if (rc == 0)
-            rc = kp_trace_port_connect(&r.stream, target, r.port, err, sizeof err);
-        if (rc == 0)
-            start_nif(&r);
-    } else if (o->mfa) {
-        rc = start_external(&r, err, sizeof err);
-        if (rc == 0)
-            rc = kp_trace_collector_adopt(r.rt, o->mfa_module, o->mfa_function, o->mfa_arity,
-                                          o->count);
-        if (rc == 0)
-            rc = calls_rpc(&r, "trace_calls", err, sizeof err);
-    } else {
-        rc = begin_pid_trace(&r, id, sizeof id, err, sizeof err);
-    }
-    if (rc != 0) {
+    } else if (start_tracing(&r, id, sizeof id, err, sizeof err) != 0) {
         kp_error("%s", err);
-        code = code ? code : KP_EXIT_NODE;
+        code = KP_EXIT_NODE;
     } else {
-        int64_t deadline = o->session ? INT64_MAX : kp_now_ns() + (int64_t)o->duration_us * 1000;
-        rc = loop(&r, deadline);
-        if (rc == -2) {
-            kp_error("lost the connection to %s; the traces so far are written", target);
-            code = KP_EXIT_NODE;
-        } else if (rc < 0) {
-            kp_error("the trace stream from %s is malformed or broken", target);
-            code = KP_EXIT_DATA;
-        } else if (o->mfa) {
-            calls_rpc(&r, "stop_calls", err, sizeof err);
-            if (kp_trace_collector_running(r.rt)) /* calls still running at the end */
-                kp_trace_collector_close(r.rt, NULL, "max_duration");
-        } else if (!o->session) {
-            /* end the trace in the node, read what it emitted until then */
-            ei_x_buff args, reply;
-            ei_x_new(&args);
-            ei_x_new(&reply);
-            ei_x_encode_list_header(&args, 1);
-            ei_x_encode_binary(&args, id, (long)strlen(id));
-            ei_x_encode_empty_list(&args);
-            kp_node_rpc(&r.node, "kprof_rtrace", "end_trace", &args, &reply);
-            ei_x_free(&args);
-            ei_x_free(&reply);
-            loop(&r, kp_now_ns() + 200000000);
-        }
-        kp_trace_collector_close(r.rt, NULL, o->session ? "collector_stopped" : NULL);
-        if (!o->session && !r.failed && kp_trace_collector_written(r.rt) == 0)
-            kp_warn("no trace was written");
+        code = collect(&r, id);
     }
-    if (!o->session && r.node.fd >= 0 && code != KP_EXIT_NODE) {
-        ei_x_buff args, reply;
-        ei_x_new(&args);
-        ei_x_new(&reply);
-        ei_x_encode_empty_list(&args);
-        kp_node_rpc(&r.node, "kprof_rtrace", "stop", &args, &reply);
-        ei_x_free(&args);
-        ei_x_free(&reply);
-    }
+    if (!o->session && r.node.fd >= 0 && code != KP_EXIT_NODE)
+        stop_server(&r);
     if (r.failed && code == KP_EXIT_OK)
         code = KP_EXIT_FAILURE;
-    kp_trace_collector_free(r.rt);
-    kp_nif_reader_free(r.nif);
-    kp_trace_port_close(&r.stream);
-    kp_node_close(&r.node);
+    teardown(&r);
     return code;
 }

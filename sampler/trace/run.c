@@ -40,6 +40,7 @@ typedef struct {
     char dir[4096];
     unsigned port;
     uint64_t failed;
+    int started; /* this run started request tracing in the node: it stops it */
 } run;
 
 /* Asks kprof_rtrace to clear the flags of a finished trace's processes
@@ -203,6 +204,7 @@ static int start_external(run *r, char *err, size_t err_len)
     snprintf(r->dir, sizeof r->dir, "%s", r->o->output_dir); /* not the node's setting */
     if (rc != 0)
         return rc;
+    r->started = 1;
     return kp_trace_port_connect(&r->stream, r->node.target, r->port, err, err_len);
 }
 
@@ -365,15 +367,16 @@ static int start_session(run *r, char *err, size_t err_len)
 
 /* --mfa: starts the server, lets the collector adopt the processes that
  * make the next `count` calls, then sets the call pattern in the node.
- * Returns 0, or nonzero with `err` set (except when the collector is out
- * of memory). */
+ * Returns 0, or nonzero with `err` set. */
 static int start_calls(run *r, char *err, size_t err_len)
 {
     const kp_trace_options *o = r->o;
     int rc = start_external(r, err, err_len);
-    if (rc == 0)
-        rc =
-            kp_trace_collector_adopt(r->rt, o->mfa_module, o->mfa_function, o->mfa_arity, o->count);
+    if (rc == 0 &&
+        kp_trace_collector_adopt(r->rt, o->mfa_module, o->mfa_function, o->mfa_arity, o->count)) {
+        snprintf(err, err_len, "out of memory");
+        rc = -1;
+    }
     if (rc == 0)
         rc = calls_rpc(r, "trace_calls", err, err_len);
     return rc;
@@ -482,7 +485,9 @@ int kp_trace_run(const kp_trace_options *o)
     } else {
         code = collect(&r, id);
     }
-    if (!o->session && r.node.fd >= 0 && code != KP_EXIT_NODE)
+    /* only what this run started: request tracing that was already running
+     * (another kprof, the node's own callers) is left alone */
+    if (r.started && !o->session && r.node.fd >= 0 && code != KP_EXIT_NODE)
         stop_server(&r);
     if (r.failed && code == KP_EXIT_OK)
         code = KP_EXIT_FAILURE;

@@ -58,7 +58,29 @@ main() ->
            {split_small, <<3, (PidRec(0))/binary, Mfa/binary, (Ev(1, 0, 10))/binary,
                            104, (PidRec(0))/binary, 105, 7:32/little>>},
            {spawn_unnamed, <<9, (PidRec(0))/binary, (Ev(7, 16#ffffffff, 10))/binary>>}]),
-    ok.
+    perf_record_seeds().
+
+%% perf_event ring content as the kernel writes it for cpu/perf_events.c:
+%% PERF_RECORD_SAMPLE (9) with IP, pid/tid, time, cpu, period, callchain
+%% (PERF_CONTEXT_USER is -512, PERF_CONTEXT_KERNEL -128), abi and r13;
+%% PERF_RECORD_LOST (2).
+perf_record_seeds() ->
+    User = 16#10000000000000000 - 512,
+    Kernel = 16#10000000000000000 - 128,
+    Sample = fun(Misc, Chain, Abi) ->
+                     Body = <<16#7f0000001000:64/little, 467:32/little, 479:32/little,
+                              123456789:64/little, 1:32/little, 0:32/little,
+                              1003009:64/little, (length(Chain)):64/little,
+                              << <<Ip:64/little>> || Ip <- Chain >>/binary, Abi:64/little,
+                              (case Abi of 0 -> <<>>; _ -> <<16#55978016a2b8:64/little>> end)/binary>>,
+                     <<9:32/little, Misc:16/little, (8 + byte_size(Body)):16/little, Body/binary>>
+             end,
+    Lost = <<2:32/little, 0:16/little, 24:16/little, 1:64/little, 42:64/little>>,
+    seeds(perf_record,
+          [{user_samples, <<(Sample(2, [User, 16#7f0000001000, 16#7f0000002000], 2))/binary,
+                            (Sample(2, [User, 16#7f0000003000], 2))/binary>>},
+           {kernel_sample, Sample(1, [Kernel, 16#ffffffff81000000, User, 16#7f0000001000], 2)},
+           {no_registers_then_lost, <<(Sample(1, [], 0))/binary, Lost/binary>>}]).
 
 seeds(Target, Files) ->
     Dir = atom_to_list(Target),

@@ -1,0 +1,183 @@
+/* Ring-buffer records as cpu/perf_events.c asks the kernel for them
+ * (cpu/perf_record.c): a sample's fields, its user callchain without the
+ * context markers, r13 from the user registers; lost records; and refusal
+ * of every record that ends early or claims more than it holds. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cpu/perf_record.h"
+
+typedef struct {
+    unsigned char b[2048];
+    size_t n;
+} rec;
+
+static void put(rec *r, const void *p, size_t n)
+{
+    memcpy(r->b + r->n, p, n);
+    r->n += n;
+}
+
+static void put64(rec *r, uint64_t v)
+{
+    put(r, &v, 8);
+}
+
+static void put32(rec *r, uint32_t v)
+{
+    put(r, &v, 4);
+}
+
+/* A sample as the kernel writes it: IP, pid/tid, time, cpu, period, the
+ * callchain (`chain` holds markers as given), then abi and r13. */
+static void sample(rec *r, uint16_t misc, const uint64_t *chain, size_t n, uint64_t abi,
+                   uint64_t r13)
+{
+    r->n = sizeof(struct perf_event_header);
+    put64(r, chain && n ? chain[n - 1] : 0x1000);
+    put32(r, 467);
+    put32(r, 479);
+    put64(r, 123456789);
+    put32(r, 1);
+    put32(r, 0);
+    put64(r, 1003009);
+    put64(r, n);
+    for (size_t i = 0; i < n; i++)
+        put64(r, chain[i]);
+    put64(r, abi);
+    if (abi)
+        put64(r, r13);
+    struct perf_event_header h = {PERF_RECORD_SAMPLE, misc, (uint16_t)r->n};
+    memcpy(r->b, &h, sizeof h);
+}
+
+static void test_user_sample(void **state)
+{
+    (void)state;
+    static rec r;
+    uint64_t chain[] = {(uint64_t)PERF_CONTEXT_USER, 0x7f0000001000, 0x7f0000002000,
+                        0x7f0000003000};
+    sample(&r, PERF_RECORD_MISC_USER, chain, 4, PERF_SAMPLE_REGS_ABI_64, 0x55978016a2b8);
+    static kp_cpu_sample s;
+    uint64_t lost = 0;
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_SAMPLE);
+    assert_int_equal(s.pid, 467);
+    assert_int_equal(s.tid, 479);
+    assert_int_equal(s.cpu, 1);
+    assert_int_equal(s.time_ns, 123456789);
+    assert_int_equal(s.period, 1003009);
+    assert_int_equal(s.n_chain, 3);
+    assert_int_equal(s.chain[0], 0x7f0000001000);
+    assert_int_equal(s.chain[2], 0x7f0000003000);
+    assert_true(s.user_regs);
+    assert_int_equal(s.c_p, 0x55978016a2b8);
+    assert_false(s.in_kernel);
+}
+
+/* In a system call: kernel frames first (kept out), then the user side. */
+static void test_kernel_sample(void **state)
+{
+    (void)state;
+    static rec r;
+    uint64_t chain[] = {(uint64_t)PERF_CONTEXT_KERNEL, 0xffffffff81000000,
+                        (uint64_t)PERF_CONTEXT_USER, 0x7f0000001000};
+    sample(&r, PERF_RECORD_MISC_KERNEL, chain, 4, PERF_SAMPLE_REGS_ABI_64, 7);
+    static kp_cpu_sample s;
+    uint64_t lost = 0;
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_SAMPLE);
+    assert_true(s.in_kernel);
+    assert_int_equal(s.n_chain, 1);
+    assert_int_equal(s.chain[0], 0x7f0000001000);
+}
+
+/* abi 0: no registers follow (a thread with no user state) */
+static void test_no_registers(void **state)
+{
+    (void)state;
+    static rec r;
+    sample(&r, PERF_RECORD_MISC_KERNEL, NULL, 0, PERF_SAMPLE_REGS_ABI_NONE, 0);
+    static kp_cpu_sample s;
+    uint64_t lost = 0;
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_SAMPLE);
+    assert_false(s.user_regs);
+    assert_int_equal(s.c_p, 0);
+    assert_int_equal(s.n_chain, 0);
+}
+
+/* The kernel's limit is 127 frames; more is kept up to KP_CALLCHAIN_MAX. */
+static void test_deep_chain_is_cut(void **state)
+{
+    (void)state;
+    static rec r;
+    static uint64_t chain[200];
+    chain[0] = (uint64_t)PERF_CONTEXT_USER;
+    for (size_t i = 1; i < 200; i++)
+        chain[i] = 0x1000 + i;
+    sample(&r, PERF_RECORD_MISC_USER, chain, 200, PERF_SAMPLE_REGS_ABI_64, 1);
+    static kp_cpu_sample s;
+    uint64_t lost = 0;
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_SAMPLE);
+    assert_int_equal(s.n_chain, KP_CALLCHAIN_MAX);
+    assert_int_equal(s.c_p, 1);
+}
+
+static void test_lost_and_other(void **state)
+{
+    (void)state;
+    static rec r;
+    r.n = sizeof(struct perf_event_header);
+    put64(&r, 1);
+    put64(&r, 42);
+    struct perf_event_header h = {PERF_RECORD_LOST, 0, (uint16_t)r.n};
+    memcpy(r.b, &h, sizeof h);
+    static kp_cpu_sample s;
+    uint64_t lost = 0;
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_LOST);
+    assert_int_equal(lost, 42);
+    h.type = PERF_RECORD_THROTTLE;
+    memcpy(r.b, &h, sizeof h);
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_OTHER);
+}
+
+/* Every cut of a sample is refused, and so is a callchain length that runs
+ * past the record, or a header size that disagrees with the length. */
+static void test_truncated(void **state)
+{
+    (void)state;
+    static rec r;
+    uint64_t chain[] = {(uint64_t)PERF_CONTEXT_USER, 0x1000, 0x2000};
+    sample(&r, PERF_RECORD_MISC_USER, chain, 3, PERF_SAMPLE_REGS_ABI_64, 5);
+    static kp_cpu_sample s;
+    uint64_t lost = 0;
+    for (size_t cut = 0; cut < r.n; cut++) {
+        struct perf_event_header h;
+        memcpy(&h, r.b, sizeof h);
+        h.size = (uint16_t)cut;
+        static rec t;
+        memcpy(t.b, r.b, r.n);
+        if (cut >= sizeof h)
+            memcpy(t.b, &h, sizeof h);
+        assert_int_equal(kp_perf_record_decode(t.b, cut, &s, &lost), KP_PERF_RECORD_BAD);
+    }
+    assert_int_equal(kp_perf_record_decode(r.b, r.n - 1, &s, &lost), KP_PERF_RECORD_BAD);
+    /* nr claims a million frames */
+    size_t nr_at = sizeof(struct perf_event_header) + 8 + 8 + 8 + 8 + 8;
+    uint64_t huge = 1000000;
+    memcpy(r.b + nr_at, &huge, 8);
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_BAD);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_user_sample),    cmocka_unit_test(test_kernel_sample),
+        cmocka_unit_test(test_no_registers),   cmocka_unit_test(test_deep_chain_is_cut),
+        cmocka_unit_test(test_lost_and_other), cmocka_unit_test(test_truncated),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

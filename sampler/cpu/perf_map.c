@@ -488,6 +488,8 @@ int kp_perf_map_add_text(kp_perf_map *m, const char *text, size_t len)
 /* Adds the complete lines of the pending bytes and keeps the rest. */
 static long take_pending(kp_perf_map *m)
 {
+    if (m->pending_len == 0)
+        return 0;
     if (m->skipping) {
         /* the end of an overlong line: drop it with its '\n' */
         char *nl = memchr(m->pending, '\n', m->pending_len);

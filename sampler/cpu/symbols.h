@@ -1,0 +1,66 @@
+/* Names of native code in another process (a node's beam.smp, its shared
+ * libraries and NIFs), from the ELF files mapped into it, with elfutils'
+ * libdwfl: .symtab when the file has one or its build id leads to a debug
+ * file under /usr/lib/debug, else .dynsym (Debian's beam.smp has only that:
+ * most of its functions have no name there, and are told by their offset).
+ * JIT code is in no file: the perf map names it (cpu/perf_map.h).
+ *
+ * Samples repeat the same few thousand addresses, so answers are cached per
+ * address in front of libdwfl. Single-threaded: one per thread that uses it.
+ * libdwfl allocates its own memory (not through kp_malloc): its failures are
+ * reported as errors, not as ENOMEM. */
+#ifndef KP_CPU_SYMBOLS_H
+#define KP_CPU_SYMBOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    /* The symbol covering the address, or NULL when no symbol of the module
+     * covers it (an unnamed static function of a stripped file). */
+    const char *name;
+    /* The basename of the mapped file: "beam.smp", "libc.so.6", or what
+     * /proc/PID/maps calls an unnamed mapping libdwfl reports ("[vdso]"). */
+    const char *module;
+    /* The address in the file's own terms (its ELF virtual address: the
+     * load bias taken away), as `addr2line -e FILE` and `nm` take it, for
+     * text like "beam.smp+0x1234"; the offset from the module's start when
+     * the file cannot be read. */
+    uint64_t offset;
+    /* addr minus the symbol's start, when `name` is set; else 0. */
+    uint64_t symbol_offset;
+} kp_native_symbol;
+
+typedef struct kp_symbols kp_symbols;
+
+/* Reads the mappings of process `os_pid` (/proc/PID/maps; the ELF files are
+ * opened at the first lookup in each). NULL on failure, with a one-line
+ * reason in `err` (such as "no process 123", or "cannot read
+ * /proc/123/maps: Permission denied"). */
+kp_symbols *kp_symbols_open(int os_pid, char *err, size_t err_len);
+
+/* Frees everything; NULL does nothing. */
+void kp_symbols_close(kp_symbols *syms);
+
+/* Reads the process's mappings again, for libraries mapped since (a NIF
+ * loaded later) or gone. Modules that did not move keep what was read of
+ * their files, so this costs about one read of /proc/PID/maps: fine once a
+ * second. Returns 1 when the mappings of files changed (the cache was
+ * emptied), 0 when they did not, -1 with errno when they could not be read
+ * (ESRCH or ENOENT: the process is gone; then no address is found). */
+int kp_symbols_refresh(kp_symbols *syms);
+
+/* Fills `out` for the native code address `addr`. Returns 0, or -1 when no
+ * file of the process maps `addr`: not native code of this process (JIT
+ * code, or garbage in a call chain). The strings in `out` stay valid until
+ * the next kp_symbols_refresh or kp_symbols_close. */
+int kp_symbols_find(kp_symbols *syms, uint64_t addr, kp_native_symbol *out);
+
+/* The same without the cache (and without filling it): for tests and
+ * benchmarks. */
+int kp_symbols_find_uncached(kp_symbols *syms, uint64_t addr, kp_native_symbol *out);
+
+/* Modules (mapped files) known now. */
+size_t kp_symbols_modules(kp_symbols *syms);
+
+#endif

@@ -1,0 +1,272 @@
+/* Names of native code (sampler/cpu/symbols.c), on the test process itself:
+ * a static function of this binary by its .symtab name, libc's functions
+ * by their module, an address no file maps, a library mapped after the
+ * first read (glibc's libthread_db, dlopen'ed) found after a refresh, the cache answering
+ * as libdwfl does, and the errors of a process that is not there. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cpu/symbols.h"
+
+/* Not inlined, not merged: its address and name are this binary's. */
+__attribute__((noinline)) int kp_test_symbols_marker(int x);
+__attribute__((noinline)) int kp_test_symbols_marker(int x)
+{
+    return x * 3 + 1;
+}
+
+__attribute__((noinline)) static int static_marker(int x)
+{
+    return x * 5 + 2;
+}
+
+static const char *self_name(void)
+{
+    static char path[4096];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    assert_true(n > 0);
+    path[n] = '\0';
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static kp_symbols *open_self(void)
+{
+    char err[256] = "";
+    kp_symbols *s = kp_symbols_open(getpid(), err, sizeof err);
+    if (!s)
+        fail_msg("kp_symbols_open: %s", err);
+    return s;
+}
+
+static void names_functions_of_this_binary(void **state)
+{
+    (void)state;
+    kp_symbols *s = open_self();
+    assert_true(kp_symbols_modules(s) >= 3); /* this binary, libc, ld.so at least */
+    kp_native_symbol sym;
+    uintptr_t marker = (uintptr_t)&kp_test_symbols_marker;
+    assert_int_equal(kp_symbols_find(s, marker, &sym), 0);
+    assert_string_equal(sym.module, self_name());
+    assert_non_null(sym.name);
+    assert_string_equal(sym.name, "kp_test_symbols_marker");
+    assert_int_equal(sym.symbol_offset, 0);
+    /* inside the function: the same name, the offset from its start */
+    assert_int_equal(kp_symbols_find(s, marker + 3, &sym), 0);
+    assert_string_equal(sym.name, "kp_test_symbols_marker");
+    assert_int_equal(sym.symbol_offset, 3);
+    /* a static function, from .symtab */
+    assert_int_equal(kp_symbols_find(s, (uintptr_t)&static_marker, &sym), 0);
+    assert_string_equal(sym.name, "static_marker");
+    assert_int_equal(static_marker(1) + kp_test_symbols_marker(1), 11);
+
+    /* the offset is the file's address: the same one dladdr's base gives */
+    Dl_info info;
+    assert_true(dladdr((void *)&kp_test_symbols_marker, &info) != 0);
+    assert_int_equal(kp_symbols_find(s, marker, &sym), 0);
+    assert_int_equal(sym.offset, marker - (uintptr_t)info.dli_fbase);
+    kp_symbols_close(s);
+}
+
+static void names_libc_functions(void **state)
+{
+    (void)state;
+    kp_symbols *s = open_self();
+    kp_native_symbol sym;
+    /* through dlsym: the address of the function in libc, not of a PLT
+     * entry or of a sanitizer's interceptor */
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(libc);
+    static const char *const names[] = {"malloc", "strlen", "qsort", "getpid"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        void *f = dlsym(libc, names[i]);
+        assert_non_null(f);
+        assert_int_equal(kp_symbols_find(s, (uintptr_t)f, &sym), 0);
+        assert_string_equal(sym.module, "libc.so.6");
+        assert_non_null(sym.name);
+        /* an alias may come first (__libc_malloc, __strlen_avx2 for an ifunc
+         * resolved by dlsym): it must hold the address */
+        Dl_info info;
+        assert_true(dladdr(f, &info) != 0);
+        assert_int_equal(sym.offset, (uintptr_t)f - (uintptr_t)info.dli_fbase);
+        assert_true(sym.symbol_offset == 0 || strstr(sym.name, names[i]) != NULL);
+    }
+    dlclose(libc);
+    kp_symbols_close(s);
+}
+
+static void unmapped_addresses_are_not_found(void **state)
+{
+    (void)state;
+    kp_symbols *s = open_self();
+    kp_native_symbol sym;
+    assert_int_equal(kp_symbols_find(s, 0, &sym), -1);
+    assert_int_equal(kp_symbols_find(s, 8, &sym), -1);
+    assert_int_equal(kp_symbols_find(s, UINT64_MAX, &sym), -1);
+    /* past the highest module (libdwfl's dwfl_addrmodule answers the last
+     * module for any address above its start), and the kernel's */
+    assert_int_equal(kp_symbols_find(s, 0x7fffffffffffULL, &sym), -1);
+    assert_int_equal(kp_symbols_find(s, 0xffffffff81000000ULL, &sym), -1);
+    /* anonymous memory, like the JIT's code */
+    void *anon = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(anon != MAP_FAILED);
+    assert_int_equal(kp_symbols_find(s, (uintptr_t)anon, &sym), -1);
+    assert_int_equal(kp_symbols_refresh(s), 0); /* no file mapped since */
+    assert_int_equal(kp_symbols_find(s, (uintptr_t)anon + 100, &sym), -1);
+    /* the heap: mapped, but by no file */
+    char *heap = malloc(64);
+    assert_non_null(heap);
+    assert_int_equal(kp_symbols_find(s, (uintptr_t)heap, &sym), -1);
+    free(heap);
+    munmap(anon, 4096);
+    kp_symbols_close(s);
+}
+
+static void finds_a_library_loaded_later(void **state)
+{
+    (void)state;
+    kp_symbols *s = open_self();
+    /* a library of glibc's that nothing links (libz, which a NIF could
+     * bring, is here already: libdw needs it) */
+    static const char lib[] = "libthread_db.so.1";
+    assert_null(dlopen(lib, RTLD_NOW | RTLD_NOLOAD));
+    size_t before = kp_symbols_modules(s);
+    /* lazily: it calls back into its user (ps_pdread...), which we lack */
+    void *z = dlopen(lib, RTLD_LAZY | RTLD_LOCAL);
+    assert_non_null(z);
+    void *f = dlsym(z, "td_init");
+    assert_non_null(f);
+    kp_native_symbol sym;
+    /* not known before the refresh, and the cache does not keep that */
+    assert_int_equal(kp_symbols_find(s, (uintptr_t)f, &sym), -1);
+    assert_int_equal(kp_symbols_refresh(s), 1);
+    assert_int_equal(kp_symbols_modules(s), before + 1);
+    assert_int_equal(kp_symbols_refresh(s), 0);
+    assert_int_equal(kp_symbols_find(s, (uintptr_t)f, &sym), 0);
+    assert_string_equal(sym.module, lib);
+    assert_string_equal(sym.name, "td_init");
+    /* and gone when the library is. Reading ourselves, libelf's own
+     * mapping of the file (made by the lookup) shows up as a module until
+     * the refresh that drops the library's module unmaps it: refresh twice */
+    dlclose(z);
+    if (!dlopen(lib, RTLD_NOW | RTLD_NOLOAD)) {
+        assert_int_equal(kp_symbols_refresh(s), 1);
+        assert_true(kp_symbols_refresh(s) >= 0);
+        assert_int_equal(kp_symbols_modules(s), before);
+        assert_int_equal(kp_symbols_find(s, (uintptr_t)f, &sym), -1);
+    }
+    kp_symbols_close(s);
+}
+
+/* The cache answers what libdwfl answers, across collisions and refreshes. */
+static void the_cache_answers_as_libdwfl(void **state)
+{
+    (void)state;
+    kp_symbols *s = open_self();
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(libc);
+    uintptr_t bases[] = {(uintptr_t)&kp_test_symbols_marker, (uintptr_t)dlsym(libc, "qsort"),
+                         (uintptr_t)dlsym(libc, "printf"), 0x10000};
+    for (int round = 0; round < 3; round++) {
+        for (size_t b = 0; b < sizeof bases / sizeof *bases; b++)
+            for (uintptr_t a = bases[b] - 20000; a < bases[b] + 20000; a += 7) {
+                kp_native_symbol cached, direct;
+                memset(&cached, 0xa5, sizeof cached);
+                int rc = kp_symbols_find(s, a, &cached);
+                assert_int_equal(rc, kp_symbols_find_uncached(s, a, &direct));
+                if (rc != 0)
+                    continue;
+                assert_ptr_equal(cached.name, direct.name);
+                assert_ptr_equal(cached.module, direct.module);
+                assert_int_equal(cached.offset, direct.offset);
+                assert_int_equal(cached.symbol_offset, direct.symbol_offset);
+                if (!cached.name)
+                    assert_int_equal(cached.symbol_offset, 0);
+            }
+        assert_true(kp_symbols_refresh(s) >= 0);
+    }
+    dlclose(libc);
+    kp_symbols_close(s);
+}
+
+static void refuses_missing_processes(void **state)
+{
+    (void)state;
+    char err[256];
+    assert_null(kp_symbols_open(0, err, sizeof err));
+    assert_string_equal(err, "no process 0");
+    assert_null(kp_symbols_open(-5, err, sizeof err));
+    assert_string_equal(err, "no process -5");
+    /* a child that has exited and been reaped */
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0)
+        _exit(0);
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    assert_null(kp_symbols_open(child, err, sizeof err));
+    char want[64];
+    snprintf(want, sizeof want, "no process %d", (int)child);
+    assert_string_equal(err, want);
+    /* a process that goes away after the first read */
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        close(ready[0]);
+        if (write(ready[1], "x", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(ready[1]);
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    kp_symbols *s = kp_symbols_open(child, err, sizeof err);
+    if (!s)
+        fail_msg("kp_symbols_open: %s", err);
+    kp_native_symbol sym;
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    uintptr_t in_libc = (uintptr_t)dlsym(libc, "qsort");
+    dlclose(libc);
+    /* the child was forked from us: libc is at the same address there */
+    assert_int_equal(kp_symbols_find(s, in_libc, &sym), 0);
+    assert_string_equal(sym.module, "libc.so.6");
+    kill(child, SIGKILL);
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    errno = 0;
+    assert_int_equal(kp_symbols_refresh(s), -1);
+    assert_true(errno == ENOENT || errno == ESRCH);
+    assert_int_equal(kp_symbols_modules(s), 0);
+    assert_int_equal(kp_symbols_find(s, in_libc, &sym), -1);
+    kp_symbols_close(s);
+    kp_symbols_close(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(names_functions_of_this_binary),
+        cmocka_unit_test(names_libc_functions),
+        cmocka_unit_test(unmapped_addresses_are_not_found),
+        cmocka_unit_test(finds_a_library_loaded_later),
+        cmocka_unit_test(the_cache_answers_as_libdwfl),
+        cmocka_unit_test(refuses_missing_processes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

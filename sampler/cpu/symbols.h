@@ -5,8 +5,12 @@
  * most of its functions have no name there, and are told by their offset).
  * JIT code is in no file: the perf map names it (cpu/perf_map.h).
  *
- * Samples repeat the same few thousand addresses, so answers are cached per
- * address in front of libdwfl. Single-threaded: one per thread that uses it.
+ * Each module's code symbols are read once, at the first lookup in it, into
+ * a table sorted by address (libdwfl's own lookup scans the whole symbol
+ * table on every call), and named as dwfl_module_addrinfo would, but for
+ * code only: an address in data gets no name. Samples repeat the same few
+ * thousand addresses, so answers are also cached per address.
+ * Single-threaded: one per thread that uses it.
  * libdwfl allocates its own memory (not through kp_malloc): its failures are
  * reported as errors, not as ENOMEM. */
 #ifndef KP_CPU_SYMBOLS_H

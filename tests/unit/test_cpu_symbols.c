@@ -1,8 +1,9 @@
 /* Names of native code (sampler/cpu/symbols.c), on the test process itself:
  * a static function of this binary by its .symtab name, libc's functions
  * by their module, an address no file maps, a library mapped after the
- * first read (glibc's libthread_db, dlopen'ed) found after a refresh, the cache answering
- * as libdwfl does, and the errors of a process that is not there. */
+ * first read (glibc's libthread_db, dlopen'ed) found after a refresh,
+ * names as dwfl_module_addrinfo gives them, the cache answering as the
+ * lookup does, and the errors of a process that is not there. */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <elfutils/libdwfl.h>
 
 #include "cpu/symbols.h"
 
@@ -172,8 +174,8 @@ static void finds_a_library_loaded_later(void **state)
     kp_symbols_close(s);
 }
 
-/* The cache answers what libdwfl answers, across collisions and refreshes. */
-static void the_cache_answers_as_libdwfl(void **state)
+/* The cache answers what the lookup answers, across refreshes. */
+static void the_cache_answers_as_lookups(void **state)
 {
     (void)state;
     kp_symbols *s = open_self();
@@ -201,6 +203,88 @@ static void the_cache_answers_as_libdwfl(void **state)
     }
     dlclose(libc);
     kp_symbols_close(s);
+}
+
+typedef struct {
+    Dwfl_Module *mods[64];
+    size_t n;
+} module_list;
+
+static int list_module(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+                       void *arg)
+{
+    (void)userdata, (void)name, (void)start;
+    module_list *l = arg;
+    if (l->n < 64)
+        l->mods[l->n++] = mod;
+    return DWARF_CB_OK;
+}
+
+/* Every few bytes of every module of this process (this binary with its
+ * .symtab, libc and libdw with .dynsym only): the same symbol as libdwfl's
+ * own lookup, or none where it has none. */
+static void names_as_libdwfl_does(void **state)
+{
+    (void)state;
+    static const Dwfl_Callbacks cb = {.find_elf = dwfl_linux_proc_find_elf,
+                                      .find_debuginfo = dwfl_build_id_find_debuginfo};
+    Dwfl *dwfl = dwfl_begin(&cb);
+    assert_non_null(dwfl);
+    dwfl_report_begin(dwfl);
+    assert_int_equal(dwfl_linux_proc_report(dwfl, getpid()), 0);
+    assert_int_equal(dwfl_report_end(dwfl, NULL, NULL), 0);
+    module_list l = {.n = 0};
+    dwfl_getmodules(dwfl, list_module, &l, 0);
+    kp_symbols *s = open_self();
+    size_t checked = 0, named = 0;
+    for (size_t m = 0; m < l.n; m++) {
+        Dwarf_Addr start, end;
+        const char *path = dwfl_module_info(l.mods[m], NULL, &start, &end, NULL, NULL, NULL, NULL);
+        if (!path || path[0] != '/')
+            continue;
+        /* about 2,000 addresses a module, every byte near the start of
+         * its code */
+        uint64_t step = (end - start) / 2000 | 1;
+        for (uint64_t a = start; a < end; a += a - start < 4096 ? 1 : step) {
+            GElf_Off off;
+            GElf_Sym sym;
+            const char *want = dwfl_module_addrinfo(l.mods[m], a, &off, &sym, NULL, NULL, NULL);
+            if (want && !*want)
+                want = NULL;
+            kp_native_symbol got;
+            assert_int_equal(kp_symbols_find_uncached(s, a, &got), 0);
+            /* code is named, nothing else */
+            Dwarf_Addr in_section = a, bias;
+            Elf_Scn *scn = dwfl_module_address_section(l.mods[m], &in_section, &bias);
+            GElf_Shdr shdr;
+            int code = scn && gelf_getshdr(scn, &shdr) && (shdr.sh_flags & SHF_EXECINSTR);
+            if (!code) {
+                if (got.name)
+                    fail_msg("%s+%#lx: %s, not code", got.module, (unsigned long)got.offset,
+                             got.name);
+            } else if (!want) {
+                if (got.name)
+                    fail_msg("%s+%#lx: %s, libdwfl: none", got.module, (unsigned long)got.offset,
+                             got.name);
+            } else {
+                /* the same symbol, or an alias of it (the same start) */
+                if (!got.name)
+                    fail_msg("%s+%#lx: none, libdwfl: %s", got.module, (unsigned long)got.offset,
+                             want);
+                if (got.symbol_offset != off)
+                    fail_msg("%s+%#lx: %s+%#lx, libdwfl: %s+%#lx", got.module,
+                             (unsigned long)got.offset, got.name, (unsigned long)got.symbol_offset,
+                             want, (unsigned long)off);
+                named++;
+            }
+            checked++;
+        }
+    }
+    /* about 54,000 and 6,400 here: most of a module is data */
+    assert_true(checked > 10000);
+    assert_true(named > 1000);
+    kp_symbols_close(s);
+    dwfl_end(dwfl);
 }
 
 static void refuses_missing_processes(void **state)
@@ -265,7 +349,8 @@ int main(void)
         cmocka_unit_test(names_libc_functions),
         cmocka_unit_test(unmapped_addresses_are_not_found),
         cmocka_unit_test(finds_a_library_loaded_later),
-        cmocka_unit_test(the_cache_answers_as_libdwfl),
+        cmocka_unit_test(names_as_libdwfl_does),
+        cmocka_unit_test(the_cache_answers_as_lookups),
         cmocka_unit_test(refuses_missing_processes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -57,7 +57,7 @@
 
 -include("kprof_version.hrl").
 
--export([version/0, modules/0, start/2, stop/0]).
+-export([version/0, modules/0, start/2, stop/0, labels/1]).
 %% spawned
 -export([agent_init/3, guard_init/4, stacker/1]).
 
@@ -669,6 +669,17 @@ mfa_id(Mfa = {M, F, A}, State = #state{mfas = Mfas, new_mfas = New}) ->
             Id = map_size(Mfas),
             {Id, State#state{mfas = Mfas#{Mfa => Id}, new_mfas = [{Id, M, F, A} | New]}}
     end.
+
+%% @doc The labels of local processes named by their numbers (`<0.Num.Serial>'):
+%% native CPU samples name processes outside the sampled top. Processes that
+%% are gone are left out. At most 10,000 a call.
+-spec labels([{non_neg_integer(), non_neg_integer()}]) ->
+          [{non_neg_integer(), non_neg_integer(), registered | initial, binary()}].
+labels(Numbers) when is_list(Numbers), length(Numbers) =< 10000 ->
+    [{N, S, Kind, Text} || {N, S} <- Numbers, is_integer(N), is_integer(S),
+                           N >= 0, N < 1 bsl 28, S >= 0, S < 1 bsl 28,
+                           Pid <- [c:pid(0, N, S)], is_process_alive(Pid),
+                           {Kind, Text} <- [process_label(Pid)]].
 
 %% A registered name, else the initial call (proc_lib's when there is one).
 process_label(P) ->

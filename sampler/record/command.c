@@ -40,6 +40,10 @@ static const char record_usage[] =
     "Rate and length:\n"
     "  -r, --rate HZ            samples per second per process [10]\n"
     "  -d, --duration T         stop after T (e.g. 30s, 5m) [until Ctrl-C]\n"
+    "      --cpu-rate HZ        native CPU samples per second per thread of the\n"
+    "                           node (cpu.folded), 0 = off [997]; needs kprof on\n"
+    "                           the node's host and the node started with\n"
+    "                           +JPperf true\n"
     "Output:\n"
     "  -o, --output DIR         [kprof-NODE-UTCTIME]\n"
     "      --rotate-size SIZE   start a new segment after SIZE (e.g. 64M) [64M]\n"
@@ -74,7 +78,8 @@ enum {
     OPT_RSIZE,
     OPT_RTIME,
     OPT_KEEP,
-    OPT_COMPRESS
+    OPT_COMPRESS,
+    OPT_CPU_RATE
 };
 
 static const struct option options[] = {{"node", required_argument, NULL, 'n'},
@@ -93,6 +98,7 @@ static const struct option options[] = {{"node", required_argument, NULL, 'n'},
                                         {"rotate-time", required_argument, NULL, OPT_RTIME},
                                         {"keep", required_argument, NULL, OPT_KEEP},
                                         {"compress", required_argument, NULL, OPT_COMPRESS},
+                                        {"cpu-rate", required_argument, NULL, OPT_CPU_RATE},
                                         {"quiet", no_argument, NULL, 'q'},
                                         {"help", no_argument, NULL, 'h'},
                                         {NULL, 0, NULL, 0}};
@@ -190,6 +196,12 @@ static int parse_output(int opt, const char *arg, kp_record_options *o)
         o->compression = (kp_compression)c;
         return KP_EXIT_OK;
     }
+    case OPT_CPU_RATE:
+        if (kp_parse_uint(arg, 0, 10000, &v) != 0)
+            return kp_bad_value("--cpu-rate", arg,
+                                "samples per second from 1 to 10000, or 0 (off)");
+        o->cpu_rate = (unsigned)v;
+        return KP_EXIT_OK;
     case 'q': o->quiet = 1; return KP_EXIT_OK;
     default: return -1;
     }
@@ -225,7 +237,8 @@ static int run(int argc, char **argv, int dump)
                            .rotate_bytes = 64u << 20,
                            .rotate_us = 60000000,
                            .compression = KP_COMPRESS_GZIP,
-                           .depth = 64};
+                           .depth = 64,
+                           .cpu_rate = dump ? 0 : 997};
     static named names;
     int opt;
     optind = 1;

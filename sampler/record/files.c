@@ -180,10 +180,13 @@ static int write_text(const char *dir, const char *name, const char *text, char 
 }
 
 /* README.txt: what each file is and how to view it. */
-static void readme_text(char *text, size_t cap, const char *caption, kp_compression compression)
+static void readme_text(char *text, size_t cap, const char *caption, const char *cpu_note,
+                        kp_compression compression)
 {
     snprintf(text, cap,
              "%s.\n"
+             "\n"
+             "%s"
              "\n"
              "samples-NNNNNN.perf%s  perf-script segments, one sample per process per tick.\n"
              "    FlameScope: point it at this directory (it lists the segments).\n"
@@ -222,15 +225,16 @@ static void readme_text(char *text, size_t cap, const char *caption, kp_compress
              "Re-fold the segments with another weight, or draw them:\n"
              "  kprof convert samples-*.perf* -o heap.folded --weight total_heap_size\n"
              "  kprof convert samples-*.perf* -o heap.svg --weight total_heap_size\n",
-             caption, kp_compression_suffix(compression),
+             caption, cpu_note, kp_compression_suffix(compression),
              compression == KP_COMPRESS_ZSTD
                  ? "    zstd segments are a compact archive no viewer reads: unpack them with\n"
                    "    'zstd -d' or fold them with 'kprof convert'.\n"
                  : "");
 }
 
-int kp_record_files_close(kp_record_files *o, const char *caption, int written[KP_WEIGHT_COUNT],
-                          kp_segment_stats *stats, char *err, size_t err_len)
+int kp_record_files_close(kp_record_files *o, const char *caption, const char *cpu_note,
+                          int written[KP_WEIGHT_COUNT], kp_segment_stats *stats, char *err,
+                          size_t err_len)
 {
     int rc = 0;
     kp_status st = kp_segment_close(o->segments, stats);
@@ -249,7 +253,7 @@ int kp_record_files_close(kp_record_files *o, const char *caption, int written[K
     }
     if (rc == 0 && caption) {
         char readme[8192];
-        readme_text(readme, sizeof readme, caption, o->compression);
+        readme_text(readme, sizeof readme, caption, cpu_note ? cpu_note : "", o->compression);
         rc = write_text(o->dir, "README.txt", readme, err, err_len);
     }
     for (int k = 0; k < KP_WEIGHT_COUNT; k++)

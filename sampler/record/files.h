@@ -44,9 +44,10 @@ const kp_segment_stats *kp_record_files_segment_stats(const kp_record_files *out
  * flame graphs (NAME.folded and NAME.svg, for the names whose `written[i]`
  * is non-zero; `caption`, "kprof recording of ...", is the graphs' second
  * heading line and README.txt's first) and README.txt, frees the outputs.
+ * `cpu_note` is README.txt's paragraph on the CPU view (which mode ran).
  * With a NULL `caption` (a run abandoned before sampling) only the segment
  * is completed. Returns 0, or -1 with a message in `err`. */
-int kp_record_files_close(kp_record_files *outputs, const char *caption,
+int kp_record_files_close(kp_record_files *outputs, const char *caption, const char *cpu_note,
                           int written[KP_WEIGHT_COUNT], kp_segment_stats *stats, char *err,
                           size_t err_len);
 

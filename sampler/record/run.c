@@ -17,6 +17,7 @@
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/signals.h"
+#include "cpu/attach.h"
 #include "node/connection.h"
 #include "record/files.h"
 #include "record/processes.h"
@@ -92,6 +93,8 @@ typedef struct {
     const char *lost;      /* what kprof was doing when a node went away */
     const char *lost_node; /* that node */
     int rc;
+    kp_native *native;    /* NULL: the CPU view is the cooperative one */
+    char native_off[512]; /* why not, when asked for */
     latencies lat;
 } recording;
 
@@ -248,7 +251,8 @@ static kp_record_files *open_outputs(const kp_record_options *o, const char *dir
         s[i].procs = kp_processes_create(frames, stacks, s[i].wire.agent.wordsize,
                                          n > 1 ? s[i].target : NULL, on_proc_sample, &s[i]);
         if (!s[i].procs) {
-            kp_record_files_close(out, NULL, (int[KP_WEIGHT_COUNT]){0}, NULL, err, sizeof err);
+            kp_record_files_close(out, NULL, NULL, (int[KP_WEIGHT_COUNT]){0}, NULL, err,
+                                  sizeof err);
             out = NULL;
         }
     }
@@ -542,6 +546,91 @@ static void sample(recording *r)
     }
 }
 
+/* Native CPU sampling of the node, on by default where it is possible;
+ * where it is not, kprof says why once and samples cooperatively. */
+static void start_native(recording *r)
+{
+    const kp_record_options *o = r->o;
+    if (!o->cpu_rate)
+        return;
+    if (r->n > 1) {
+        snprintf(r->native_off, sizeof r->native_off,
+                 "native CPU sampling covers one node; record one --node for it");
+    } else {
+        attached_node *node = &r->nodes[0];
+        r->native = kp_native_attach(&node->node, node->wire.agent.os_pid, o->cpu_rate,
+                                     r->native_off, sizeof r->native_off);
+    }
+    if (o->quiet)
+        return;
+    if (r->native)
+        fprintf(stderr,
+                "kprof: CPU: every thread of the node sampled natively, %u times a second "
+                "(cpu.folded)\n",
+                o->cpu_rate);
+    else
+        fprintf(stderr, "kprof: CPU: no native sampling: %s\n", r->native_off);
+}
+
+/* README.txt's paragraph on the CPU view. */
+static void cpu_note(const recording *r, char *text, size_t cap)
+{
+    if (r->native)
+        snprintf(text, cap,
+                 "CPU: cpu.folded and cpu.svg show where the node's CPU went, exactly:\n"
+                 "every thread of beam.smp sampled natively %u times a second (Linux\n"
+                 "perf_events; what Linux perf shows). Stacks, root first: the thread kind\n"
+                 "(scheduler, dirty_cpu, dirty_io, other); the Erlang process and its name\n"
+                 "where the sample could be attributed to one; Erlang functions; the VM's C\n"
+                 "functions as [vm]name, other libraries' as [LIBRARY]name; [kernel]. Open\n"
+                 "cpu.svg first.\n",
+                 r->o->cpu_rate);
+    else
+        snprintf(text, cap,
+                 "CPU: native sampling did not run (%s).\n"
+                 "The CPU view is then the cooperative one below (samples.svg, under\n"
+                 "'running'): a stack is read when the process next handles a signal,\n"
+                 "often at its next receive rather than in the code that burned the CPU.\n",
+                 r->o->cpu_rate ? r->native_off : "--cpu-rate 0");
+}
+
+/* Stops native sampling and names its processes while the node is still
+ * connected. */
+static void stop_native(recording *r, kp_native_stats *stats)
+{
+    memset(stats, 0, sizeof *stats);
+    if (!r->native)
+        return;
+    kp_native_stop(r->native, stats);
+    if (kp_native_name_processes(r->native, &r->nodes[0].node) != 0 && !r->o->quiet)
+        kp_warn("could not name the processes of the native CPU samples");
+}
+
+/* Writes cpu.folded and cpu.svg and says what native sampling saw. */
+static void finish_native(recording *r, const kp_native_stats *st, const char *caption)
+{
+    if (!r->native)
+        return;
+    char err[4500];
+    int written = kp_native_write(r->native, r->dir, caption, err, sizeof err);
+    if (written < 0) {
+        kp_error("%s", err);
+        r->rc = KP_EXIT_FAILURE;
+    }
+    if (!r->o->quiet && st->samples)
+        fprintf(stderr,
+                "kprof: CPU: %llu native samples of %zu threads, %.0f%% attributed to an "
+                "Erlang process, %.0f%% in the kernel, %llu lost: %s/cpu.svg\n",
+                (unsigned long long)st->samples, st->threads,
+                100.0 * (double)st->attributed / (double)st->samples,
+                100.0 * (double)st->in_kernel / (double)st->samples, (unsigned long long)st->lost,
+                r->dir);
+    else if (!r->o->quiet)
+        fprintf(stderr, "kprof: CPU: no native sample (the node was idle)\n");
+    kp_native_free(r->native);
+    r->native = NULL;
+}
+
 /* Detaches, reports what went wrong, writes the aggregates and README and
  * prints the summary. Returns the exit code. */
 static int finish(recording *r)
@@ -552,6 +641,8 @@ static int finish(recording *r)
     if (r->tty)
         fputc('\n', stderr);
     run_totals totals = totals_of(r->nodes, r->n, elapsed, r->skipped);
+    kp_native_stats native;
+    stop_native(r, &native);
     detach_all(r->nodes, r->n);
     if (r->lost) {
         kp_error("lost the connection to %s while %s (the node stopped or the network failed); "
@@ -567,16 +658,18 @@ static int finish(recording *r)
         r->rc = KP_EXIT_FAILURE;
     }
     uint64_t samples = kp_record_files_samples(r->out);
-    char caption[4200];
+    char caption[4200], note[1024];
     caption_text(caption, sizeof caption, o, r->targets);
+    cpu_note(r, note, sizeof note);
     int written[KP_WEIGHT_COUNT];
     kp_segment_stats st;
-    if (kp_record_files_close(r->out, caption, written, &st, err, sizeof err) != 0) {
+    if (kp_record_files_close(r->out, caption, note, written, &st, err, sizeof err) != 0) {
         kp_error("%s", err);
         r->rc = KP_EXIT_FAILURE;
     }
     if (!o->quiet)
         print_summary(o, r->dir, &totals, samples, &st, written, &r->lat);
+    finish_native(r, &native, caption);
     kp_frames_free(r->frames);
     kp_stacks_free(r->stacks);
     return r->rc;
@@ -603,6 +696,7 @@ int kp_record_run(const kp_record_options *o)
             fprintf(stderr, " for %.1f s", (double)o->duration_us / 1e6);
         fprintf(stderr, "; Ctrl-C stops and writes the files to %s/\n", r.dir);
     }
+    start_native(&r);
     /* the agent ranks processes by their activity since it started: give
      * that first window time to see every busy process switched out */
     struct timespec window = {0, 250 * 1000 * 1000};

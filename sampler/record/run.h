@@ -26,6 +26,7 @@ typedef struct {
     unsigned keep;
     kp_compression compression;
     unsigned depth;
+    unsigned cpu_rate; /* native CPU samples per second per thread; 0 = off */
     int quiet;
 } kp_record_options;
 

@@ -1,0 +1,391 @@
+/* The native sampler: a thread drains the rings every DRAIN_MS, names each
+ * sample's frames and counts it under its stack; see native.h. */
+#define _GNU_SOURCE
+#include "cpu/native.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/cli.h"
+#include "common/clock.h"
+#include "common/pid_text.h"
+#include "common/u64_map.h"
+#include "cpu/perf_events.h"
+#include "cpu/perf_map.h"
+#include "cpu/symbols.h"
+#include "kp/alloc.h"
+#include "kp/flame_svg.h"
+#include "kp/folded.h"
+#include "kp/intern.h"
+
+#define DRAIN_MS 20
+#define RESCAN_US 1000000u /* new threads, new code in the perf map, new libraries */
+#define NO_FRAME UINT32_MAX
+#define MAX_PROCS (1u << 20)
+
+typedef struct {
+    kp_pid_numbers pid;
+    uint32_t pid_frame, label_frame; /* label: NO_FRAME until named */
+} proc;
+
+/* One aggregate: a thread kind, a process (or none) and a code stack. */
+typedef struct {
+    uint64_t key;
+    uint64_t samples;
+} tally;
+
+struct kp_native {
+    kp_native_options o;
+    kp_perf_events *events;
+    kp_perf_map *map;
+    char map_path[64];
+    kp_symbols *symbols;
+    kp_frames *frames;
+    kp_stacks *stacks;
+    kp_u64_map frame_at; /* looked-up address -> frame */
+    uint32_t kind_frames[KP_THREAD_OTHER + 1];
+    uint32_t kernel_frame, unmapped_frame;
+    kp_u64_map proc_index; /* num << 32 | serial -> procs[] */
+    proc *procs;
+    size_t n_procs, procs_cap;
+    kp_u64_map tally_index; /* tally key -> tallies[] */
+    tally *tallies;
+    size_t n_tallies, tallies_cap;
+    uint32_t ids[KP_CALLCHAIN_MAX + 4];
+    pthread_t thread;
+    atomic_int stop;
+    int started;
+    int failed; /* out of memory in the thread: sampling stopped */
+    kp_native_stats stats;
+};
+
+static int intern_text(kp_native *n, const char *text, const char *kind, uint32_t *id)
+{
+    return kp_frames_intern_pseudo(n->frames, text, strlen(text), kind, id) == KP_OK ? 0 : -1;
+}
+
+/* The frame of code address `addr` (a return address already moved back
+ * into its call), or NO_FRAME when no code maps it: a frame-pointer chain
+ * that ran into C code without frame pointers continues with garbage. */
+static uint32_t frame_of(kp_native *n, uint64_t addr)
+{
+    uint32_t id;
+    if (kp_u64_map_get(&n->frame_at, addr, &id))
+        return id;
+    id = NO_FRAME;
+    const kp_jit_symbol *jit = kp_perf_map_find(n->map, addr);
+    kp_native_symbol sym;
+    char text[300];
+    if (jit && jit->kind != KP_JIT_RUNTIME) {
+        kp_mfa mfa = {jit->module,       jit->module_len, jit->function,
+                      jit->function_len, jit->arity,      0};
+        if (kp_frames_intern_mfa(n->frames, &mfa, &id) != KP_OK)
+            return NO_FRAME;
+    } else if (jit) {
+        snprintf(text, sizeof text, "[jit]%.*s", (int)jit->text_len, jit->text);
+        if (intern_text(n, text, "jit", &id) != 0)
+            return NO_FRAME;
+    } else if (kp_symbols_find(n->symbols, addr, &sym) == 0) {
+        int vm = strcmp(sym.module, "beam.smp") == 0;
+        if (sym.name)
+            snprintf(text, sizeof text, "[%s]%s", vm ? "vm" : sym.module, sym.name);
+        else
+            snprintf(text, sizeof text, "[%s]unnamed", vm ? "vm" : sym.module);
+        if (intern_text(n, text, "native", &id) != 0)
+            return NO_FRAME;
+    }
+    if (id != NO_FRAME && kp_u64_map_put(&n->frame_at, addr, id) != 0)
+        return NO_FRAME;
+    return id;
+}
+
+/* Names the sample's frames into n->ids, root first; returns how many. */
+static size_t name_frames(kp_native *n, const kp_cpu_sample *s)
+{
+    uint32_t leaf_first[KP_CALLCHAIN_MAX + 1];
+    size_t k = 0;
+    if (s->in_kernel)
+        leaf_first[k++] = n->kernel_frame;
+    for (size_t i = 0; i < s->n_chain; i++) {
+        /* a return address points after its call: look up the call */
+        uint32_t id = frame_of(n, i == 0 ? s->chain[i] : s->chain[i] - 1);
+        if (id == NO_FRAME) {
+            if (i == 0)
+                leaf_first[k++] = n->unmapped_frame;
+            break;
+        }
+        leaf_first[k++] = id;
+    }
+    for (size_t i = 0; i < k; i++)
+        n->ids[i] = leaf_first[k - 1 - i];
+    return k;
+}
+
+/* The process table's index of `pid`, added if new; -1 when full. */
+static long proc_of(kp_native *n, kp_pid_numbers pid)
+{
+    uint64_t key = (uint64_t)pid.num << 32 | pid.serial;
+    uint32_t at;
+    if (kp_u64_map_get(&n->proc_index, key, &at))
+        return at;
+    if (n->n_procs == MAX_PROCS)
+        return -1;
+    if (n->n_procs == n->procs_cap) {
+        size_t cap = n->procs_cap ? n->procs_cap * 2 : 64;
+        proc *p = kp_realloc_array(n->procs, cap, sizeof *p);
+        if (!p)
+            return -1;
+        n->procs = p;
+        n->procs_cap = cap;
+    }
+    proc *p = &n->procs[n->n_procs];
+    p->pid = pid;
+    p->label_frame = NO_FRAME;
+    char text[KP_PID_TEXT_MAX];
+    int len = kp_pid_text(text, pid.num, pid.serial);
+    if (kp_frames_intern_pseudo(n->frames, text, (size_t)len, "process", &p->pid_frame) != KP_OK ||
+        kp_u64_map_put(&n->proc_index, key, (uint32_t)n->n_procs) != 0)
+        return -1;
+    return (long)n->n_procs++;
+}
+
+static int count(kp_native *n, uint64_t key)
+{
+    uint32_t at;
+    if (kp_u64_map_get(&n->tally_index, key, &at)) {
+        n->tallies[at].samples++;
+        return 0;
+    }
+    if (n->n_tallies == n->tallies_cap) {
+        size_t cap = n->tallies_cap ? n->tallies_cap * 2 : 1024;
+        tally *t = kp_realloc_array(n->tallies, cap, sizeof *t);
+        if (!t)
+            return -1;
+        n->tallies = t;
+        n->tallies_cap = cap;
+    }
+    n->tallies[n->n_tallies] = (tally){key, 1};
+    return kp_u64_map_put(&n->tally_index, key, (uint32_t)n->n_tallies++);
+}
+
+/* A tally key: the code stack (32 bits), the process index + 1 (0: none;
+ * 21 bits) and the thread kind (2 bits). */
+static uint64_t tally_key(uint32_t stack, long proc, kp_thread_kind kind)
+{
+    return (uint64_t)stack << 32 | (uint64_t)(proc + 1) << 2 | (uint64_t)kind;
+}
+
+static int on_sample(void *ctx, const kp_cpu_sample *s)
+{
+    kp_native *n = ctx;
+    kp_thread_kind kind = KP_THREAD_OTHER;
+    if (!kp_perf_events_thread(n->events, s->tid, &kind))
+        kind = KP_THREAD_OTHER;
+    size_t depth = name_frames(n, s);
+    uint32_t stack;
+    if (kp_stacks_intern(n->stacks, n->ids, depth, &stack) != KP_OK)
+        return n->failed = 1;
+    long proc = -1;
+    kp_pid_numbers pid;
+    unsigned char ok = 0;
+    if (s->user_regs && kp_current_process_read(n->o.os_pid, n->o.otp, &s->c_p, 1, &pid, &ok) > 0 &&
+        ok) {
+        proc = proc_of(n, pid);
+        if (proc >= 0)
+            n->stats.attributed++;
+    }
+    if (count(n, tally_key(stack, proc, kind)) != 0)
+        return n->failed = 1;
+    n->stats.samples++;
+    n->stats.in_kernel += s->in_kernel != 0;
+    return 0;
+}
+
+/* New threads, new JIT code and new libraries; the address cache starts
+ * again, as code may now live where other code was. */
+static void rescan(kp_native *n)
+{
+    n->stats.threads = kp_perf_events_rescan(n->events);
+    int added = kp_perf_map_refresh(n->map, n->map_path);
+    if (kp_symbols_refresh(n->symbols) > 0 || added > 0)
+        kp_u64_map_clear(&n->frame_at);
+}
+
+static void *sampler_thread(void *arg)
+{
+    kp_native *n = arg;
+    uint64_t last_scan = kp_now_us();
+    while (!atomic_load(&n->stop) && !n->failed) {
+        struct timespec nap = {0, DRAIN_MS * 1000000L};
+        nanosleep(&nap, NULL);
+        kp_perf_events_drain(n->events, on_sample, n, &n->stats.lost);
+        if (kp_now_us() - last_scan > RESCAN_US) {
+            rescan(n);
+            last_scan = kp_now_us();
+        }
+    }
+    kp_perf_events_drain(n->events, on_sample, n, &n->stats.lost);
+    return NULL;
+}
+
+static int setup_frames(kp_native *n)
+{
+    for (int k = 0; k <= KP_THREAD_OTHER; k++)
+        if (intern_text(n, kp_thread_kind_name((kp_thread_kind)k), "thread", &n->kind_frames[k]) !=
+            0)
+            return -1;
+    return intern_text(n, "[kernel]", "kernel", &n->kernel_frame) != 0 ||
+                   intern_text(n, "[unmapped]", "native", &n->unmapped_frame) != 0
+               ? -1
+               : 0;
+}
+
+kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len)
+{
+    kp_native *n = kp_calloc(1, sizeof *n);
+    if (!n) {
+        snprintf(err, err_len, "out of memory");
+        return NULL;
+    }
+    n->o = *o;
+    /* the map as the node's own mount namespace names it */
+    snprintf(n->map_path, sizeof n->map_path, "/proc/%d/root/tmp/perf-%d.map", o->os_pid,
+             o->os_pid);
+    n->map = kp_perf_map_create();
+    n->frames = kp_frames_create(0);
+    n->stacks = kp_stacks_create();
+    if (!n->map || !n->frames || !n->stacks || setup_frames(n) != 0) {
+        snprintf(err, err_len, "out of memory");
+        kp_native_free(n);
+        return NULL;
+    }
+    if (kp_perf_map_refresh(n->map, n->map_path) < 0) {
+        if (errno == ENOENT)
+            snprintf(err, err_len,
+                     "the node has no perf map (%s): start the node with +JPperf true",
+                     n->map_path);
+        else
+            snprintf(err, err_len, "cannot read %s: %s", n->map_path, strerror(errno));
+        kp_native_free(n);
+        return NULL;
+    }
+    n->symbols = kp_symbols_open(o->os_pid, err, err_len);
+    if (!n->symbols) {
+        kp_native_free(n);
+        return NULL;
+    }
+    n->events = kp_perf_events_open(o->os_pid, o->rate_hz, &n->stats.with_kernel, err, err_len);
+    if (!n->events) {
+        kp_native_free(n);
+        return NULL;
+    }
+    n->stats.threads = kp_perf_events_rescan(n->events);
+    if (pthread_create(&n->thread, NULL, sampler_thread, n) != 0) {
+        snprintf(err, err_len, "cannot start the sampling thread: %s", strerror(errno));
+        kp_native_free(n);
+        return NULL;
+    }
+    n->started = 1;
+    return n;
+}
+
+void kp_native_stop(kp_native *n, kp_native_stats *stats)
+{
+    if (n->started) {
+        atomic_store(&n->stop, 1);
+        pthread_join(n->thread, NULL);
+        n->started = 0;
+        kp_perf_events_close(n->events);
+        n->events = NULL;
+    }
+    if (stats)
+        *stats = n->stats;
+}
+
+void kp_native_each_process(kp_native *n, void (*fn)(void *ctx, kp_pid_numbers pid), void *ctx)
+{
+    for (size_t i = 0; i < n->n_procs; i++)
+        fn(ctx, n->procs[i].pid);
+}
+
+int kp_native_label(kp_native *n, kp_pid_numbers pid, int registered, const char *text, size_t len)
+{
+    uint32_t at;
+    if (!kp_u64_map_get(&n->proc_index, (uint64_t)pid.num << 32 | pid.serial, &at))
+        return 0;
+    return kp_frames_intern_pseudo(n->frames, text, len, registered ? "registered" : "initial",
+                                   &n->procs[at].label_frame) == KP_OK
+               ? 0
+               : -1;
+}
+
+/* The full stack of tally `t`: kind, process, label, code. */
+static kp_status full_stack(kp_native *n, const tally *t, uint32_t *stack)
+{
+    size_t depth;
+    const uint32_t *code = kp_stacks_get(n->stacks, (uint32_t)(t->key >> 32), &depth);
+    uint32_t ids[KP_CALLCHAIN_MAX + 4];
+    size_t k = 0;
+    ids[k++] = n->kind_frames[t->key & 3];
+    long proc = (long)((t->key >> 2) & ((1u << 30) - 1)) - 1;
+    if (proc >= 0) {
+        ids[k++] = n->procs[proc].pid_frame;
+        if (n->procs[proc].label_frame != NO_FRAME)
+            ids[k++] = n->procs[proc].label_frame;
+    }
+    memcpy(ids + k, code, depth * sizeof *ids);
+    return kp_stacks_intern(n->stacks, ids, k + depth, stack);
+}
+
+int kp_native_write(kp_native *n, const char *dir, const char *caption, char *err, size_t err_len)
+{
+    if (!n->n_tallies)
+        return 0;
+    kp_folded *f = kp_folded_create();
+    kp_status st = f ? KP_OK : KP_ERR_NOMEM;
+    for (size_t i = 0; i < n->n_tallies && st == KP_OK; i++) {
+        uint32_t stack;
+        st = full_stack(n, &n->tallies[i], &stack);
+        if (st == KP_OK)
+            st = kp_folded_add_stack(f, n->frames, n->stacks, stack, "beam.smp",
+                                     n->tallies[i].samples);
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/cpu.folded", dir);
+    if (st == KP_OK)
+        st = kp_folded_save(f, path);
+    if (st == KP_OK) {
+        snprintf(path, sizeof path, "%s/cpu.svg", dir);
+        kp_flame_options flame = {"CPU of the node's threads", caption, "samples", 0};
+        st = kp_flame_svg_save(f, &flame, path);
+    }
+    int saved_errno = errno;
+    kp_folded_free(f);
+    if (st != KP_OK) {
+        snprintf(err, err_len, "cannot write %s: %s", path, kp_status_reason(st, saved_errno));
+        return -1;
+    }
+    return 1;
+}
+
+void kp_native_free(kp_native *n)
+{
+    if (!n)
+        return;
+    kp_native_stop(n, NULL);
+    kp_perf_events_close(n->events);
+    kp_symbols_close(n->symbols);
+    kp_perf_map_free(n->map);
+    kp_frames_free(n->frames);
+    kp_stacks_free(n->stacks);
+    kp_u64_map_free(&n->frame_at);
+    kp_u64_map_free(&n->proc_index);
+    kp_u64_map_free(&n->tally_index);
+    kp_free(n->procs);
+    kp_free(n->tallies);
+    kp_free(n);
+}

@@ -1,0 +1,64 @@
+/* Native CPU sampling of a node's OS process, the exact CPU view of
+ * `kprof record`: every thread of beam.smp sampled through perf_events
+ * (cpu/perf_events.h) on a thread of kprof's own, each sample's callchain
+ * named from the JIT's perf map (Erlang functions) and the ELF symbols of
+ * beam.smp and its libraries (C functions), and attributed to the Erlang
+ * process that ran (cpu/current_process.h) where that can be told.
+ *
+ * Stacks, root first: the thread kind (scheduler, dirty_cpu, dirty_io,
+ * other); the process (<0.N.S>) and its label where attributed; Erlang
+ * frames as mod:fun/arity; C frames as [vm]name (beam.smp) or
+ * [LIBRARY]name; [kernel] for time in the kernel. */
+#ifndef KP_CPU_NATIVE_H
+#define KP_CPU_NATIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu/current_process.h"
+
+typedef struct kp_native kp_native;
+
+typedef struct {
+    int os_pid;       /* the node's beam.smp, checked by the caller to be the node */
+    unsigned otp;     /* the node's OTP release, for its pid layout */
+    unsigned rate_hz; /* samples per second per thread */
+} kp_native_options;
+
+/* Opens the events and starts sampling. Returns NULL with one line naming
+ * the cause and the fix in `err`: no perf map (start the node with
+ * +JPperf true), perf_event_open refused, out of memory. */
+kp_native *kp_native_start(const kp_native_options *options, char *err, size_t err_len);
+
+/* What a run saw, for the summary. */
+typedef struct {
+    uint64_t samples;    /* kept */
+    uint64_t attributed; /* of those, to an Erlang process */
+    uint64_t in_kernel;  /* of those, in the kernel */
+    uint64_t lost;       /* lost in full rings */
+    size_t threads;
+    int with_kernel; /* kernel time sampled */
+} kp_native_stats;
+
+/* Stops sampling (joins the thread) and fills `stats`. The samples stay for
+ * kp_native_write(). */
+void kp_native_stop(kp_native *native, kp_native_stats *stats);
+
+/* Calls `fn` for each process samples were attributed to, so that the
+ * caller can name it (kp_native_label()). Only after kp_native_stop(). */
+void kp_native_each_process(kp_native *native, void (*fn)(void *ctx, kp_pid_numbers pid),
+                            void *ctx);
+
+/* Names process `pid` (its registered name, else its initial call). */
+int kp_native_label(kp_native *native, kp_pid_numbers pid, int registered, const char *text,
+                    size_t len);
+
+/* Writes DIR/cpu.folded and its flame graph DIR/cpu.svg (`caption` is the
+ * graph's second heading line). Returns 1 when written, 0 when there were
+ * no samples, -1 with a message in `err`. */
+int kp_native_write(kp_native *native, const char *dir, const char *caption, char *err,
+                    size_t err_len);
+
+void kp_native_free(kp_native *native);
+
+#endif

@@ -1,0 +1,90 @@
+%%% Workloads with a known answer for native CPU sampling (tests/integration/
+%%% native_cpu):
+%%%   burst: gen_servers answering calls with short CPU bursts of about 2,000
+%%%     reductions in one of three functions, 6:3:1, clients calling them in a
+%%%     loop; the case where reading stacks with process_info lands on
+%%%     receives;
+%%%   spin: processes each spinning in a function of its own, for
+%%%     attribution.
+%%% main/1 writes "NAME PID" lines to the ready file and then owns the
+%%% processes forever (a node started with -eval would end them otherwise).
+-module(kpt_burst).
+-behaviour(gen_server).
+-export([main/1, start_spinners/0, stop_clients/0]).
+-export([init/1, handle_call/3, handle_cast/2]).
+-export([burst_a/2, burst_b/2, burst_c/2, spin_one/1, spin_two/1, spin_three/1]).
+
+-define(SERVERS, 2).
+-define(BURST, 2000).
+
+-spec main(string()) -> no_return().
+main(Ready) ->
+    Servers = [begin {ok, S} = gen_server:start(?MODULE, [], []), S end
+               || _ <- lists:seq(1, ?SERVERS)],
+    Clients = [spawn(fun() -> client(S) end) || S <- Servers],
+    register(kpt_burst_clients, spawn(fun() -> hold(Clients) end)),
+    ok = file:write_file(Ready, [["server ", pid_to_list(S), "\n"] || S <- Servers]),
+    receive after infinity -> ok end.
+
+hold(Pids) ->
+    receive
+        stop -> [exit(P, kill) || P <- Pids], hold([])
+    end.
+
+client(Server) ->
+    gen_server:call(Server, work),
+    client(Server).
+
+%% @doc Stops the clients: the servers then wait.
+-spec stop_clients() -> ok.
+stop_clients() ->
+    kpt_burst_clients ! stop,
+    ok.
+
+%% @doc Starts three processes, each spinning in its own function; returns
+%% "one <0.N.0>,two <0.M.0>,three <0.K.0>".
+-spec start_spinners() -> string().
+start_spinners() ->
+    Spinners = [{one, spawn(?MODULE, spin_one, [0])}, {two, spawn(?MODULE, spin_two, [0])},
+                {three, spawn(?MODULE, spin_three, [0])}],
+    persistent_term:put(kpt_burst_spinners, Spinners),
+    lists:flatten(lists:join(",", [[atom_to_list(N), " ", pid_to_list(P)]
+                                   || {N, P} <- Spinners])).
+
+-spec init([]) -> {ok, non_neg_integer()}.
+init([]) -> {ok, 0}.
+
+-spec handle_call(work, gen_server:from(), non_neg_integer()) ->
+          {reply, non_neg_integer(), non_neg_integer()}.
+handle_call(work, _From, N) ->
+    R = case N rem 10 of
+            K when K < 6 -> burst_a(?BURST, N);
+            K when K < 9 -> burst_b(?BURST, N);
+            _ -> burst_c(?BURST, N)
+        end,
+    {reply, R, N + 1}.
+
+-spec handle_cast(term(), non_neg_integer()) -> {noreply, non_neg_integer()}.
+handle_cast(_, N) -> {noreply, N}.
+
+%% Pure Erlang loops (no BIF calls): their time is theirs in every profiler.
+-spec burst_a(non_neg_integer(), integer()) -> integer().
+burst_a(0, Acc) -> Acc;
+burst_a(K, Acc) -> burst_a(K - 1, (Acc * 31 + K) band 16#ffffff).
+
+-spec burst_b(non_neg_integer(), integer()) -> integer().
+burst_b(0, Acc) -> Acc;
+burst_b(K, Acc) -> burst_b(K - 1, (Acc * 17 + K) band 16#ffffff).
+
+-spec burst_c(non_neg_integer(), integer()) -> integer().
+burst_c(0, Acc) -> Acc;
+burst_c(K, Acc) -> burst_c(K - 1, (Acc * 13 + K) band 16#ffffff).
+
+-spec spin_one(integer()) -> no_return().
+spin_one(Acc) -> spin_one((Acc * 7 + 1) band 16#ffffff).
+
+-spec spin_two(integer()) -> no_return().
+spin_two(Acc) -> spin_two((Acc * 11 + 1) band 16#ffffff).
+
+-spec spin_three(integer()) -> no_return().
+spin_three(Acc) -> spin_three((Acc * 5 + 1) band 16#ffffff).

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -21,6 +22,7 @@
 #include "kp/flame_svg.h"
 #include "kp/folded.h"
 #include "kp/intern.h"
+#include "kp/perf_writer.h"
 
 #define DRAIN_MS 20
 #define RESCAN_US 1000000u /* new threads, new code in the perf map, new libraries */
@@ -31,6 +33,14 @@ typedef struct {
     kp_pid_numbers pid;
     uint32_t pid_frame, label_frame; /* label: NO_FRAME until named */
 } proc;
+
+/* A sample waiting to be written to the segments in time order. */
+typedef struct {
+    uint64_t time_ns;
+    uint64_t period;
+    uint32_t tid, cpu;
+    uint32_t stack; /* full: kind, process, code */
+} pending;
 
 /* One aggregate: a thread kind, a process (or none) and a code stack. */
 typedef struct {
@@ -56,6 +66,12 @@ struct kp_native {
     tally *tallies;
     size_t n_tallies, tallies_cap;
     uint32_t ids[KP_CALLCHAIN_MAX + 4];
+    /* segments: samples of a drain wait here until sorted by time */
+    kp_segment_writer *segments;
+    kp_perf_writer *perf;
+    kp_buf text;
+    pending *pending;
+    size_t n_pending, pending_cap;
     pthread_t thread;
     atomic_int stop;
     int started;
@@ -179,6 +195,62 @@ static uint64_t tally_key(uint32_t stack, long proc, kp_thread_kind kind)
     return (uint64_t)stack << 32 | (uint64_t)(proc + 1) << 2 | (uint64_t)kind;
 }
 
+/* Queues sample `s` (code stack `stack`) for the segments. */
+static int queue(kp_native *n, const kp_cpu_sample *s, uint32_t stack, long proc,
+                 kp_thread_kind kind)
+{
+    size_t depth;
+    const uint32_t *code = kp_stacks_get(n->stacks, stack, &depth);
+    uint32_t ids[KP_CALLCHAIN_MAX + 4];
+    size_t k = 0;
+    ids[k++] = n->kind_frames[kind];
+    if (proc >= 0)
+        ids[k++] = n->procs[proc].pid_frame;
+    memcpy(ids + k, code, depth * sizeof *ids);
+    uint32_t full;
+    if (kp_stacks_intern(n->stacks, ids, k + depth, &full) != KP_OK)
+        return -1;
+    if (n->n_pending == n->pending_cap) {
+        size_t cap = n->pending_cap ? n->pending_cap * 2 : 4096;
+        pending *p = kp_realloc_array(n->pending, cap, sizeof *p);
+        if (!p)
+            return -1;
+        n->pending = p;
+        n->pending_cap = cap;
+    }
+    n->pending[n->n_pending++] = (pending){s->time_ns, s->period, s->tid, s->cpu, full};
+    return 0;
+}
+
+static int by_time(const void *a, const void *b)
+{
+    uint64_t x = ((const pending *)a)->time_ns, y = ((const pending *)b)->time_ns;
+    return x < y ? -1 : x > y;
+}
+
+/* Writes the queued samples taken before `until_ns` in time order; later
+ * ones wait for the next drain, which may still find earlier samples in
+ * rings drained after theirs. */
+static void write_pending(kp_native *n, uint64_t until_ns)
+{
+    if (!n->segments || !n->n_pending)
+        return;
+    qsort(n->pending, n->n_pending, sizeof *n->pending, by_time);
+    size_t i = 0;
+    for (; i < n->n_pending && n->pending[i].time_ns < until_ns; i++) {
+        const pending *p = &n->pending[i];
+        kp_perf_record rec = {
+            (uint32_t)n->o.os_pid, p->tid, p->cpu, p->time_ns / 1000, p->period, NULL, 0, p->stack};
+        kp_buf_clear(&n->text);
+        if (n->stats.write_error || kp_perf_writer_format(n->perf, &rec, &n->text) != KP_OK)
+            continue;
+        if (kp_segment_write(n->segments, n->text.data, n->text.len, rec.time_us) != KP_OK)
+            n->stats.write_error = errno ? errno : EIO;
+    }
+    memmove(n->pending, n->pending + i, (n->n_pending - i) * sizeof *n->pending);
+    n->n_pending -= i;
+}
+
 static int on_sample(void *ctx, const kp_cpu_sample *s)
 {
     kp_native *n = ctx;
@@ -198,7 +270,8 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
         if (proc >= 0)
             n->stats.attributed++;
     }
-    if (count(n, tally_key(stack, proc, kind)) != 0)
+    if (count(n, tally_key(stack, proc, kind)) != 0 ||
+        (n->segments && queue(n, s, stack, proc, kind) != 0))
         return n->failed = 1;
     n->stats.samples++;
     n->stats.in_kernel += s->in_kernel != 0;
@@ -222,13 +295,17 @@ static void *sampler_thread(void *arg)
     while (!atomic_load(&n->stop) && !n->failed) {
         struct timespec nap = {0, DRAIN_MS * 1000000L};
         nanosleep(&nap, NULL);
+        /* every sample taken before now is in its ring by now */
+        uint64_t drain_start = (uint64_t)kp_now_ns();
         kp_perf_events_drain(n->events, on_sample, n, &n->stats.lost);
+        write_pending(n, drain_start);
         if (kp_now_us() - last_scan > RESCAN_US) {
             rescan(n);
             last_scan = kp_now_us();
         }
     }
     kp_perf_events_drain(n->events, on_sample, n, &n->stats.lost);
+    write_pending(n, UINT64_MAX);
     return NULL;
 }
 
@@ -284,6 +361,14 @@ kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len
         return NULL;
     }
     n->stats.threads = kp_perf_events_rescan(n->events);
+    if (o->segments &&
+        (kp_perf_writer_create("beam.smp", "cpu-clock", n->frames, n->stacks, &n->perf) != KP_OK ||
+         kp_segment_open(o->segments, &n->segments) != KP_OK)) {
+        snprintf(err, err_len, "cannot open the cpu segments in %s: %s", o->segments->dir,
+                 strerror(errno));
+        kp_native_free(n);
+        return NULL;
+    }
     if (pthread_create(&n->thread, NULL, sampler_thread, n) != 0) {
         snprintf(err, err_len, "cannot start the sampling thread: %s", strerror(errno));
         kp_native_free(n);
@@ -301,6 +386,12 @@ void kp_native_stop(kp_native *n, kp_native_stats *stats)
         n->started = 0;
         kp_perf_events_close(n->events);
         n->events = NULL;
+    }
+    if (n->segments) {
+        kp_status st = kp_segment_close(n->segments, &n->stats.segments);
+        if (st != KP_OK && st != KP_ERR_EMPTY && !n->stats.write_error)
+            n->stats.write_error = errno ? errno : EIO;
+        n->segments = NULL;
     }
     if (stats)
         *stats = n->stats;
@@ -382,6 +473,9 @@ void kp_native_free(kp_native *n)
     kp_perf_map_free(n->map);
     kp_frames_free(n->frames);
     kp_stacks_free(n->stacks);
+    kp_perf_writer_free(n->perf);
+    kp_buf_free(&n->text);
+    kp_free(n->pending);
     kp_u64_map_free(&n->frame_at);
     kp_u64_map_free(&n->proc_index);
     kp_u64_map_free(&n->tally_index);

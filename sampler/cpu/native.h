@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "cpu/current_process.h"
+#include "kp/segment.h"
 
 typedef struct kp_native kp_native;
 
@@ -23,6 +24,11 @@ typedef struct {
     int os_pid;       /* the node's beam.smp, checked by the caller to be the node */
     unsigned otp;     /* the node's OTP release, for its pid layout */
     unsigned rate_hz; /* samples per second per thread */
+    /* Where to write cpu-NNNNNN.perf segments as samples arrive (perf-script
+     * text in time order, the thread's real TID, cpu-clock periods in ns,
+     * the same stacks as cpu.folded but for process names, which come at the
+     * end); NULL for none. */
+    const kp_segment_config *segments;
 } kp_native_options;
 
 /* Opens the events and starts sampling. Returns NULL with one line naming
@@ -32,6 +38,8 @@ kp_native *kp_native_start(const kp_native_options *options, char *err, size_t e
 
 /* What a run saw, for the summary. */
 typedef struct {
+    kp_segment_stats segments;
+    int write_error;     /* errno of the first failed segment write, 0 if none */
     uint64_t samples;    /* kept */
     uint64_t attributed; /* of those, to an Erlang process */
     uint64_t in_kernel;  /* of those, in the kernel */

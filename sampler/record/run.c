@@ -558,7 +558,15 @@ static void start_native(recording *r)
                  "native CPU sampling covers one node; record one --node for it");
     } else {
         attached_node *node = &r->nodes[0];
-        r->native = kp_native_attach(&node->node, node->wire.agent.os_pid, o->cpu_rate,
+        char header[1024];
+        snprintf(header, sizeof header,
+                 "# kprof native CPU sampling of %.500s: every thread of beam.smp, %u Hz\n"
+                 "# clock: CLOCK_MONOTONIC microseconds; %llu = %ld seconds since the epoch "
+                 "(UTC)\n",
+                 node->target, o->cpu_rate, (unsigned long long)kp_now_us(), (long)time(NULL));
+        kp_segment_config sc = {r->dir,          "cpu",        "perf",  o->compression, 0,
+                                o->rotate_bytes, o->rotate_us, o->keep, header};
+        r->native = kp_native_attach(&node->node, node->wire.agent.os_pid, o->cpu_rate, &sc,
                                      r->native_off, sizeof r->native_off);
     }
     if (o->quiet)
@@ -583,8 +591,10 @@ static void cpu_note(const recording *r, char *text, size_t cap)
                  "(scheduler, dirty_cpu, dirty_io, other); the Erlang process and its name\n"
                  "where the sample could be attributed to one; Erlang functions; the VM's C\n"
                  "functions as [vm]name, other libraries' as [LIBRARY]name; [kernel]. Open\n"
-                 "cpu.svg first.\n",
-                 r->o->cpu_rate);
+                 "cpu.svg first. cpu-NNNNNN.perf%s: the same samples in time order as\n"
+                 "perf-script segments (real thread ids, cpu-clock periods in ns): in\n"
+                 "FlameScope, a heat map of the node's CPU over time.\n",
+                 r->o->cpu_rate, kp_compression_suffix(r->o->compression));
     else
         snprintf(text, cap,
                  "CPU: native sampling did not run (%s).\n"
@@ -617,14 +627,21 @@ static void finish_native(recording *r, const kp_native_stats *st, const char *c
         kp_error("%s", err);
         r->rc = KP_EXIT_FAILURE;
     }
+    if (st->write_error) {
+        kp_error("cannot write the cpu segments to %s: %s; those already written are complete",
+                 r->dir, strerror(st->write_error));
+        r->rc = KP_EXIT_FAILURE;
+    }
     if (!r->o->quiet && st->samples)
         fprintf(stderr,
                 "kprof: CPU: %llu native samples of %zu threads, %.0f%% attributed to an "
-                "Erlang process, %.0f%% in the kernel, %llu lost: %s/cpu.svg\n",
+                "Erlang process, %.0f%% in the kernel, %llu lost; %s/cpu.svg and %llu "
+                "segment%s cpu-NNNNNN.perf%s\n",
                 (unsigned long long)st->samples, st->threads,
                 100.0 * (double)st->attributed / (double)st->samples,
                 100.0 * (double)st->in_kernel / (double)st->samples, (unsigned long long)st->lost,
-                r->dir);
+                r->dir, (unsigned long long)st->segments.segments,
+                st->segments.segments == 1 ? "" : "s", kp_compression_suffix(r->o->compression));
     else if (!r->o->quiet)
         fprintf(stderr, "kprof: CPU: no native sample (the node was idle)\n");
     kp_native_free(r->native);

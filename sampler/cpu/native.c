@@ -13,6 +13,7 @@
 
 #include "common/cli.h"
 #include "common/clock.h"
+#include "common/flame_files.h"
 #include "common/pid_text.h"
 #include "common/u64_map.h"
 #include "cpu/perf_events.h"
@@ -445,22 +446,12 @@ int kp_native_write(kp_native *n, const char *dir, const char *caption, char *er
             st = kp_folded_add_stack(f, n->frames, n->stacks, stack, "beam.smp",
                                      n->tallies[i].samples);
     }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/cpu.folded", dir);
-    if (st == KP_OK)
-        st = kp_folded_save(f, path);
-    if (st == KP_OK) {
-        snprintf(path, sizeof path, "%s/cpu.svg", dir);
-        kp_flame_options flame = {"CPU of the node's threads", caption, "samples", 0};
-        st = kp_flame_svg_save(f, &flame, path);
-    }
-    int saved_errno = errno;
+    kp_flame_options flame = {"CPU of the node's threads", caption, "samples", 0};
+    int rc = st == KP_OK ? kp_flame_files_save(f, dir, "cpu", &flame, err, err_len) : -1;
+    if (st != KP_OK)
+        snprintf(err, err_len, "cannot write %s/cpu.folded: %s", dir, kp_status_reason(st, 0));
     kp_folded_free(f);
-    if (st != KP_OK) {
-        snprintf(err, err_len, "cannot write %s: %s", path, kp_status_reason(st, saved_errno));
-        return -1;
-    }
-    return 1;
+    return rc == 0 ? 1 : -1;
 }
 
 void kp_native_free(kp_native *n)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/cli.h"
+#include "common/flame_files.h"
 #include "kp/alloc.h"
 #include "kp/flame_svg.h"
 #include "kp/folded.h"
@@ -148,22 +149,15 @@ static int write_folded(kp_record_files *o, int out, const char *caption, char *
         if (o->weights[out][id])
             st = kp_folded_add_stack(f, o->frames, o->stacks, (uint32_t)id, "beam.smp",
                                      o->weights[out][id]);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s.folded", o->dir, kp_weight_names[out]);
-    if (st == KP_OK)
-        st = kp_folded_save(f, path);
-    if (st == KP_OK) {
-        snprintf(path, sizeof path, "%s/%s.svg", o->dir, kp_weight_names[out]);
-        kp_flame_options flame = {weight_titles[out], caption, kp_weight_units[out], 0};
-        st = kp_flame_svg_save(f, &flame, path);
-    }
-    int saved_errno = errno;
+    kp_flame_options flame = {weight_titles[out], caption, kp_weight_units[out], 0};
+    int rc = st == KP_OK
+                 ? kp_flame_files_save(f, o->dir, kp_weight_names[out], &flame, err, err_len)
+                 : -1;
+    if (st != KP_OK)
+        snprintf(err, err_len, "cannot write %s/%s.folded: %s", o->dir, kp_weight_names[out],
+                 kp_status_reason(st, 0));
     kp_folded_free(f);
-    if (st != KP_OK) {
-        snprintf(err, err_len, "cannot write %s: %s", path, kp_status_reason(st, saved_errno));
-        return -1;
-    }
-    return 1;
+    return rc == 0 ? 1 : -1;
 }
 
 static int write_text(const char *dir, const char *name, const char *text, char *err,

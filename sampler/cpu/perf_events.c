@@ -19,13 +19,13 @@
 
 #define MAX_THREADS 1024
 /* Ring data pages. Each sample carries a copy of the user stack
- * (KP_PERF_STACK_SIZE), so a thread running flat out at 997 Hz writes about
- * 17 MB/s: 128 pages (512 KB) hold about 30 ms of it, and the ring wakes
- * the sampler (poll) when half full, so it is drained every 15 ms at the
- * busiest. Threads that rarely run (dirty I/O, the others) get less: the
- * locked memory of an unprivileged user is limited
- * (kernel.perf_event_mlock_kb, then RLIMIT_MEMLOCK), and map_ring halves a
- * ring that does not fit. */
+ * (KP_PERF_STACK_SIZE, reserved in full whatever the kernel could copy), so
+ * a thread running flat out at 997 Hz writes about 8.5 MB/s: 128 pages
+ * (512 KB) hold about 60 ms of it, and the ring wakes the sampler (poll)
+ * when half full, so a busy ring is drained every 30 ms at the longest.
+ * Threads that rarely run (dirty I/O, the others) get less: the locked
+ * memory of an unprivileged user is limited (kernel.perf_event_mlock_kb,
+ * then RLIMIT_MEMLOCK), and map_ring halves a ring that does not fit. */
 #define BUSY_PAGES 128
 #define IO_PAGES 32
 #define QUIET_PAGES 8

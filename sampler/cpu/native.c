@@ -19,6 +19,7 @@
 #include "cpu/perf_events.h"
 #include "cpu/perf_map.h"
 #include "cpu/symbols.h"
+#include "cpu/unwind.h"
 #include "kp/alloc.h"
 #include "kp/flame_svg.h"
 #include "kp/folded.h"
@@ -66,7 +67,8 @@ struct kp_native {
     kp_u64_map tally_index; /* tally key -> tallies[] */
     tally *tallies;
     size_t n_tallies, tallies_cap;
-    uint32_t ids[KP_CALLCHAIN_MAX + 4];
+    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + 2];
+    kp_unwind *unwind; /* NULL when libdwfl refused: C leaves stay alone */
     /* segments: samples of a drain wait here until sorted by time */
     kp_segment_writer *segments;
     kp_perf_writer *perf;
@@ -120,26 +122,170 @@ static uint32_t frame_of(kp_native *n, uint64_t addr)
     return id;
 }
 
-/* Names the sample's frames into n->ids, root first; returns how many. */
-static size_t name_frames(kp_native *n, const kp_cpu_sample *s)
+static int is_jit(void *ctx, uint64_t pc)
 {
-    uint32_t leaf_first[KP_CALLCHAIN_MAX + 1];
-    size_t k = 0;
-    if (s->in_kernel)
-        leaf_first[k++] = n->kernel_frame;
-    for (size_t i = 0; i < s->n_chain; i++) {
-        /* a return address points after its call: look up the call */
-        uint32_t id = frame_of(n, i == 0 ? s->chain[i] : s->chain[i] - 1);
-        if (id == NO_FRAME) {
-            if (i == 0)
-                leaf_first[k++] = n->unmapped_frame;
+    kp_native *n = ctx;
+    return kp_perf_map_find(n->map, pc) != NULL;
+}
+
+/* The frames of a sample, leaf first, as they are named. */
+typedef struct {
+    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + 2];
+    size_t k;
+} frame_list;
+
+/* Appends `id`; 0 when it is NO_FRAME (out of memory) or the list is full. */
+static int push(frame_list *f, uint32_t id)
+{
+    if (id == NO_FRAME || f->k == sizeof f->ids / sizeof f->ids[0])
+        return 0;
+    f->ids[f->k++] = id;
+    return 1;
+}
+
+/* The frame-pointer chain's return addresses `ret[0..n)`, while they name
+ * code: past the first that does not, the chain is garbage. */
+static void push_chain(kp_native *n, frame_list *f, const uint64_t *ret, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (!push(f, frame_of(n, ret[i] - 1)))
             break;
-        }
-        leaf_first[k++] = id;
     }
-    for (size_t i = 0; i < k; i++)
-        n->ids[i] = leaf_first[k - 1 - i];
-    return k;
+}
+
+/* Walks the frame pointers from `rbp` through the sample's stack copy, as
+ * the kernel does through the live stack at sample time: the JIT's frames
+ * are [saved rbp, return address] records, each caller's above its
+ * callee's. Stops at the copy's end: the frames above it are no longer
+ * there to read as they were. */
+static void push_copied_frames(kp_native *n, frame_list *f, const kp_cpu_sample *s, uint64_t rbp)
+{
+    uint64_t base = s->regs[KP_REG_SP];
+    for (size_t depth = 0; depth < KP_CALLCHAIN_MAX; depth++) {
+        if (rbp < base || (rbp & 7) || rbp - base > s->stack_size ||
+            s->stack_size - (rbp - base) < 16)
+            return;
+        uint64_t next, ret;
+        memcpy(&next, s->stack + (rbp - base), 8);
+        memcpy(&ret, s->stack + (rbp - base) + 8, 8);
+        if (!push(f, frame_of(n, ret - 1)) || next <= rbp)
+            return;
+        rbp = next;
+    }
+}
+
+/* Is JIT entry `jit` the runtime fragment `name` ("global::NAME")? */
+static int is_fragment(const kp_jit_symbol *jit, const char *name)
+{
+    size_t len = strlen(name);
+    return jit && jit->kind == KP_JIT_RUNTIME && jit->text_len == len &&
+           memcmp(jit->text, name, len) == 0;
+}
+
+/* The Erlang caller of a BIF that OTP 25's call_light_bif_shared called:
+ * before the call the fragment spills the caller's entry address (its
+ * ARG3) to a scratch slot just above the runtime stack, 8 bytes above the
+ * BIF's return address (observed in 25.2.3's code: `mov %rdx,-0x78(%rbx)`
+ * ... `lea -0x80(%rbx),%rsp` ... `call *%rax`), so in the stack copy at
+ * jit_sp + 8. Only an address in an Erlang function's code is taken.
+ * Returns the frame, or NO_FRAME. */
+static uint32_t light_bif_caller(kp_native *n, const kp_cpu_sample *s, const kp_unwind_result *r)
+{
+    uint64_t base = s->regs[KP_REG_SP], entry;
+    if (n->o.otp != 25 || r->jit_sp < base || r->jit_sp - base > s->stack_size ||
+        s->stack_size - (r->jit_sp - base) < 16)
+        return NO_FRAME;
+    memcpy(&entry, s->stack + (r->jit_sp - base) + 8, 8);
+    const kp_jit_symbol *jit = kp_perf_map_find(n->map, entry);
+    return jit && jit->kind != KP_JIT_RUNTIME ? frame_of(n, entry) : NO_FRAME;
+}
+
+/* The JIT frame the CFI reached above a C leaf, and the frames above it
+ * where they can be told exactly (see README, "Unwinding C code"):
+ *   - the frame itself, where the JIT called the C code: an Erlang
+ *     function, or a runtime fragment ([jit]global::...);
+ *   - when the C frames left rbp as the JIT had it (the CFI's rbp at the
+ *     JIT frame is the sampled one), the kernel's frame-pointer chain,
+ *     which it walked from that rbp at sample time: the Erlang frames;
+ *   - else, when that rbp points into the stack copy, the frame pointers
+ *     walked there; the JIT's Erlang frames live on the process's own
+ *     stack (on its heap), not in the copy, so usually nothing more;
+ *   - under call_light_bif_shared, the Erlang function that called the
+ *     BIF, from the fragment's spill slot (light_bif_caller).
+ * The process: r13 as the CFI restored it at the JIT frame (the JIT's
+ * c_p), except under the scheduler loop (process_main), where r13 holds
+ * the process being scheduled out while erts_schedule picks the next. */
+static void push_jit_caller(kp_native *n, frame_list *f, const kp_cpu_sample *s,
+                            const kp_unwind_result *r, int *has_c_p, uint64_t *c_p)
+{
+    const kp_jit_symbol *jit = kp_perf_map_find(n->map, r->jit_pc - 1);
+    int scheduler = is_fragment(jit, "global::process_main");
+    push(f, frame_of(n, r->jit_pc - 1));
+    if (r->rbp_known && r->jit_rbp == s->regs[KP_REG_BP] && !scheduler) {
+        n->stats.rbp_kept++;
+        push_chain(n, f, s->chain + 1, s->n_chain - 1);
+    } else if (is_fragment(jit, "global::call_light_bif_shared")) {
+        uint32_t caller = light_bif_caller(n, s, r);
+        if (caller != NO_FRAME) {
+            n->stats.light_bif++;
+            push(f, caller);
+        }
+    } else if (r->rbp_known && !scheduler) {
+        size_t before = f->k;
+        push_copied_frames(n, f, s, r->jit_rbp);
+        n->stats.rbp_in_copy += f->k > before;
+    }
+    if ((*has_c_p = r->r13_known && !scheduler))
+        *c_p = r->jit_r13;
+}
+
+/* Names the frames of sample `s` into n->ids, root first, and says which
+ * r13 tells its process: the sampled one when the leaf is JIT code, the
+ * one the CFI recovered at the JIT frame that called the C leaf, else none
+ * (C code uses r13 for its own ends). Returns the number of frames. */
+static size_t name_frames(kp_native *n, const kp_cpu_sample *s, int *has_c_p, uint64_t *c_p)
+{
+    frame_list f = {.k = 0};
+    *has_c_p = 0;
+    if (s->in_kernel)
+        push(&f, n->kernel_frame);
+    const uint64_t leaf = s->n_chain ? s->chain[0] : 0;
+    if (s->n_chain == 0) {
+        /* no user frame */
+    } else if (kp_perf_map_find(n->map, leaf)) {
+        /* JIT code keeps frame pointers: the kernel's chain is true */
+        push(&f, frame_of(n, leaf));
+        push_chain(n, &f, s->chain + 1, s->n_chain - 1);
+        /* r13 is c_p in JIT code, but for the scheduler loop's */
+        *has_c_p =
+            s->user_regs && !is_fragment(kp_perf_map_find(n->map, leaf), "global::process_main");
+        *c_p = s->c_p;
+    } else {
+        kp_unwind_result r;
+        n->stats.c_leaf++;
+        if (n->unwind && s->user_regs && s->regs[KP_REG_IP] == leaf) {
+            int64_t t0 = kp_now_ns();
+            kp_unwind_sample(n->unwind, s, is_jit, n, &r);
+            n->stats.unwind_ns += (uint64_t)(kp_now_ns() - t0);
+        } else {
+            memset(&r, 0, sizeof r);
+        }
+        if (r.n_pcs == 0) {
+            r.pcs[0] = leaf;
+            r.n_pcs = 1;
+        }
+        for (size_t i = 0; i < r.n_pcs; i++) {
+            uint32_t id = frame_of(n, i == 0 ? r.pcs[i] : r.pcs[i] - 1);
+            push(&f, id == NO_FRAME ? n->unmapped_frame : id);
+        }
+        if (r.reached_jit) {
+            n->stats.unwound++;
+            push_jit_caller(n, &f, s, &r, has_c_p, c_p);
+        }
+    }
+    for (size_t i = 0; i < f.k; i++)
+        n->ids[i] = f.ids[f.k - 1 - i];
+    return f.k;
 }
 
 /* The process table's index of `pid`, added if new; -1 when full. */
@@ -202,7 +348,7 @@ static int queue(kp_native *n, const kp_cpu_sample *s, uint32_t stack, long proc
 {
     size_t depth;
     const uint32_t *code = kp_stacks_get(n->stacks, stack, &depth);
-    uint32_t ids[KP_CALLCHAIN_MAX + 4];
+    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + 4];
     size_t k = 0;
     ids[k++] = n->kind_frames[kind];
     if (proc >= 0)
@@ -258,15 +404,16 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
     kp_thread_kind kind = KP_THREAD_OTHER;
     if (!kp_perf_events_thread(n->events, s->tid, &kind))
         kind = KP_THREAD_OTHER;
-    size_t depth = name_frames(n, s);
+    int has_c_p;
+    uint64_t c_p = 0;
+    size_t depth = name_frames(n, s, &has_c_p, &c_p);
     uint32_t stack;
     if (kp_stacks_intern(n->stacks, n->ids, depth, &stack) != KP_OK)
         return n->failed = 1;
     long proc = -1;
     kp_pid_numbers pid;
     unsigned char ok = 0;
-    if (s->user_regs && kp_current_process_read(n->o.os_pid, n->o.otp, &s->c_p, 1, &pid, &ok) > 0 &&
-        ok) {
+    if (has_c_p && kp_current_process_read(n->o.os_pid, n->o.otp, &c_p, 1, &pid, &ok) > 0 && ok) {
         proc = proc_of(n, pid);
         if (proc >= 0)
             n->stats.attributed++;
@@ -294,8 +441,7 @@ static void *sampler_thread(void *arg)
     kp_native *n = arg;
     uint64_t last_scan = kp_now_us();
     while (!atomic_load(&n->stop) && !n->failed) {
-        struct timespec nap = {0, DRAIN_MS * 1000000L};
-        nanosleep(&nap, NULL);
+        kp_perf_events_wait(n->events, DRAIN_MS);
         /* every sample taken before now is in its ring by now */
         uint64_t drain_start = (uint64_t)kp_now_ns();
         kp_perf_events_drain(n->events, on_sample, n, &n->stats.lost);
@@ -356,6 +502,10 @@ kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len
         kp_native_free(n);
         return NULL;
     }
+    /* without an unwinder, samples in C code keep their leaf only */
+    char unwind_err[256];
+    n->unwind =
+        kp_unwind_create(kp_symbols_dwfl(n->symbols), o->os_pid, unwind_err, sizeof unwind_err);
     n->events = kp_perf_events_open(o->os_pid, o->rate_hz, &n->stats.with_kernel, err, err_len);
     if (!n->events) {
         kp_native_free(n);
@@ -420,7 +570,7 @@ static kp_status full_stack(kp_native *n, const tally *t, uint32_t *stack)
 {
     size_t depth;
     const uint32_t *code = kp_stacks_get(n->stacks, (uint32_t)(t->key >> 32), &depth);
-    uint32_t ids[KP_CALLCHAIN_MAX + 4];
+    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + 6];
     size_t k = 0;
     ids[k++] = n->kind_frames[t->key & 3];
     long proc = (long)((t->key >> 2) & ((1u << 30) - 1)) - 1;
@@ -460,6 +610,7 @@ void kp_native_free(kp_native *n)
         return;
     kp_native_stop(n, NULL);
     kp_perf_events_close(n->events);
+    kp_unwind_free(n->unwind);
     kp_symbols_close(n->symbols);
     kp_perf_map_free(n->map);
     kp_frames_free(n->frames);

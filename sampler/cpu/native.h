@@ -39,11 +39,18 @@ kp_native *kp_native_start(const kp_native_options *options, char *err, size_t e
 /* What a run saw, for the summary. */
 typedef struct {
     kp_segment_stats segments;
-    int write_error;     /* errno of the first failed segment write, 0 if none */
-    uint64_t samples;    /* kept */
-    uint64_t attributed; /* of those, to an Erlang process */
-    uint64_t in_kernel;  /* of those, in the kernel */
-    uint64_t lost;       /* lost in full rings */
+    int write_error;      /* errno of the first failed segment write, 0 if none */
+    uint64_t samples;     /* kept */
+    uint64_t attributed;  /* of those, to an Erlang process */
+    uint64_t in_kernel;   /* of those, in the kernel */
+    uint64_t lost;        /* lost in full rings */
+    uint64_t c_leaf;      /* kept samples whose leaf is not JIT code */
+    uint64_t unwound;     /* of those, unwound by CFI to the JIT code that called */
+    uint64_t rbp_kept;    /* of those, the JIT's rbp was the sampled rbp: the
+                           * kernel's chain gave the Erlang frames above */
+    uint64_t rbp_in_copy; /* ... frame pointers walked in the stack copy */
+    uint64_t light_bif;   /* ... the caller of a light BIF from its spill slot */
+    uint64_t unwind_ns;   /* time kprof spent unwinding */
     size_t threads;
     int with_kernel; /* kernel time sampled */
 } kp_native_stats;

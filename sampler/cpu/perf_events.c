@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +18,17 @@
 #include "kp/alloc.h"
 
 #define MAX_THREADS 1024
-/* Ring data pages: a busy thread at 997 Hz with deep stacks writes about
- * 400 KB/s, so 32 pages hold 300 ms, several drains. Threads that rarely run
- * get less: the locked memory of an unprivileged user is limited
- * (kernel.perf_event_mlock_kb, then RLIMIT_MEMLOCK). */
-#define BUSY_PAGES 32
-#define QUIET_PAGES 4
+/* Ring data pages. Each sample carries a copy of the user stack
+ * (KP_PERF_STACK_SIZE, reserved in full whatever the kernel could copy), so
+ * a thread running flat out at 997 Hz writes about 8.5 MB/s: 128 pages
+ * (512 KB) hold about 60 ms of it, and the ring wakes the sampler (poll)
+ * when half full, so a busy ring is drained every 30 ms at the longest.
+ * Threads that rarely run (dirty I/O, the others) get less: the locked
+ * memory of an unprivileged user is limited (kernel.perf_event_mlock_kb,
+ * then RLIMIT_MEMLOCK), and map_ring halves a ring that does not fit. */
+#define BUSY_PAGES 128
+#define IO_PAGES 32
+#define QUIET_PAGES 8
 
 typedef struct {
     uint32_t tid;
@@ -41,6 +47,7 @@ struct kp_perf_events {
     size_t page;
     ring *rings;
     size_t n;
+    struct pollfd *polls;         /* one per ring, for kp_perf_events_wait */
     unsigned char scratch[65536]; /* a record that wraps around the ring's end */
     kp_cpu_sample sample;         /* the one being handed out */
 };
@@ -65,7 +72,18 @@ const char *kp_thread_kind_name(kp_thread_kind kind)
     return kind <= KP_THREAD_OTHER ? names[kind] : "other";
 }
 
-static int open_event(const kp_perf_events *e, uint32_t tid, int with_kernel)
+static size_t ring_pages(kp_thread_kind kind)
+{
+    switch (kind) {
+    case KP_THREAD_SCHEDULER:
+    case KP_THREAD_DIRTY_CPU: return BUSY_PAGES;
+    case KP_THREAD_DIRTY_IO: return IO_PAGES;
+    default: return QUIET_PAGES;
+    }
+}
+
+/* `wakeup_bytes`: the ring's fill that makes it readable for poll(). */
+static int open_event(const kp_perf_events *e, uint32_t tid, int with_kernel, size_t wakeup_bytes)
 {
     struct perf_event_attr a;
     memset(&a, 0, sizeof a);
@@ -76,6 +94,9 @@ static int open_event(const kp_perf_events *e, uint32_t tid, int with_kernel)
     a.sample_freq = e->rate_hz;
     a.sample_type = KP_PERF_SAMPLE_TYPE;
     a.sample_regs_user = KP_PERF_REGS;
+    a.sample_stack_user = KP_PERF_STACK_SIZE;
+    a.watermark = 1;
+    a.wakeup_watermark = (uint32_t)wakeup_bytes;
     a.use_clockid = 1;
     a.clockid = CLOCK_MONOTONIC;
     a.exclude_kernel = !with_kernel;
@@ -100,7 +121,7 @@ static void thread_name(int os_pid, uint32_t tid, char *name, size_t cap)
 /* Maps the ring of `r->fd`, smaller when locked memory runs short. */
 static int map_ring(const kp_perf_events *e, ring *r)
 {
-    size_t pages = r->kind == KP_THREAD_OTHER ? QUIET_PAGES : BUSY_PAGES;
+    size_t pages = ring_pages(r->kind);
     for (; pages >= 1; pages /= 2) {
         void *p = mmap(NULL, (pages + 1) * e->page, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
         if (p != MAP_FAILED) {
@@ -137,7 +158,9 @@ static int add_thread(kp_perf_events *e, uint32_t tid)
     r->seen = 1;
     thread_name(e->os_pid, tid, r->name, sizeof r->name);
     r->kind = kp_thread_kind_of(r->name);
-    r->fd = open_event(e, tid, e->with_kernel);
+    /* a ring that map_ring makes smaller wakes the sampler only when full:
+     * the drain interval still empties it */
+    r->fd = open_event(e, tid, e->with_kernel, ring_pages(r->kind) * e->page / 2);
     if (r->fd < 0)
         return -1;
     if (map_ring(e, r) != 0) {
@@ -222,9 +245,11 @@ kp_perf_events *kp_perf_events_open(int os_pid, unsigned rate_hz, int *with_kern
 {
     kp_perf_events *e = kp_calloc(1, sizeof *e);
     ring *rings = kp_calloc(MAX_THREADS, sizeof *rings);
-    if (!e || !rings) {
+    struct pollfd *polls = kp_calloc(MAX_THREADS, sizeof *polls);
+    if (!e || !rings || !polls) {
         kp_free(e);
         kp_free(rings);
+        kp_free(polls);
         snprintf(err, err_len, "out of memory");
         return NULL;
     }
@@ -232,12 +257,13 @@ kp_perf_events *kp_perf_events_open(int os_pid, unsigned rate_hz, int *with_kern
     e->rate_hz = rate_hz;
     e->page = (size_t)sysconf(_SC_PAGESIZE);
     e->rings = rings;
+    e->polls = polls;
     /* kernel time too where allowed: perf's view, and what the node's CPU
      * time (schedstat) counts */
-    int fd = open_event(e, (uint32_t)os_pid, 1);
+    int fd = open_event(e, (uint32_t)os_pid, 1, e->page);
     e->with_kernel = fd >= 0;
     if (fd < 0)
-        fd = open_event(e, (uint32_t)os_pid, 0);
+        fd = open_event(e, (uint32_t)os_pid, 0, e->page);
     if (fd < 0) {
         explain(errno, os_pid, err, err_len);
         kp_perf_events_close(e);
@@ -313,6 +339,16 @@ long kp_perf_events_drain(kp_perf_events *e, kp_cpu_sample_fn fn, void *ctx, uin
     return bad ? -1 : total;
 }
 
+int kp_perf_events_wait(kp_perf_events *e, int timeout_ms)
+{
+    for (size_t i = 0; i < e->n; i++)
+        e->polls[i] = (struct pollfd){e->rings[i].fd, POLLIN, 0};
+    int r = poll(e->polls, e->n, timeout_ms);
+    if (r < 0 && errno != EINTR)
+        return -1;
+    return r > 0;
+}
+
 const char *kp_perf_events_thread(const kp_perf_events *e, uint32_t tid, kp_thread_kind *kind)
 {
     ring *r = find_ring(e, tid);
@@ -330,5 +366,6 @@ void kp_perf_events_close(kp_perf_events *e)
     for (size_t i = 0; i < e->n; i++)
         close_ring(&e->rings[i]);
     kp_free(e->rings);
+    kp_free(e->polls);
     kp_free(e);
 }

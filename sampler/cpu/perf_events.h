@@ -48,6 +48,12 @@ typedef int (*kp_cpu_sample_fn)(void *ctx, const kp_cpu_sample *sample);
  * when a ring held a malformed record (that ring is skipped to its end). */
 long kp_perf_events_drain(kp_perf_events *events, kp_cpu_sample_fn fn, void *ctx, uint64_t *lost);
 
+/* Waits until a ring is half full (or a thread ended) or `timeout_ms` has
+ * passed, whichever comes first: with a copy of the stack in each sample a
+ * busy ring fills in tens of milliseconds. Returns 1 when a ring is ready,
+ * 0 on timeout (or a signal), -1 with errno when poll() fails. */
+int kp_perf_events_wait(kp_perf_events *events, int timeout_ms);
+
 /* The name and kind of sampled thread `tid`; NULL when it is not sampled. */
 const char *kp_perf_events_thread(const kp_perf_events *events, uint32_t tid, kp_thread_kind *kind);
 

@@ -48,6 +48,29 @@ static int take_callchain(cursor *c, kp_cpu_sample *s)
     return 0;
 }
 
+/* The user stack: its size, 0 when the sample has no user registers (then
+ * nothing follows), else that many bytes and the part the kernel could
+ * copy (dyn_size), which cannot exceed the size. */
+static int take_stack(cursor *c, kp_cpu_sample *s)
+{
+    uint64_t size, dyn_size;
+    s->stack = NULL;
+    s->stack_size = 0;
+    if (take_u64(c, &size) != 0)
+        return -1;
+    if (size == 0)
+        return 0;
+    if (size > (uint64_t)(c->end - c->p))
+        return -1;
+    const unsigned char *data = c->p;
+    c->p += size;
+    if (take_u64(c, &dyn_size) != 0 || dyn_size > size)
+        return -1;
+    s->stack = dyn_size ? data : NULL;
+    s->stack_size = (size_t)dyn_size;
+    return 0;
+}
+
 static kp_perf_record_kind decode_sample(cursor *c, uint16_t misc, kp_cpu_sample *s)
 {
     uint32_t reserved;
@@ -61,9 +84,12 @@ static kp_perf_record_kind decode_sample(cursor *c, uint16_t misc, kp_cpu_sample
         return KP_PERF_RECORD_BAD;
     /* abi 0: no user registers (a kernel thread, or user state unknown) */
     s->user_regs = abi != PERF_SAMPLE_REGS_ABI_NONE;
-    if (s->user_regs && take_u64(c, &s->c_p) != 0)
-        return KP_PERF_RECORD_BAD;
-    return KP_PERF_RECORD_SAMPLE;
+    memset(s->regs, 0, sizeof s->regs);
+    for (int r = 0; s->user_regs && r < KP_REG_COUNT; r++)
+        if (take_u64(c, &s->regs[r]) != 0)
+            return KP_PERF_RECORD_BAD;
+    s->c_p = s->regs[KP_REG_R13];
+    return take_stack(c, s) != 0 ? KP_PERF_RECORD_BAD : KP_PERF_RECORD_SAMPLE;
 }
 
 kp_perf_record_kind kp_perf_record_decode(const unsigned char *rec, size_t len,

@@ -336,6 +336,11 @@ void kp_symbols_close(kp_symbols *s)
     kp_free(s);
 }
 
+struct Dwfl *kp_symbols_dwfl(kp_symbols *s)
+{
+    return s->dwfl;
+}
+
 size_t kp_symbols_modules(kp_symbols *s)
 {
     return s->modules;

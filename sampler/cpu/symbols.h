@@ -36,6 +36,7 @@ typedef struct {
 } kp_native_symbol;
 
 typedef struct kp_symbols kp_symbols;
+struct Dwfl;
 
 /* Reads the mappings of process `os_pid` (/proc/PID/maps; the ELF files are
  * opened at the first lookup in each). NULL on failure, with a one-line
@@ -63,6 +64,11 @@ int kp_symbols_find(kp_symbols *syms, uint64_t addr, kp_native_symbol *out);
 /* The same without the cache (and without filling it): for tests and
  * benchmarks. */
 int kp_symbols_find_uncached(kp_symbols *syms, uint64_t addr, kp_native_symbol *out);
+
+/* The libdwfl session holding the process's modules, for a
+ * cpu/unwind.h unwinder to share (it reads the same files' CFI). Owned by
+ * `syms`; kp_symbols_refresh reports the modules again. */
+struct Dwfl *kp_symbols_dwfl(kp_symbols *syms);
 
 /* Modules (mapped files) known now. */
 size_t kp_symbols_modules(kp_symbols *syms);

@@ -1,7 +1,8 @@
 /* Fuzz target: any bytes as the content of a perf_event ring buffer, read
  * record by record as cpu/perf_events.c reads a ring: each header's size
  * bounds the record handed to kp_perf_record_decode, which must stay inside
- * it and end in a verdict. */
+ * it and end in a verdict; a sample's stack copy must lie inside the record
+ * (every byte of it is read, for ASan to see), and c_p must be its r13. */
 #include <stdint.h>
 #include <string.h>
 
@@ -18,8 +19,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         uint64_t lost = 0;
         kp_perf_record_kind k = kp_perf_record_decode(data + at, h.size, &sample, &lost);
-        if (k == KP_PERF_RECORD_SAMPLE && sample.n_chain > KP_CALLCHAIN_MAX)
-            __builtin_trap();
+        if (k == KP_PERF_RECORD_SAMPLE) {
+            if (sample.n_chain > KP_CALLCHAIN_MAX || sample.c_p != sample.regs[KP_REG_R13])
+                __builtin_trap();
+            if (sample.stack) {
+                const uint8_t *rec = data + at;
+                if (sample.stack < rec || sample.stack_size > h.size ||
+                    sample.stack + sample.stack_size > rec + h.size)
+                    __builtin_trap();
+                volatile uint8_t sum = 0;
+                for (size_t i = 0; i < sample.stack_size; i++)
+                    sum += sample.stack[i];
+                (void)sum;
+            } else if (sample.stack_size) {
+                __builtin_trap();
+            }
+        }
         at += h.size;
     }
     return 0;

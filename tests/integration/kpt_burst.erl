@@ -5,14 +5,16 @@
 %%%     loop; the case where reading stacks with process_info lands on
 %%%     receives;
 %%%   spin: processes each spinning in a function of its own, for
-%%%     attribution.
+%%%     attribution;
+%%%   bif: a process whose time goes into a BIF's C code (erlang:phash2/1
+%%%     of a list of 2,000 integers), for the unwinding of C frames.
 %%% main/1 writes "NAME PID" lines to the ready file and then owns the
 %%% processes forever (a node started with -eval would end them otherwise).
 -module(kpt_burst).
 -behaviour(gen_server).
--export([main/1, start_spinners/0, stop_clients/0]).
+-export([main/1, start_spinners/0, stop_spinners/0, stop_clients/0, start_bif_loop/0]).
 -export([init/1, handle_call/3, handle_cast/2]).
--export([burst_a/2, burst_b/2, burst_c/2, spin_one/1, spin_two/1, spin_three/1]).
+-export([burst_a/2, burst_b/2, burst_c/2, spin_one/1, spin_two/1, spin_three/1, bif_loop/2]).
 
 -define(SERVERS, 2).
 -define(BURST, 2000).
@@ -51,6 +53,19 @@ start_spinners() ->
     lists:flatten(lists:join(",", [[atom_to_list(N), " ", pid_to_list(P)]
                                    || {N, P} <- Spinners])).
 
+%% @doc Stops the spinners.
+-spec stop_spinners() -> ok.
+stop_spinners() ->
+    [exit(P, kill) || {_, P} <- persistent_term:get(kpt_burst_spinners, [])],
+    ok.
+
+%% @doc Starts a process hashing a list in a loop; returns its pid as text.
+-spec start_bif_loop() -> string().
+start_bif_loop() ->
+    P = spawn(?MODULE, bif_loop, [lists:seq(1, 2000), 0]),
+    persistent_term:put(kpt_burst_bif_loop, P),
+    pid_to_list(P).
+
 -spec init([]) -> {ok, non_neg_integer()}.
 init([]) -> {ok, 0}.
 
@@ -88,3 +103,7 @@ spin_two(Acc) -> spin_two((Acc * 11 + 1) band 16#ffffff).
 
 -spec spin_three(integer()) -> no_return().
 spin_three(Acc) -> spin_three((Acc * 5 + 1) band 16#ffffff).
+
+%% Nearly all its time is in phash2's C code (a light BIF), called from here.
+-spec bif_loop([integer()], integer()) -> no_return().
+bif_loop(List, Acc) -> bif_loop(List, Acc bxor erlang:phash2(List)).

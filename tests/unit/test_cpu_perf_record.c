@@ -1,7 +1,8 @@
 /* Ring-buffer records as cpu/perf_events.c asks the kernel for them
  * (cpu/perf_record.c): a sample's fields, its user callchain without the
- * context markers, r13 from the user registers; lost records; and refusal
- * of every record that ends early or claims more than it holds. */
+ * context markers, the user registers (r13 among them), the copy of the
+ * user stack; lost records; and refusal of every record that ends early or
+ * claims more than it holds. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +14,7 @@
 #include "cpu/perf_record.h"
 
 typedef struct {
-    unsigned char b[2048];
+    unsigned char b[4096];
     size_t n;
 } rec;
 
@@ -34,9 +35,12 @@ static void put32(rec *r, uint32_t v)
 }
 
 /* A sample as the kernel writes it: IP, pid/tid, time, cpu, period, the
- * callchain (`chain` holds markers as given), then abi and r13. */
-static void sample(rec *r, uint16_t misc, const uint64_t *chain, size_t n, uint64_t abi,
-                   uint64_t r13)
+ * callchain (`chain` holds markers as given), abi and the registers of
+ * KP_PERF_REGS in bit order (r13 given, the others KP_REG_x * 0x100), then
+ * the user stack: its size, `stack_size` bytes (0, 1, 2, ...), dyn_size
+ * (none of it without registers, as the kernel writes). */
+static void sample_with_stack(rec *r, uint16_t misc, const uint64_t *chain, size_t n, uint64_t abi,
+                              uint64_t r13, size_t stack_size, uint64_t dyn_size)
 {
     r->n = sizeof(struct perf_event_header);
     put64(r, chain && n ? chain[n - 1] : 0x1000);
@@ -50,10 +54,23 @@ static void sample(rec *r, uint16_t misc, const uint64_t *chain, size_t n, uint6
     for (size_t i = 0; i < n; i++)
         put64(r, chain[i]);
     put64(r, abi);
-    if (abi)
-        put64(r, r13);
+    for (int k = 0; abi && k < KP_REG_COUNT; k++)
+        put64(r, k == KP_REG_R13 ? r13 : (uint64_t)k * 0x100);
+    put64(r, abi ? stack_size : 0);
+    if (abi && stack_size) {
+        for (size_t i = 0; i < stack_size; i++)
+            r->b[r->n + i] = (unsigned char)i;
+        r->n += stack_size;
+        put64(r, dyn_size);
+    }
     struct perf_event_header h = {PERF_RECORD_SAMPLE, misc, (uint16_t)r->n};
     memcpy(r->b, &h, sizeof h);
+}
+
+static void sample(rec *r, uint16_t misc, const uint64_t *chain, size_t n, uint64_t abi,
+                   uint64_t r13)
+{
+    sample_with_stack(r, misc, chain, n, abi, r13, 0, 0);
 }
 
 static void test_user_sample(void **state)
@@ -93,6 +110,44 @@ static void test_kernel_sample(void **state)
     assert_true(s.in_kernel);
     assert_int_equal(s.n_chain, 1);
     assert_int_equal(s.chain[0], 0x7f0000001000);
+}
+
+/* The registers in bit order, and the stack copy: dyn_size bytes of it
+ * are the stack, the rest of the reserved size is padding. */
+static void test_registers_and_stack(void **state)
+{
+    (void)state;
+    static rec r;
+    uint64_t chain[] = {(uint64_t)PERF_CONTEXT_USER, 0x7f0000001000};
+    sample_with_stack(&r, PERF_RECORD_MISC_USER, chain, 2, PERF_SAMPLE_REGS_ABI_64, 0x5500, 256,
+                      200);
+    static kp_cpu_sample s;
+    uint64_t lost = 0;
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_SAMPLE);
+    assert_int_equal(s.regs[KP_REG_BX], 0);
+    assert_int_equal(s.regs[KP_REG_SP], 2 * 0x100);
+    assert_int_equal(s.regs[KP_REG_IP], 3 * 0x100);
+    assert_int_equal(s.regs[KP_REG_R15], 7 * 0x100);
+    assert_int_equal(s.regs[KP_REG_R13], 0x5500);
+    assert_int_equal(s.c_p, 0x5500);
+    assert_int_equal(s.stack_size, 200);
+    assert_non_null(s.stack);
+    assert_int_equal(s.stack[0], 0);
+    assert_int_equal(s.stack[199], 199);
+    /* nothing could be copied (rsp unmapped) */
+    sample_with_stack(&r, PERF_RECORD_MISC_USER, chain, 2, PERF_SAMPLE_REGS_ABI_64, 1, 64, 0);
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_SAMPLE);
+    assert_null(s.stack);
+    assert_int_equal(s.stack_size, 0);
+    /* dyn_size beyond the size is a lie */
+    sample_with_stack(&r, PERF_RECORD_MISC_USER, chain, 2, PERF_SAMPLE_REGS_ABI_64, 1, 64, 65);
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_BAD);
+    /* a size beyond the record */
+    sample_with_stack(&r, PERF_RECORD_MISC_USER, chain, 2, PERF_SAMPLE_REGS_ABI_64, 1, 64, 64);
+    size_t size_at = r.n - 8 - 64 - 8;
+    uint64_t huge = 1u << 20;
+    memcpy(r.b + size_at, &huge, 8);
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_BAD);
 }
 
 /* abi 0: no registers follow (a thread with no user state) */
@@ -151,7 +206,7 @@ static void test_truncated(void **state)
     (void)state;
     static rec r;
     uint64_t chain[] = {(uint64_t)PERF_CONTEXT_USER, 0x1000, 0x2000};
-    sample(&r, PERF_RECORD_MISC_USER, chain, 3, PERF_SAMPLE_REGS_ABI_64, 5);
+    sample_with_stack(&r, PERF_RECORD_MISC_USER, chain, 3, PERF_SAMPLE_REGS_ABI_64, 5, 32, 24);
     static kp_cpu_sample s;
     uint64_t lost = 0;
     for (size_t cut = 0; cut < r.n; cut++) {
@@ -175,9 +230,10 @@ static void test_truncated(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_user_sample),    cmocka_unit_test(test_kernel_sample),
-        cmocka_unit_test(test_no_registers),   cmocka_unit_test(test_deep_chain_is_cut),
-        cmocka_unit_test(test_lost_and_other), cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_user_sample),         cmocka_unit_test(test_kernel_sample),
+        cmocka_unit_test(test_no_registers),        cmocka_unit_test(test_deep_chain_is_cut),
+        cmocka_unit_test(test_lost_and_other),      cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_registers_and_stack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

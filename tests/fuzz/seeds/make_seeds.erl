@@ -62,25 +62,37 @@ main() ->
 
 %% perf_event ring content as the kernel writes it for cpu/perf_events.c:
 %% PERF_RECORD_SAMPLE (9) with IP, pid/tid, time, cpu, period, callchain
-%% (PERF_CONTEXT_USER is -512, PERF_CONTEXT_KERNEL -128), abi and r13;
-%% PERF_RECORD_LOST (2).
+%% (PERF_CONTEXT_USER is -512, PERF_CONTEXT_KERNEL -128), abi, the user
+%% registers bx, bp, sp, ip, r12-r15 and the user stack (size, bytes,
+%% dyn_size; a size of 0 alone without registers); PERF_RECORD_LOST (2).
 perf_record_seeds() ->
     User = 16#10000000000000000 - 512,
     Kernel = 16#10000000000000000 - 128,
-    Sample = fun(Misc, Chain, Abi) ->
+    Sp = 16#7ffd0000a000,
+    Regs = <<16#55978016a000:64/little, (Sp + 64):64/little, Sp:64/little,
+             16#7f0000001000:64/little, 16#ffffff:64/little, 16#55978016a2b8:64/little,
+             1000:64/little, 16#7f66c204210:64/little>>,
+    %% a stack copy: a frame record [rbp, return address] and padding
+    Stack = fun(Size, Dyn) ->
+                    Data = <<(Sp + 64):64/little, 16#7f0000002000:64/little,
+                             0:((Size - 16) * 8)>>,
+                    <<Size:64/little, Data/binary, Dyn:64/little>>
+            end,
+    Sample = fun(Misc, Chain, Abi, StackPart) ->
                      Body = <<16#7f0000001000:64/little, 467:32/little, 479:32/little,
                               123456789:64/little, 1:32/little, 0:32/little,
                               1003009:64/little, (length(Chain)):64/little,
                               << <<Ip:64/little>> || Ip <- Chain >>/binary, Abi:64/little,
-                              (case Abi of 0 -> <<>>; _ -> <<16#55978016a2b8:64/little>> end)/binary>>,
+                              (case Abi of 0 -> <<0:64/little>>; _ -> <<Regs/binary, StackPart/binary>> end)/binary>>,
                      <<9:32/little, Misc:16/little, (8 + byte_size(Body)):16/little, Body/binary>>
              end,
     Lost = <<2:32/little, 0:16/little, 24:16/little, 1:64/little, 42:64/little>>,
     seeds(perf_record,
-          [{user_samples, <<(Sample(2, [User, 16#7f0000001000, 16#7f0000002000], 2))/binary,
-                            (Sample(2, [User, 16#7f0000003000], 2))/binary>>},
-           {kernel_sample, Sample(1, [Kernel, 16#ffffffff81000000, User, 16#7f0000001000], 2)},
-           {no_registers_then_lost, <<(Sample(1, [], 0))/binary, Lost/binary>>}]).
+          [{user_samples, <<(Sample(2, [User, 16#7f0000001000, 16#7f0000002000], 2, Stack(256, 200)))/binary,
+                            (Sample(2, [User, 16#7f0000003000], 2, Stack(64, 0)))/binary>>},
+           {kernel_sample, Sample(1, [Kernel, 16#ffffffff81000000, User, 16#7f0000001000], 2,
+                                  Stack(128, 128))},
+           {no_registers_then_lost, <<(Sample(1, [], 0, <<>>))/binary, Lost/binary>>}]).
 
 seeds(Target, Files) ->
     Dir = atom_to_list(Target),

@@ -93,7 +93,10 @@ static void names_libc_functions(void **state)
      * entry or of a sanitizer's interceptor */
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
     assert_non_null(libc);
-    static const char *const names[] = {"malloc", "strlen", "qsort", "getpid"};
+    /* not strlen: dlsym gives its ifunc's pick (__strlen_avx2), a local
+     * symbol that only .symtab or a debug file (libc6-dbg) names, and a
+     * fresh Debian has neither */
+    static const char *const names[] = {"malloc", "qsort", "getpid"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         void *f = dlsym(libc, names[i]);
         assert_non_null(f);

@@ -16,7 +16,7 @@
 %%%     being back in its receive, the agent's own run time per request, and
 %%%     its whole run time over the span. Tracing adds a little cost of its own.
 %%%
-%%% paced([Workers, PeriodMs, FibN, Idle, IdleWakeMs, LogFile]) is the paced
+%%% paced([Workers, PeriodMs, FibN, Idle, IdleWakeMs, LogFile, Bind]) is the paced
 %%% workload of tests/bench/cpu_cost: a fixed amount of work per second, so
 %%% that the node's CPU time with and without kprof differs only by what
 %%% kprof costs it (a CPU-bound workload would turn that cost into lost work
@@ -24,7 +24,8 @@
 %%% own phase, and compute fib(FibN) behind the same frames as the busy
 %%% workers: a tick delayed by kprof is late, not dropped, so the work done
 %%% per second stays the same. The idle processes and the logger are those of
-%%% start/1.
+%%% start/1. With Bind true, every process of it is bound to a scheduler
+%%% (see bound/3).
 -module(kprof_bench_load).
 
 -export([start/1, paced/1]).
@@ -53,23 +54,35 @@ owner(Starter, Busy, Idle, IdleWakeMs, LogFile, Watch) ->
     Starter ! {started, os:getpid()},
     receive stop -> ok end.
 
-paced([Workers, PeriodMs, FibN, Idle, IdleWakeMs, LogFile]) ->
+paced([Workers, PeriodMs, FibN, Idle, IdleWakeMs, LogFile, Bind]) ->
     Starter = self(),
-    spawn(fun() -> paced_owner(Starter, Workers, PeriodMs, FibN, Idle, IdleWakeMs, LogFile) end),
+    spawn(fun() -> paced_owner(Starter, Workers, PeriodMs, FibN, Idle, IdleWakeMs, LogFile, Bind) end),
     receive {started, Pid} -> io:format("started ~s~n", [Pid]) after 30000 -> halt(3) end.
 
-paced_owner(Starter, Workers, PeriodMs, FibN, Idle, IdleWakeMs, LogFile) ->
+paced_owner(Starter, Workers, PeriodMs, FibN, Idle, IdleWakeMs, LogFile, Bind) ->
     C = counters:new(1, [write_concurrency]),
-    _ = [spawn(fun() -> idle(IdleWakeMs) end) || _ <- lists:seq(1, Idle)],
+    _ = [bound(Bind, K, fun() -> idle(IdleWakeMs) end) || K <- lists:seq(1, Idle)],
     Start = erlang:monotonic_time(millisecond) + PeriodMs,
-    _ = [spawn(fun() -> paced_worker(C, PeriodMs, FibN, Start + K * PeriodMs div Workers) end)
+    _ = [bound(Bind, K,
+               fun() -> paced_worker(C, PeriodMs, FibN, Start + K * PeriodMs div Workers) end)
          || K <- lists:seq(0, Workers - 1)],
-    _ = spawn(fun() ->
-                      {ok, Fd} = file:open(LogFile, [write, raw, binary]),
-                      logger(C, Fd)
-              end),
+    _ = bound(Bind, 0, fun() ->
+                               {ok, Fd} = file:open(LogFile, [write, raw, binary]),
+                               logger(C, Fd)
+                       end),
     Starter ! {started, os:getpid()},
     receive stop -> ok end.
+
+%% Process K of the paced workload; with Bind, bound to scheduler K mod N + 1
+%% (the undocumented spawn_opt option of ERTS's own tests). How the workload
+%% is spread over the schedulers sets how often each scheduler thread wakes,
+%% most of what an idle node spends. Unbound, it moves: a scheduler that
+%% kprof wakes steals work and keeps it, and unprofiled windows drift by a
+%% third. Bound, what is measured is kprof's own cost, without that effect.
+bound(false, _K, Fun) ->
+    spawn(Fun);
+bound(true, K, Fun) ->
+    spawn_opt(Fun, [{scheduler, K rem erlang:system_info(schedulers_online) + 1}]).
 
 paced_worker(C, PeriodMs, FibN, Next) ->
     erlang:send_after(Next, self(), tick, [{abs, true}]),

@@ -259,8 +259,13 @@ agent_init(Starter, Owner, Opts) ->
             ok
     end.
 
-loop(State = #state{opts = #{idle_timeout_ms := Idle}}) ->
+loop(State = #state{opts = #{idle_timeout_ms := Idle}, pending = Pending}) ->
+    %% the chooser at work may answer between rounds: its answer is kept
+    %% (see reselect/1), never dropped as an unknown message
+    Chooser = case Pending of {Ref, _, _} -> Ref; undefined -> none end,
     receive
+        {Chooser, Selection, Window, At} when is_reference(Chooser) ->
+            loop(chosen(Selection, Window, At, State));
         {sample, From, Seq, Ticks, IntervalUs, FirstUs}
           when is_pid(From), is_integer(Ticks), Ticks >= 1, is_integer(IntervalUs),
                IntervalUs >= ?MIN_INTERVAL_US, is_integer(FirstUs) ->
@@ -308,10 +313,18 @@ reselect(State = #state{pending = {Ref, Chooser, New}}) ->
                 true ->
                     State;
                 false ->
-                    %% killed from outside (it does not crash): ask again
-                    %% when the selection is due
-                    kprof_select:drop(New),
-                    State#state{pending = undefined}
+                    %% Its answer, if it sent one, was queued before it
+                    %% ended: look again. Taking it for killed when it had
+                    %% answered would keep the window it deleted, and every
+                    %% later chooser would crash on that table.
+                    receive
+                        {Ref, Selection, Window, At} -> chosen(Selection, Window, At, State)
+                    after 0 ->
+                            %% killed from outside (it does not crash): ask
+                            %% again when the selection is due
+                            kprof_select:drop(New),
+                            State#state{pending = undefined}
+                    end
             end
     end;
 reselect(State0 = #state{selected_at = undefined}) ->

@@ -182,6 +182,33 @@ a_short_selection_is_made_again_every_second_test() ->
         ok = kprof_agent:stop()
     end.
 
+%% A chooser may answer while the agent waits for kprof's next round. Its
+%% answer was once dropped there as an unknown message: the agent kept the
+%% window table the chooser had deleted, every later chooser crashed on it
+%% (an error report each, every other tick), and the selection was never
+%% made again. Rounds here leave pauses in which the choosers answer.
+a_selection_made_between_rounds_is_kept_test() ->
+    {ok, Agent} = kprof_agent:start(self(), #{top => 5, select_by => reductions,
+                                             reselect_ms => 100}),
+    Tick = fun Tick() -> receive stop -> ok after 5 -> Tick() end end,
+    Round = fun() ->
+                    {_, Replies} = round(Agent, 1, 100000, erlang:monotonic_time(microsecond)),
+                    timer:sleep(250),
+                    sampled(Replies)
+            end,
+    try
+        _ = [Round() || _ <- lists:seq(1, 4)],
+        Late = spawn(Tick),
+        try
+            Seen = lists:append([Round() || _ <- lists:seq(1, 6)]),
+            ?assert(lists:member(Late, Seen))
+        after
+            Late ! stop
+        end
+    after
+        ok = kprof_agent:stop()
+    end.
+
 %% Listing every process costs about 0.4 us each (0.2 s at 500,000), and
 %% ticks wait for whatever the agent does: the agent never lists them
 %% itself, a chooser of its own does, while the ticks go on.

@@ -1,4 +1,5 @@
-%%% Workload node for tests/bench/record_overhead (a benchmark, not a test).
+%%% Workload node for tests/bench/record_overhead and tests/bench/cpu_cost
+%%% (benchmarks, not tests).
 %%%
 %%% start([Busy, Idle, IdleWakeMs, LogFile, Watch]) spawns, under a long-lived
 %%% owner process (an `erl -eval' process ends when its expression returns):
@@ -14,9 +15,20 @@
 %%%     each request (a round of ticks) took from being picked up to the agent
 %%%     being back in its receive, the agent's own run time per request, and
 %%%     its whole run time over the span. Tracing adds a little cost of its own.
+%%%
+%%% paced([Workers, PeriodMs, FibN, Idle, IdleWakeMs, LogFile, Bind]) is the paced
+%%% workload of tests/bench/cpu_cost: a fixed amount of work per second, so
+%%% that the node's CPU time with and without kprof differs only by what
+%%% kprof costs it (a CPU-bound workload would turn that cost into lost work
+%%% instead). Workers wake every PeriodMs on an absolute schedule, each at its
+%%% own phase, and compute fib(FibN) behind the same frames as the busy
+%%% workers: a tick delayed by kprof is late, not dropped, so the work done
+%%% per second stays the same. The idle processes and the logger are those of
+%%% start/1. With Bind true, every process of it is bound to a scheduler
+%%% (see bound/3).
 -module(kprof_bench_load).
 
--export([start/1]).
+-export([start/1, paced/1]).
 -export([fib/1]).
 
 -define(LOG_MS, 50).
@@ -41,6 +53,43 @@ owner(Starter, Busy, Idle, IdleWakeMs, LogFile, Watch) ->
     end,
     Starter ! {started, os:getpid()},
     receive stop -> ok end.
+
+paced([Workers, PeriodMs, FibN, Idle, IdleWakeMs, LogFile, Bind]) ->
+    Starter = self(),
+    spawn(fun() -> paced_owner(Starter, Workers, PeriodMs, FibN, Idle, IdleWakeMs, LogFile, Bind) end),
+    receive {started, Pid} -> io:format("started ~s~n", [Pid]) after 30000 -> halt(3) end.
+
+paced_owner(Starter, Workers, PeriodMs, FibN, Idle, IdleWakeMs, LogFile, Bind) ->
+    C = counters:new(1, [write_concurrency]),
+    _ = [bound(Bind, K, fun() -> idle(IdleWakeMs) end) || K <- lists:seq(1, Idle)],
+    Start = erlang:monotonic_time(millisecond) + PeriodMs,
+    _ = [bound(Bind, K,
+               fun() -> paced_worker(C, PeriodMs, FibN, Start + K * PeriodMs div Workers) end)
+         || K <- lists:seq(0, Workers - 1)],
+    _ = bound(Bind, 0, fun() ->
+                               {ok, Fd} = file:open(LogFile, [write, raw, binary]),
+                               logger(C, Fd)
+                       end),
+    Starter ! {started, os:getpid()},
+    receive stop -> ok end.
+
+%% Process K of the paced workload; with Bind, bound to scheduler K mod N + 1
+%% (the undocumented spawn_opt option of ERTS's own tests). How the workload
+%% is spread over the schedulers sets how often each scheduler thread wakes,
+%% most of what an idle node spends. Unbound, it moves: a scheduler that
+%% kprof wakes steals work and keeps it, and unprofiled windows drift by a
+%% third. Bound, what is measured is kprof's own cost, without that effect.
+bound(false, _K, Fun) ->
+    spawn(Fun);
+bound(true, K, Fun) ->
+    spawn_opt(Fun, [{scheduler, K rem erlang:system_info(schedulers_online) + 1}]).
+
+paced_worker(C, PeriodMs, FibN, Next) ->
+    erlang:send_after(Next, self(), tick, [{abs, true}]),
+    receive tick -> ok end,
+    _ = validate(FibN),
+    counters:add(C, 1, 1),
+    paced_worker(C, PeriodMs, FibN, Next + PeriodMs).
 
 %%% The workload
 

@@ -250,15 +250,15 @@ static size_t name_frames(kp_native *n, const kp_cpu_sample *s, int *has_c_p, ui
     if (s->in_kernel)
         push(&f, n->kernel_frame);
     const uint64_t leaf = s->n_chain ? s->chain[0] : 0;
+    const kp_jit_symbol *jit;
     if (s->n_chain == 0) {
         /* no user frame */
-    } else if (kp_perf_map_find(n->map, leaf)) {
+    } else if ((jit = kp_perf_map_find(n->map, leaf)) != NULL) {
         /* JIT code keeps frame pointers: the kernel's chain is true */
         push(&f, frame_of(n, leaf));
         push_chain(n, &f, s->chain + 1, s->n_chain - 1);
         /* r13 is c_p in JIT code, but for the scheduler loop's */
-        *has_c_p =
-            s->user_regs && !is_fragment(kp_perf_map_find(n->map, leaf), "global::process_main");
+        *has_c_p = s->user_regs && !is_fragment(jit, "global::process_main");
         *c_p = s->c_p;
     } else {
         kp_unwind_result r;
@@ -336,26 +336,52 @@ static int count(kp_native *n, uint64_t key)
 }
 
 /* A tally key: the code stack (32 bits), the process index + 1 (0: none;
- * 21 bits) and the thread kind (2 bits). */
+ * 30 bits, of which MAX_PROCS needs 21) and the thread kind (2 bits). */
 static uint64_t tally_key(uint32_t stack, long proc, kp_thread_kind kind)
 {
     return (uint64_t)stack << 32 | (uint64_t)(proc + 1) << 2 | (uint64_t)kind;
+}
+
+static uint32_t tally_stack(uint64_t key)
+{
+    return (uint32_t)(key >> 32);
+}
+
+static long tally_proc(uint64_t key)
+{
+    return (long)((key >> 2) & ((1u << 30) - 1)) - 1;
+}
+
+static kp_thread_kind tally_kind(uint64_t key)
+{
+    return (kp_thread_kind)(key & 3);
+}
+
+/* The stack written out for code stack `stack`: thread kind, process (when
+ * attributed) and its label (once named, after the run), then the code. */
+static kp_status rooted_stack(kp_native *n, uint32_t stack, long proc, kp_thread_kind kind,
+                              uint32_t *out)
+{
+    size_t depth;
+    const uint32_t *code = kp_stacks_get(n->stacks, stack, &depth);
+    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + 6];
+    size_t k = 0;
+    ids[k++] = n->kind_frames[kind];
+    if (proc >= 0) {
+        ids[k++] = n->procs[proc].pid_frame;
+        if (n->procs[proc].label_frame != NO_FRAME)
+            ids[k++] = n->procs[proc].label_frame;
+    }
+    memcpy(ids + k, code, depth * sizeof *ids);
+    return kp_stacks_intern(n->stacks, ids, k + depth, out);
 }
 
 /* Queues sample `s` (code stack `stack`) for the segments. */
 static int queue(kp_native *n, const kp_cpu_sample *s, uint32_t stack, long proc,
                  kp_thread_kind kind)
 {
-    size_t depth;
-    const uint32_t *code = kp_stacks_get(n->stacks, stack, &depth);
-    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + 4];
-    size_t k = 0;
-    ids[k++] = n->kind_frames[kind];
-    if (proc >= 0)
-        ids[k++] = n->procs[proc].pid_frame;
-    memcpy(ids + k, code, depth * sizeof *ids);
-    uint32_t full;
-    if (kp_stacks_intern(n->stacks, ids, k + depth, &full) != KP_OK)
+    uint32_t full; /* no label yet: processes are named after the run */
+    if (rooted_stack(n, stack, proc, kind, &full) != KP_OK)
         return -1;
     if (n->n_pending == n->pending_cap) {
         size_t cap = n->pending_cap ? n->pending_cap * 2 : 4096;
@@ -565,24 +591,6 @@ int kp_native_label(kp_native *n, kp_pid_numbers pid, int registered, const char
                : -1;
 }
 
-/* The full stack of tally `t`: kind, process, label, code. */
-static kp_status full_stack(kp_native *n, const tally *t, uint32_t *stack)
-{
-    size_t depth;
-    const uint32_t *code = kp_stacks_get(n->stacks, (uint32_t)(t->key >> 32), &depth);
-    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + 6];
-    size_t k = 0;
-    ids[k++] = n->kind_frames[t->key & 3];
-    long proc = (long)((t->key >> 2) & ((1u << 30) - 1)) - 1;
-    if (proc >= 0) {
-        ids[k++] = n->procs[proc].pid_frame;
-        if (n->procs[proc].label_frame != NO_FRAME)
-            ids[k++] = n->procs[proc].label_frame;
-    }
-    memcpy(ids + k, code, depth * sizeof *ids);
-    return kp_stacks_intern(n->stacks, ids, k + depth, stack);
-}
-
 int kp_native_write(kp_native *n, const char *dir, const char *caption, char *err, size_t err_len)
 {
     if (!n->n_tallies)
@@ -591,7 +599,8 @@ int kp_native_write(kp_native *n, const char *dir, const char *caption, char *er
     kp_status st = f ? KP_OK : KP_ERR_NOMEM;
     for (size_t i = 0; i < n->n_tallies && st == KP_OK; i++) {
         uint32_t stack;
-        st = full_stack(n, &n->tallies[i], &stack);
+        uint64_t key = n->tallies[i].key;
+        st = rooted_stack(n, tally_stack(key), tally_proc(key), tally_kind(key), &stack);
         if (st == KP_OK)
             st = kp_folded_add_stack(f, n->frames, n->stacks, stack, "beam.smp",
                                      n->tallies[i].samples);

@@ -232,19 +232,30 @@ static size_t connected_nodes(kp_node *first, char names[][512], size_t cap)
     return n;
 }
 
+/* The segments PREFIX-NNNNNN.perf in `dir`, rotated and compressed as the
+ * options say; their header (built in `header`) is `title` and the clock
+ * their times are on, with its offset to wall-clock time. */
+static kp_segment_config segment_config(const kp_record_options *o, const char *dir,
+                                        const char *prefix, const char *title, char *header,
+                                        size_t cap)
+{
+    snprintf(header, cap,
+             "# %s\n# clock: CLOCK_MONOTONIC microseconds; %llu = %ld seconds since the epoch "
+             "(UTC)\n",
+             title, (unsigned long long)kp_now_us(), (long)time(NULL));
+    return (kp_segment_config){dir,          prefix,  "perf", o->compression, 0, o->rotate_bytes,
+                               o->rotate_us, o->keep, header};
+}
+
 /* Opens the segments and folded aggregates in `dir` and gives every attached node
  * its process table, writing to them. Returns NULL when out of memory. */
 static kp_record_files *open_outputs(const kp_record_options *o, const char *dir,
                                      const char *targets, kp_frames *frames, kp_stacks *stacks,
                                      attached_node *s, size_t n)
 {
-    char header[5000], err[256];
-    snprintf(header, sizeof header,
-             "# kprof sampling of %.4000s\n# clock: CLOCK_MONOTONIC microseconds; %llu = %ld "
-             "seconds since the epoch (UTC)\n",
-             targets, (unsigned long long)kp_now_us(), (long)time(NULL));
-    kp_segment_config sc = {dir,          "samples", "perf", o->compression, 0, o->rotate_bytes,
-                            o->rotate_us, o->keep,   header};
+    char header[5000], title[4100], err[256];
+    snprintf(title, sizeof title, "kprof sampling of %.4000s", targets);
+    kp_segment_config sc = segment_config(o, dir, "samples", title, header, sizeof header);
     kp_record_files *out = kp_record_files_open(&sc, frames, stacks);
     for (size_t i = 0; i < n && out; i++) {
         s[i].outputs = out;
@@ -558,14 +569,11 @@ static void start_native(recording *r)
                  "native CPU sampling covers one node; record one --node for it");
     } else {
         attached_node *node = &r->nodes[0];
-        char header[1024];
-        snprintf(header, sizeof header,
-                 "# kprof native CPU sampling of %.500s: every thread of beam.smp, %u Hz\n"
-                 "# clock: CLOCK_MONOTONIC microseconds; %llu = %ld seconds since the epoch "
-                 "(UTC)\n",
-                 node->target, o->cpu_rate, (unsigned long long)kp_now_us(), (long)time(NULL));
-        kp_segment_config sc = {r->dir,          "cpu",        "perf",  o->compression, 0,
-                                o->rotate_bytes, o->rotate_us, o->keep, header};
+        char header[1024], title[600];
+        snprintf(title, sizeof title,
+                 "kprof native CPU sampling of %.500s: every thread of beam.smp, %u Hz",
+                 node->target, o->cpu_rate);
+        kp_segment_config sc = segment_config(o, r->dir, "cpu", title, header, sizeof header);
         r->native = kp_native_attach(&node->node, node->wire.agent.os_pid, o->cpu_rate, &sc,
                                      r->native_off, sizeof r->native_off);
     }

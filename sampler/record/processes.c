@@ -10,13 +10,20 @@
 #include "kp/alloc.h"
 
 #define NO_FRAME UINT32_MAX
+/* A leaf is keyed by its interned function and its line (processes.h says why). */
+#define NO_LEAF UINT64_MAX
+/* Receive points are few (the receives of the code that runs); this bounds a
+ * pathological node. Past it no new one is learnt. */
+#define RECEIVE_POINT_LIMIT 100000
 
 typedef struct {
     uint32_t pid_frame;
     uint32_t label_frame;
     uint32_t code_stack; /* NO_FRAME until a stack arrived */
     uint32_t status_frame;
-    uint32_t full_stack; /* cache for (status_frame, code_stack) */
+    uint32_t full_stack; /* cache for (status_frame, at_receive, code_stack) */
+    uint64_t leaf;       /* key of code_stack's leaf, NO_LEAF when it has none */
+    int at_receive;      /* full_stack has the at-receive frame */
     int has_previous;
     int64_t previous[KP_METRIC_COUNT];
     char status[32]; /* of the previous sample */
@@ -26,6 +33,9 @@ struct kp_processes {
     kp_frames *frames;
     kp_stacks *stacks;
     uint32_t node_frame; /* NO_FRAME for a single-node recording */
+    uint32_t at_receive_frame;
+    kp_u64_map receive_points;    /* leaf keys where some process was seen waiting */
+    uint64_t running, at_receive; /* running samples, and those marked */
     unsigned wordsize;
     kp_proc_sample_fn sink;
     void *ctx;
@@ -74,6 +84,7 @@ static proc *find_proc(kp_processes *p, uint32_t num, uint32_t serial, int creat
     n->code_stack = NO_FRAME;
     n->full_stack = NO_FRAME;
     n->status_frame = NO_FRAME;
+    n->leaf = NO_LEAF;
     char text[KP_PID_TEXT_MAX];
     int len = kp_pid_text(text, num, serial);
     if (kp_frames_intern_pseudo(p->frames, text, (size_t)len, "process", &n->pid_frame) != KP_OK ||
@@ -139,6 +150,77 @@ static int on_label(void *ctx, uint32_t num, uint32_t serial, int registered, co
                : -1;
 }
 
+/* The code stack of a sample that brought one, interned into pr->code_stack;
+ * pr->leaf follows it. */
+static int take_code_stack(kp_processes *p, proc *pr, const kp_wire_sample *s)
+{
+    if (reserve_ids(p, s->depth + 4) != 0)
+        return -1;
+    size_t n = 0;
+    for (size_t d = s->depth; d-- > 0;) {
+        uint32_t mfa = s->frames[2 * d];
+        if (mfa >= p->mfa_cap || p->mfa_frames[mfa] == NO_FRAME)
+            return -1; /* the agent defines every id before using it */
+        p->ids[n++] = p->mfa_frames[mfa];
+    }
+    uint32_t code;
+    if (kp_stacks_intern(p->stacks, p->ids, n, &code) != KP_OK)
+        return -1;
+    if (code != pr->code_stack)
+        pr->full_stack = NO_FRAME;
+    pr->code_stack = code;
+    pr->leaf = s->depth ? (uint64_t)p->mfa_frames[s->frames[0]] << 32 | s->frames[1] : NO_LEAF;
+    return 0;
+}
+
+/* Learns receive points from waiting samples and tells whether a running
+ * sample's leaf is one; counts running samples and marked ones. */
+static int read_at_receive(kp_processes *p, const proc *pr, const char *status)
+{
+    uint32_t seen;
+    if (pr->leaf == NO_LEAF)
+        return 0;
+    if (strcmp(status, "waiting") == 0) {
+        if (p->receive_points.count < RECEIVE_POINT_LIMIT)
+            (void)kp_u64_map_put(&p->receive_points, pr->leaf, 1); /* a hint: may fail */
+        return 0;
+    }
+    if (strcmp(status, "running") != 0)
+        return 0;
+    p->running++;
+    int marked = kp_u64_map_get(&p->receive_points, pr->leaf, &seen);
+    p->at_receive += (uint64_t)marked;
+    return marked;
+}
+
+/* pr->full_stack: [node;] status; [at-receive;] process; [label;] code. */
+static int build_full_stack(kp_processes *p, proc *pr, uint32_t status, int at_receive)
+{
+    size_t n = 0, code_len = 0;
+    const uint32_t *code = NULL;
+    if (pr->code_stack != NO_FRAME)
+        code = kp_stacks_get(p->stacks, pr->code_stack, &code_len);
+    if (reserve_ids(p, code_len + 5) != 0)
+        return -1;
+    /* kp_stacks_get's pointer dies at the next intern: copy first */
+    if (p->node_frame != NO_FRAME)
+        p->ids[n++] = p->node_frame;
+    p->ids[n++] = status;
+    if (at_receive)
+        p->ids[n++] = p->at_receive_frame;
+    p->ids[n++] = pr->pid_frame;
+    if (pr->label_frame != NO_FRAME)
+        p->ids[n++] = pr->label_frame;
+    if (code_len)
+        memcpy(p->ids + n, code, code_len * sizeof *code);
+    n += code_len;
+    if (kp_stacks_intern(p->stacks, p->ids, n, &pr->full_stack) != KP_OK)
+        return -1;
+    pr->status_frame = status;
+    pr->at_receive = at_receive;
+    return 0;
+}
+
 static int on_sample(void *ctx, const kp_wire_sample *s)
 {
     kp_processes *p = ctx;
@@ -148,6 +230,10 @@ static int on_sample(void *ctx, const kp_wire_sample *s)
     if (s->unchanged) {
         if (!pr->has_previous || pr->full_stack == NO_FRAME)
             return 0; /* forgotten here (the table is bounded): skip this tick */
+        if (strcmp(pr->status, "running") == 0) {
+            p->running++;
+            p->at_receive += (uint64_t)pr->at_receive;
+        }
         kp_proc_sample out = {
             .num = s->num, .serial = s->serial, .status = pr->status, .stack = pr->full_stack};
         memcpy(out.value, pr->previous, sizeof out.value);
@@ -159,44 +245,13 @@ static int on_sample(void *ctx, const kp_wire_sample *s)
     if (kp_frames_intern_pseudo(p->frames, s->status, strlen(s->status), "status", &status) !=
         KP_OK)
         return -1;
-    if (!s->same) {
-        if (reserve_ids(p, s->depth + 4) != 0)
-            return -1;
-        size_t n = 0;
-        for (size_t d = s->depth; d-- > 0;) {
-            uint32_t mfa = s->frames[2 * d];
-            if (mfa >= p->mfa_cap || p->mfa_frames[mfa] == NO_FRAME)
-                return -1; /* the agent defines every id before using it */
-            p->ids[n++] = p->mfa_frames[mfa];
-        }
-        uint32_t code;
-        if (kp_stacks_intern(p->stacks, p->ids, n, &code) != KP_OK)
-            return -1;
-        if (code != pr->code_stack)
-            pr->full_stack = NO_FRAME;
-        pr->code_stack = code;
-    }
-    if (status != pr->status_frame || pr->full_stack == NO_FRAME) {
-        size_t n = 0, code_len = 0;
-        const uint32_t *code = NULL;
-        if (pr->code_stack != NO_FRAME)
-            code = kp_stacks_get(p->stacks, pr->code_stack, &code_len);
-        if (reserve_ids(p, code_len + 4) != 0)
-            return -1;
-        /* kp_stacks_get's pointer dies at the next intern: copy first */
-        if (p->node_frame != NO_FRAME)
-            p->ids[n++] = p->node_frame;
-        p->ids[n++] = status;
-        p->ids[n++] = pr->pid_frame;
-        if (pr->label_frame != NO_FRAME)
-            p->ids[n++] = pr->label_frame;
-        if (code_len)
-            memcpy(p->ids + n, code, code_len * sizeof *code);
-        n += code_len;
-        if (kp_stacks_intern(p->stacks, p->ids, n, &pr->full_stack) != KP_OK)
-            return -1;
-        pr->status_frame = status;
-    }
+    if (!s->same && take_code_stack(p, pr, s) != 0)
+        return -1;
+    int at_receive = read_at_receive(p, pr, s->status);
+    if ((status != pr->status_frame || at_receive != pr->at_receive ||
+         pr->full_stack == NO_FRAME) &&
+        build_full_stack(p, pr, status, at_receive) != 0)
+        return -1;
     kp_proc_sample out;
     out.num = s->num;
     out.serial = s->serial;
@@ -226,6 +281,12 @@ kp_processes *kp_processes_create(kp_frames *frames, kp_stacks *stacks, unsigned
         kp_free(p);
         return NULL;
     }
+    static const char at_receive[] = "stack_read_at_next_receive";
+    if (kp_frames_intern_pseudo(frames, at_receive, sizeof at_receive - 1, "status",
+                                &p->at_receive_frame) != KP_OK) {
+        kp_free(p);
+        return NULL;
+    }
     p->wordsize = wordsize ? wordsize : 8;
     p->sink = sink;
     p->ctx = ctx;
@@ -243,6 +304,7 @@ void kp_processes_free(kp_processes *p)
         return;
     kp_free(p->mfa_frames);
     kp_u64_map_free(&p->index);
+    kp_u64_map_free(&p->receive_points);
     kp_free(p->procs);
     kp_free(p->ids);
     kp_free(p);
@@ -256,4 +318,10 @@ const kp_wire_handler *kp_processes_wire_handler(kp_processes *p)
 size_t kp_processes_count(const kp_processes *p)
 {
     return p->n_procs;
+}
+
+void kp_processes_receive_counts(const kp_processes *p, uint64_t *running, uint64_t *at_receive)
+{
+    *running = p->running;
+    *at_receive = p->at_receive;
 }

@@ -6,7 +6,17 @@
  *   name (registered|initial) ; code...
  * (the node frame only when several nodes are recorded at once).
  * and metric values with deltas since that process's previous sample (0 on
- * the first one, never a bogus jump). */
+ * the first one, never a bogus jump).
+ *
+ * A running process answers the agent's stack query itself, at its next
+ * signal-handling point: for a burst shorter than a time slice that is the
+ * receive it returns to, so its stack names the receive, not where the CPU
+ * went. Such samples are marked: a running sample whose leaf (function and
+ * line) is a receive point, a leaf where some process was seen waiting, gets
+ * the pseudo-frame stack_read_at_next_receive (status) under its status:
+ *   running ; stack_read_at_next_receive ; <0.N.S> ; ...
+ * A leaf is learnt from the first waiting sample there, so running samples
+ * before it are not marked. */
 #ifndef KP_RECORD_PROCESSES_H
 #define KP_RECORD_PROCESSES_H
 
@@ -42,5 +52,10 @@ const kp_wire_handler *kp_processes_wire_handler(kp_processes *procs);
 
 /* Processes currently tracked. */
 size_t kp_processes_count(const kp_processes *procs);
+
+/* Samples with status running so far, and how many of them were marked as
+ * read at the process's next receive. */
+void kp_processes_receive_counts(const kp_processes *procs, uint64_t *running,
+                                 uint64_t *at_receive);
 
 #endif

@@ -284,6 +284,7 @@ typedef struct {
     double secs, ticks, late; /* ticks taken and late, averaged over the nodes */
     size_t processes;
     uint64_t agent_ticks, queried, reused, busy_us; /* summed over the nodes */
+    uint64_t running, at_receive; /* running samples, those read at the next receive */
 } run_totals;
 
 static run_totals totals_of(const attached_node *s, size_t n, uint64_t elapsed_us, uint64_t skipped)
@@ -295,8 +296,14 @@ static run_totals totals_of(const attached_node *s, size_t n, uint64_t elapsed_u
                     0,
                     0,
                     0,
+                    0,
+                    0,
                     0};
     for (size_t i = 0; i < n; i++) {
+        uint64_t running, at_receive;
+        kp_processes_receive_counts(s[i].procs, &running, &at_receive);
+        t.running += running;
+        t.at_receive += at_receive;
         t.processes += kp_processes_count(s[i].procs);
         t.agent_ticks += s[i].wire.ticks;
         t.queried += s[i].wire.stacks_queried;
@@ -327,6 +334,11 @@ static void print_summary(const kp_record_options *o, const char *dir, const run
                     ? 100.0 * (double)t->reused / (double)(t->queried + t->reused)
                     : 0.0,
                 (unsigned long long)t->queried, (double)t->busy_us / 1e3 / (double)t->agent_ticks);
+    if (t->running)
+        fprintf(stderr,
+                "kprof: in the node: %.0f%% of running samples were read at the process's next "
+                "receive, marked stack_read_at_next_receive\n",
+                100.0 * (double)t->at_receive / (double)t->running);
     if (samples < 2)
         fprintf(stderr, "kprof: too few samples for a profile; is the node idle? try "
                         "--select-by or a longer --duration\n");
@@ -608,7 +620,10 @@ static void cpu_note(const recording *r, char *text, size_t cap)
                  "CPU: native sampling did not run (%s).\n"
                  "The CPU view is then the cooperative one below (samples.svg, under\n"
                  "'running'): a stack is read when the process next handles a signal,\n"
-                 "often at its next receive rather than in the code that burned the CPU.\n",
+                 "often at its next receive rather than in the code that burned the CPU.\n"
+                 "Such samples are marked: under 'running', stack_read_at_next_receive\n"
+                 "holds the samples whose leaf is a receive where processes were seen\n"
+                 "waiting.\n",
                  r->o->cpu_rate ? r->native_off : "--cpu-rate 0");
 }
 

@@ -1,7 +1,8 @@
 /* What kprof record knows of a node's processes (sampler/record/processes.c): decoded
  * agent samples become full stacks (status ; pid ; label ; code, root first)
- * with per-process deltas, across thousands of processes, and an unchanged
- * sample repeats the previous one with zero deltas. */
+ * with per-process deltas, across thousands of processes, an unchanged
+ * sample repeats the previous one with zero deltas, and a running sample whose
+ * leaf is a receive point is marked as read at the next receive. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -56,9 +57,10 @@ static int teardown(void **state)
     return 0;
 }
 
-/* A full sample of <0.num.0>, reductions `reds`, stack of agent MFA ids. */
-static void sample(fixture *f, uint32_t num, const char *status, int64_t reds,
-                   const uint32_t *mfa_ids, size_t depth)
+/* A full sample of <0.num.0>, reductions `reds`, stack of agent MFA ids, the
+ * leaf at line `leaf_line`. */
+static void sample_at(fixture *f, uint32_t num, const char *status, int64_t reds,
+                      const uint32_t *mfa_ids, size_t depth, uint32_t leaf_line)
 {
     uint32_t frames[2 * 16];
     kp_wire_sample s;
@@ -71,9 +73,17 @@ static void sample(fixture *f, uint32_t num, const char *status, int64_t reds,
         frames[2 * d] = mfa_ids[d];
         frames[2 * d + 1] = 0;
     }
+    if (depth)
+        frames[1] = leaf_line;
     s.frames = frames;
     s.depth = depth;
     assert_int_equal(f->h->on_sample(f->h->ctx, &s), 0);
+}
+
+static void sample(fixture *f, uint32_t num, const char *status, int64_t reds,
+                   const uint32_t *mfa_ids, size_t depth)
+{
+    sample_at(f, num, status, reds, mfa_ids, depth, 0);
 }
 
 static void unchanged(fixture *f, uint32_t num)
@@ -162,6 +172,43 @@ static void test_unchanged_repeats_previous_with_zero_deltas(void **state)
         assert_int_equal(again->delta[m], 0);
 }
 
+/* The receive bias: a running process answers at its next receive. Its
+ * sample is marked when its leaf (function and line) is where some process
+ * was seen waiting; other lines of that function and other functions are
+ * not, nor running samples before the receive point was learnt. */
+static void test_running_at_a_receive_point_is_marked(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(f->h->on_mfa(f->h->ctx, 0, "gen_server", "loop", 7), 0);
+    assert_int_equal(f->h->on_mfa(f->h->ctx, 1, "m", "init", 1), 0);
+    assert_int_equal(f->h->on_mfa(f->h->ctx, 2, "m", "work", 1), 0);
+    uint32_t in_loop[] = {0, 1}, in_work[] = {2, 0, 1};
+    sample_at(f, 1, "running", 10, in_loop, 2, 437);  /* not learnt yet */
+    sample_at(f, 2, "waiting", 10, in_loop, 2, 437);  /* learnt */
+    sample_at(f, 1, "running", 20, in_loop, 2, 437);  /* marked */
+    unchanged(f, 1);                                  /* marked again */
+    sample_at(f, 1, "running", 30, in_loop, 2, 440);  /* another line */
+    sample_at(f, 3, "running", 10, in_work, 3, 437);  /* another function */
+    sample_at(f, 1, "runnable", 40, in_loop, 2, 437); /* not running */
+    assert_int_equal(f->n_seen, 7);
+    size_t n0, n2;
+    kp_stacks_get(f->stacks, f->seen[0].stack, &n0);
+    kp_stacks_get(f->stacks, f->seen[2].stack, &n2);
+    assert_int_equal(n2, n0 + 1);
+    assert_string_equal(frame_text(f, f->seen[2].stack, 0), "running");
+    assert_string_equal(frame_text(f, f->seen[2].stack, 1), "stack_read_at_next_receive");
+    assert_string_equal(frame_text(f, f->seen[2].stack, 2), "<0.1.0>");
+    assert_string_equal(frame_text(f, f->seen[2].stack, 4), "gen_server:loop/7");
+    assert_int_equal(f->seen[3].stack, f->seen[2].stack);
+    assert_int_equal(f->seen[4].stack, f->seen[0].stack);
+    assert_string_equal(frame_text(f, f->seen[5].stack, 1), "<0.3.0>");
+    assert_string_equal(frame_text(f, f->seen[6].stack, 1), "<0.1.0>");
+    uint64_t running, at_receive;
+    kp_processes_receive_counts(f->profile, &running, &at_receive);
+    assert_int_equal(running, 5);
+    assert_int_equal(at_receive, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -169,6 +216,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_many_processes_keep_their_own_deltas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unchanged_repeats_previous_with_zero_deltas, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_running_at_a_receive_point_is_marked, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

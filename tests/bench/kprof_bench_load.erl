@@ -26,12 +26,26 @@
 %%% per second stays the same. The idle processes and the logger are those of
 %%% start/1. With Bind true, every process of it is bound to a scheduler
 %%% (see bound/3).
+%%%
+%%% gaps([Depth, LogFile]) is the busy scheduler of tests/bench/cpu_cost's
+%%% KPROF_BENCH_GAPS mode: one process spinning on the monotonic clock at
+%%% stack depth Depth, never waiting, so its scheduler is 100% busy. It
+%%% logs "TimeUs LostNs" every 50 ms, LostNs the sum so far of the gaps
+%%% between two clock reads longer than ?GAP_MIN_NS and shorter than
+%%% ?GAP_MAX_NS: the time its thread was taken away by something short, such
+%%% as the interrupt that takes a perf sample and copies its stack. Longer
+%%% gaps (the OS running another thread) are left out: no sample takes that
+%%% long. How fast the machine runs the loop does not change what it loses
+%%% to interrupts, so this resolves a cost far below the noise of CPU time per
+%%% unit of work on a shared machine.
 -module(kprof_bench_load).
 
--export([start/1, paced/1]).
+-export([start/1, paced/1, gaps/1]).
 -export([fib/1]).
 
 -define(LOG_MS, 50).
+-define(GAP_MIN_NS, 1000).
+-define(GAP_MAX_NS, 200000).
 
 start([Busy, Idle, IdleWakeMs, LogFile, Watch]) ->
     Starter = self(),
@@ -90,6 +104,39 @@ paced_worker(C, PeriodMs, FibN, Next) ->
     _ = validate(FibN),
     counters:add(C, 1, 1),
     paced_worker(C, PeriodMs, FibN, Next + PeriodMs).
+
+gaps([Depth, LogFile]) ->
+    Starter = self(),
+    spawn(fun() ->
+                  {ok, Fd} = file:open(LogFile, [write, raw, binary]),
+                  Starter ! {started, os:getpid()},
+                  deep(Depth, Fd)
+          end),
+    receive {started, Pid} -> io:format("started ~s~n", [Pid]) after 30000 -> halt(3) end.
+
+%% Depth frames, then the spinner: samples copy and walk a real stack.
+deep(0, Fd) ->
+    T = erlang:monotonic_time(nanosecond),
+    spin(Fd, T, 0, T + ?LOG_MS * 1000000);
+deep(N, Fd) ->
+    deep(N - 1, Fd) + 1.
+
+spin(Fd, Prev, Lost, Next) ->
+    T = erlang:monotonic_time(nanosecond),
+    D = T - Prev,
+    Lost1 = case D > ?GAP_MIN_NS andalso D < ?GAP_MAX_NS of
+                true -> Lost + D;
+                false -> Lost
+            end,
+    case T >= Next of
+        false ->
+            spin(Fd, T, Lost1, Next);
+        true ->
+            ok = file:write(Fd, [integer_to_list(os:system_time(microsecond)), $\s,
+                                 integer_to_list(Lost1), $\n]),
+            %% the write is not a gap
+            spin(Fd, erlang:monotonic_time(nanosecond), Lost1, Next + ?LOG_MS * 1000000)
+    end.
 
 %%% The workload
 

@@ -175,7 +175,6 @@ static uint32_t open_request(kp_tier_match *m, kp_tier_pid label, const kp_tier_
     q->label = label;
     q->identity = identity;
     q->start = ev->ts_ns;
-    m->c.requests++;
     return r;
 }
 
@@ -305,6 +304,7 @@ static kp_status finalize(kp_tier_match *m, uint32_t r)
     if (q->truncated)
         m->c.truncated++;
     uint64_t total = to_us(q->end - q->start);
+    m->c.requests++; /* finished: what the _total rows count */
     if (st == KP_OK)
         st = kp_tier_stats_record(m->stats, m->n_tiers, q->identity, total, 1);
     if (m->tree_fn && (m->trees_all || (m->slow_us && total >= m->slow_us)))
@@ -329,6 +329,12 @@ kp_status kp_tier_match_flush(kp_tier_match *m, int all)
             st = s;
     }
     return st;
+}
+
+void kp_tier_match_quiet(kp_tier_match *m, int64_t node_ns)
+{
+    if (node_ns > m->newest)
+        m->newest = node_ns;
 }
 
 void kp_tier_match_cut(kp_tier_match *m)

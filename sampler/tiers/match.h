@@ -19,7 +19,9 @@
  *
  * Events of different processes can reach the trace port slightly out of
  * order, so a closed request is finalized only when events `grace_ns` newer
- * than its end have been seen (or at kp_tier_match_flush(all)). Returns that
+ * than its end have been seen, or the stream was quiet up to `grace_ns` past
+ * its end (kp_tier_match_quiet: the node went idle after its last request),
+ * or at kp_tier_match_flush(all). Returns that
  * arrive later still, or tier calls that start after the request ended
  * (fire-and-forget messages carry the token on), are counted as late or
  * unattributed, never guessed.
@@ -73,6 +75,8 @@ typedef struct {
     int64_t grace_ns;     /* see above */
 } kp_tier_match_limits;
 
+/* requests: finished ones, finalized (what the _total rows count); a
+ * request still open, or closed within its grace, is not in it yet. */
 typedef struct {
     uint64_t events, requests, unattributed, late, mismatched, cut, truncated;
 } kp_tier_match_counters;
@@ -105,6 +109,13 @@ kp_status kp_tier_match_event(kp_tier_match *m, const kp_tier_event *ev);
 /* Finalizes closed requests: those whose grace has passed (by the newest
  * event time seen), or all of them when `all`. */
 kp_status kp_tier_match_flush(kp_tier_match *m, int all);
+
+/* Tells the matcher that the stream is quiet: every event that happened
+ * before `node_ns` (the node's monotonic time) has been fed. Closed requests
+ * then finalize by that time at the next kp_tier_match_flush, as if a newer
+ * event had been seen: the last requests before the node goes idle are not
+ * held back until the final flush. */
+void kp_tier_match_quiet(kp_tier_match *m, int64_t node_ns);
 
 /* Drops every open request and open call (overload pause: their events are
  * no longer complete); counts them as cut. Closed requests are kept. */

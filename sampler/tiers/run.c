@@ -426,7 +426,12 @@ int kp_tiers_run(const kp_tiers_options *o)
             read_node(&s);
         if (s.lost)
             ended = "lost";
-        else if (fds[0].revents) {
+        else if (!fds[0].revents) {
+            /* nothing to read: every event up to now is in, so the requests
+             * that closed before the node went quiet need no newer event */
+            kp_tier_match_quiet(s.match, kp_now_ns() - s.offset);
+            kp_tier_match_flush(s.match, 0);
+        } else {
             int rc = read_stream(&s);
             if (rc == 0)
                 ended = "stopped";

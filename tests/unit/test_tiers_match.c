@@ -239,14 +239,40 @@ static void bounded_requests(void **state)
     for (int k = 1; k <= 6; k++) /* the fixture allows 4 at a time */
         ENTER(P(k), k, "put");
     kp_tier_match_counters c = kp_tier_match_counts(f->m);
-    assert_int_equal(c.requests, 4);
+    assert_int_equal(c.requests, 0); /* none finished yet */
     assert_int_equal(c.unattributed, 2);
     for (int k = 1; k <= 6; k++)
         RET(P(k), FN_ENTRY, 10 * MS + k);
     kp_tier_match_flush(f->m, 1);
     assert_int_equal(cell(f, 2, "put", NULL), 4);
-    ENTER(P(1), 20 * MS, "put"); /* slots are free again */
+    assert_int_equal(kp_tier_match_counts(f->m).requests, 4); /* as the _total row */
+    ENTER(P(1), 20 * MS, "put");                              /* slots are free again */
+    RET(P(1), FN_ENTRY, 21 * MS);
+    kp_tier_match_flush(f->m, 1);
     assert_int_equal(kp_tier_match_counts(f->m).requests, 5);
+}
+
+/* The last request before the node goes idle: no newer event comes to pass
+ * its grace, the quiet stream does (by the node's clock), not earlier. */
+static void quiet_stream_finalizes_the_last_request(void **state)
+{
+    fixture *f = *state;
+    ENTER(P(1), 0, "put");
+    RET(P(1), FN_ENTRY, 1 * MS);
+    kp_tier_match_flush(f->m, 0);
+    assert_int_equal(cell(f, 2, "put", NULL), 0); /* within its grace */
+    kp_tier_match_quiet(f->m, 15 * MS);
+    kp_tier_match_flush(f->m, 0);
+    assert_int_equal(cell(f, 2, "put", NULL), 0); /* still within it */
+    kp_tier_match_quiet(f->m, 22 * MS);
+    kp_tier_match_flush(f->m, 0);
+    assert_int_equal(cell(f, 2, "put", NULL), 1);
+    assert_int_equal(kp_tier_match_counts(f->m).requests, 1);
+    kp_tier_match_quiet(f->m, 5 * MS); /* time never goes back */
+    ENTER(P(2), 23 * MS, "get");
+    RET(P(2), FN_ENTRY, 24 * MS);
+    kp_tier_match_flush(f->m, 0);
+    assert_int_equal(cell(f, 2, "get", NULL), 0);
 }
 
 static void on_tree(void *ctx, const char *text, size_t len)
@@ -327,6 +353,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(cut_drops_open_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(bounded_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(quiet_stream_finalizes_the_last_request, setup, teardown),
         cmocka_unit_test_setup_teardown(call_tree_indents_by_time, setup, teardown),
         cmocka_unit_test(u64_map_matches_a_reference),
     };

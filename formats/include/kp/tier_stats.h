@@ -66,7 +66,9 @@ kp_status kp_tier_stats_record(kp_tier_stats *s, size_t tier, size_t identity, u
                                uint32_t calls);
 
 /* Health counters that go in every report. All are cumulative since start
- * except `paused` (1 while tracing is paused, else 0). */
+ * except `paused` (1 while tracing is paused, else 0). `requests` counts
+ * finished requests, as the _total rows do: one that is still open at a
+ * report is counted in the report where it finishes. */
 typedef struct {
     uint64_t requests, events, dropped_events, unattributed_events, cut_requests, pauses, paused_ms,
         rearms;

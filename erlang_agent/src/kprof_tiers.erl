@@ -26,8 +26,8 @@
 %%% code reload removed (checked every ?REARM_MS), answers clock requests and
 %%% keeps the C side's last report for `kprof:stats()'. The <em>guard</em>
 %%% monitors the agent and the C node and undoes everything when either goes:
-%%% patterns, trace flags, the settings term, and (when an entry pattern was
-%%% used, since match-spec tokens stay in processes) every seq_trace token.
+%%% patterns, trace flags, the settings term, and the seq_trace tokens of
+%%% kprof's requests (see clear_tokens/0).
 %%%
 %%% kprof removes only what it set: a tier function that already has a call
 %%% pattern (a user's `dbg:tp') makes it refuse to start, a pattern someone
@@ -413,14 +413,40 @@ guard_init(Starter, Agent, OwnerNode, Config) ->
     cleanup(Config),
     exit(normal).
 
-cleanup(Config = #{entry := Entry}) ->
+cleanup(Config) ->
     disarm(patterns(Config)),
     untrace_all(maps:get(trace_port, Config, undefined)),
     _ = persistent_term:erase(?SETTINGS),
-    %% Tokens set by a match spec stay in the process after the entry returns;
-    %% only reset_trace/0 reaches them all.
-    Entry =/= none andalso seq_trace:reset_trace(),
-    ok.
+    clear_tokens().
+
+%% kprof's requests leave seq_trace tokens behind however they were marked:
+%% the entry's and the marks' match specs set them, and every message a
+%% request sends carries one on, so a server that answered a request keeps
+%% its token until it next receives a message without one. Only
+%% seq_trace:reset_trace/0 reaches them all, and it empties every token,
+%% a user's too: it runs only when every token in the node is one of kprof's
+%% (kprof_token/1). Otherwise the user's tokens and kprof's stay, and the
+%% logger says so.
+clear_tokens() ->
+    Tokens = [T || P <- erlang:processes(),
+                   {sequential_trace_token, T} <- [process_info(P, sequential_trace_token)],
+                   T =/= []],
+    case lists:partition(fun kprof_token/1, Tokens) of
+        {[], _} ->
+            ok;
+        {_, []} ->
+            seq_trace:reset_trace();
+        {Ours, Others} ->
+            logger:warning("kprof: ~b seq_trace tokens of kprof's requests stay in this node: "
+                           "~b processes hold tokens of another seq_trace user, which "
+                           "resetting would empty; each goes at its process's next message "
+                           "without a token", [length(Ours), length(Others)])
+    end.
+
+%% kprof's tokens: labelled with a pid (the request's process, see
+%% entry_spec/2), no trace flags (kprof sets only the label).
+kprof_token({0, Label, _Serial, _From, _LastCnt}) -> is_pid(Label);
+kprof_token(_) -> false.
 
 -define(FLAGS, [call, arity, monotonic_timestamp]).
 

@@ -17,7 +17,8 @@
 -export([main/1, load/4, start_load/3, scenarios/1, identity/1, step/0, rec/1, remote_step/0,
          triple/0, recurse/0, spawner/0, reload/1, clean/0, in_node/2,
          http_start/0, kv/3, rtrace_setup/4, fast/0, fast_traces/1, patterns_left/0,
-         stop_rtrace/0, backlog_trace/1, tracer_kind/0]).
+         stop_rtrace/0, backlog_trace/1, tracer_kind/0, stats_requests/0, hold_user_token/0,
+         user_token/1, stop_holder/1]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -225,8 +226,45 @@ clean() ->
     {flags, New} = erlang:trace_info(new, flags),
     Procs = [R || R <- [kprof_tiers, kprof_tiers_guard], whereis(R) =/= undefined],
     Setting = persistent_term:get({kprof_tiers, settings}, none),
-    case {Patterns, Traced, New, Procs, Setting} of
-        {[], [], [], [], none} -> "clean";
-        _ -> lists:flatten(io_lib:format("patterns=~p traced=~p new=~p procs=~p setting=~p",
-                                         [Patterns, length(Traced), New, Procs, Setting]))
+    Tokens = [{P, T} || P <- processes(),
+                        {sequential_trace_token, T} <- [process_info(P, sequential_trace_token)],
+                        T =/= []],
+    case {Patterns, Traced, New, Procs, Setting, Tokens} of
+        {[], [], [], [], none, []} -> "clean";
+        _ -> lists:flatten(io_lib:format("patterns=~p traced=~p new=~p procs=~p setting=~p "
+                                         "tokens=~p",
+                                         [Patterns, length(Traced), New, Procs, Setting,
+                                          lists:sublist(Tokens, 3)]))
     end.
+
+%% @doc The `requests' counter of kprof:stats()'s JSON line, as text.
+-spec stats_requests() -> string().
+stats_requests() ->
+    #{json := Json} = kprof:stats(),
+    {match, [N]} = re:run(Json, "\"requests\":([0-9]+)", [{capture, all_but_first, list}]),
+    N.
+
+%% @doc Spawns a process holding a token of another seq_trace user (label
+%% user_label, flag send), waiting; returns its pid as text.
+-spec hold_user_token() -> string().
+hold_user_token() ->
+    P = spawn(fun() ->
+                      seq_trace:set_token(label, user_label),
+                      seq_trace:set_token(send, true),
+                      receive stop -> ok end
+              end),
+    pid_to_list(P).
+
+%% @doc The label of the token `Pid' holds, as text ("none" for no token).
+-spec user_token(string()) -> string().
+user_token(Pid) ->
+    case process_info(list_to_pid(Pid), sequential_trace_token) of
+        {sequential_trace_token, []} -> "none";
+        {sequential_trace_token, T} -> atom_to_list(element(2, T))
+    end.
+
+%% @doc Stops the process of hold_user_token/0.
+-spec stop_holder(string()) -> ok.
+stop_holder(Pid) ->
+    list_to_pid(Pid) ! stop,
+    ok.

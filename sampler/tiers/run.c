@@ -40,6 +40,7 @@ typedef struct {
     long clock_seq;
     int paused;
     int64_t paused_at, resume_at;
+    int64_t fresh_from; /* node time of the last resume: older events belong to the pause */
     uint64_t dropped, pauses, paused_ns, rearms;
     uint64_t interval_ms, max_lag_ns, cooldown_ns;
     int lost; /* the node connection is gone */
@@ -180,6 +181,7 @@ static void maybe_resume(tiers_run *s, int64_t now)
         return;
     s->paused = 0;
     s->paused_ns += (uint64_t)(now - s->paused_at);
+    s->fresh_from = now - s->offset;
     kp_tiers_send_atom(&s->node, "resume");
 }
 
@@ -199,7 +201,9 @@ static int on_event(void *ctx, const char *term, size_t len)
     int rc = kp_tier_decode(&s->dec, term, len, &ev);
     if (rc < 0)
         return -1;
-    if (rc == 1) {
+    /* events from before the last resume piled up before the pause: their
+     * requests were cut, and their age must not trip the breaker again */
+    if (rc == 1 && ev.ts_ns >= s->fresh_from) {
         if (!r->oldest)
             r->oldest = ev.ts_ns;
         if (!s->paused)
@@ -382,7 +386,8 @@ static void teardown(tiers_run *s)
 
 int kp_tiers_run(const kp_tiers_options *o)
 {
-    tiers_run s = {.o = o, .stream = {.fd = -1}, .jsonl_fd = -1, .calls_fd = -1};
+    tiers_run s = {
+        .o = o, .stream = {.fd = -1}, .jsonl_fd = -1, .calls_fd = -1, .fresh_from = INT64_MIN};
     s.node.fd = -1;
     char err[4096];
     kp_stop_on_signals();

@@ -41,6 +41,10 @@
 -export([agent_init/3, guard_init/4]).
 
 -define(REARM_MS, 500).
+%% The node-side breaker (see backlog/0): checked this often while armed,
+%% tripped when the backlog passes the mark.
+-define(FILL_CHECK_MS, 10).
+-define(FILL_MARK_BYTES, 4 * 1048576).
 -define(SETTINGS, {kprof_tiers, settings}).
 -define(MAX_TIERS, 64).
 
@@ -468,6 +472,8 @@ untrace_all(_) ->
 
 -record(state, {patterns :: [{mfa(), term()}],
                 active :: atomics:atomics_ref(),
+                owner :: pid(),
+                fill_base = 0 :: integer(),
                 paused = false :: boolean(),
                 rearms = 0 :: non_neg_integer(),
                 report = undefined :: report() | undefined}).
@@ -505,10 +511,38 @@ agent_start(Starter, Owner, Config = #{queue_size := QSize}) ->
                 Session -> Session ! {kprof_tiers, started}, ok
             end,
             erlang:send_after(?REARM_MS, self(), rearm),
-            loop(#state{patterns = Patterns, active = Active});
+            erlang:send_after(?FILL_CHECK_MS, self(), fill_check),
+            loop(#state{patterns = Patterns, active = Active, owner = Owner,
+                        fill_base = backlog()});
         {error, Why} ->
             Starter ! {self(), error, Why},
             ok
+    end.
+
+%% Trace messages the port has not taken yet wait in the node's system
+%% memory, outside any process, ETS table or binary: a storm of tier events
+%% grew it by 250 MB before the C side, which measures lag, could tell.
+%% This is that memory: system memory less code, atoms, ETS and binaries.
+backlog() ->
+    [{system, Sys}, {atom, Atom}, {binary, Bin}, {code, Code}, {ets, Ets}] =
+        erlang:memory([system, atom, binary, code, ets]),
+    Sys - Atom - Bin - Code - Ets.
+
+%% Trips the breaker here, within ?FILL_CHECK_MS, once the backlog has grown
+%% ?FILL_MARK_BYTES past what it was when the patterns were armed: the
+%% patterns go at once, and the C side, told so, counts the pause and
+%% resumes after its cool-down as for its own trips.
+check_fill(S = #state{paused = true}) ->
+    S;
+check_fill(S = #state{fill_base = Base, patterns = Patterns, active = Active, owner = Owner}) ->
+    case backlog() - Base of
+        Grown when Grown > ?FILL_MARK_BYTES ->
+            atomics:put(Active, 1, 0),
+            disarm(Patterns),
+            Owner ! {kprof_tiers_backlog, Grown},
+            S#state{paused = true};
+        _ ->
+            S
     end.
 
 %% @doc Opens runtime_tools' ip trace port (a TCP listener the kprof C
@@ -547,9 +581,13 @@ loop(S = #state{patterns = Patterns, active = Active}) ->
             disarm(Patterns),
             loop(S#state{paused = true});
         resume when S#state.paused ->
+            Base = backlog(),
             arm(Patterns),
             atomics:put(Active, 1, 1),
-            loop(S#state{paused = false});
+            loop(S#state{paused = false, fill_base = Base});
+        fill_check ->
+            erlang:send_after(?FILL_CHECK_MS, self(), fill_check),
+            loop(check_fill(S));
         rearm ->
             erlang:send_after(?REARM_MS, self(), rearm),
             case S#state.paused of

@@ -243,7 +243,26 @@ static int read_stream(tiers_run *s)
     return rc;
 }
 
-/* Messages from the node: clock replies; ticks are answered by ei. */
+/* {kprof_tiers_backlog, Bytes}: the node's own breaker tripped (its trace
+ * backlog grew Bytes past its mark) and its patterns are off: count the
+ * pause and resume after the cool-down, as for a trip here. */
+static int node_tripped(tiers_run *s, const char *buf, int i)
+{
+    char tag[MAXATOMLEN], why[128];
+    int arity;
+    long long bytes;
+    if (ei_decode_tuple_header(buf, &i, &arity) != 0 || arity != 2 ||
+        ei_decode_atom(buf, &i, tag) != 0 || strcmp(tag, "kprof_tiers_backlog") != 0 ||
+        ei_decode_longlong(buf, &i, &bytes) != 0)
+        return 0;
+    snprintf(why, sizeof why, "the node's trace backlog grew by %.1f MB",
+             (double)bytes / (1024.0 * 1024.0));
+    pause_tracing(s, why);
+    return 1;
+}
+
+/* Messages from the node: clock replies and the node's breaker; ticks are
+ * answered by ei. */
 static void read_node(tiers_run *s)
 {
     erlang_msg msg;
@@ -258,11 +277,13 @@ static void read_node(tiers_run *s)
         long seq;
         long long remote;
         unsigned long rearms;
-        if (ei_decode_version(x.buff, &i, &version) == 0 &&
-            ei_decode_tuple_header(x.buff, &i, &arity) == 0 && arity == 4 &&
-            ei_decode_atom(x.buff, &i, tag) == 0 && strcmp(tag, "kprof_tiers_clock") == 0 &&
-            ei_decode_long(x.buff, &i, &seq) == 0 && ei_decode_longlong(x.buff, &i, &remote) == 0 &&
-            ei_decode_ulong(x.buff, &i, &rearms) == 0) {
+        if (ei_decode_version(x.buff, &i, &version) == 0 && node_tripped(s, x.buff, i)) {
+            /* paused */
+        } else if (ei_decode_tuple_header(x.buff, &i, &arity) == 0 && arity == 4 &&
+                   ei_decode_atom(x.buff, &i, tag) == 0 && strcmp(tag, "kprof_tiers_clock") == 0 &&
+                   ei_decode_long(x.buff, &i, &seq) == 0 &&
+                   ei_decode_longlong(x.buff, &i, &remote) == 0 &&
+                   ei_decode_ulong(x.buff, &i, &rearms) == 0) {
             int64_t offset = kp_now_ns() - remote;
             if (offset < s->offset)
                 s->offset = offset;

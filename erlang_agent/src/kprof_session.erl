@@ -84,6 +84,11 @@ executable() ->
 %% @private
 -spec init(pid(), [kprof_tiers:option()], string()) -> no_return().
 init(Starter, Options, Exe) ->
+    %% Called over rpc, start/1 runs under the caller's group leader, on the
+    %% caller's node, and logger sends the events of a process whose group
+    %% leader is remote to that node: the session's lines (the final table)
+    %% belong in this node's log.
+    _ = [group_leader(User, self()) || User <- [whereis(user)], is_pid(User)],
     register(?MODULE, self()),
     process_flag(trap_exit, true),
     Port = open_port({spawn_executable, Exe},

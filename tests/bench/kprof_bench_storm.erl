@@ -1,0 +1,67 @@
+%%% Workload node for tests/bench/tiers_storm (a benchmark, not a test): a
+%%% trace storm, a tier function called in tight loops inside marked
+%%% requests, and calm requests before and after it.
+-module(kprof_bench_storm).
+
+-export([main/1, hot/1, hot_request/1, storm/3, calm/1]).
+
+%% @doc Writes `Ready' and then waits forever (an `erl -eval' node would
+%% otherwise end).
+-spec main(string()) -> no_return().
+main(Ready) ->
+    ok = file:write_file(Ready, "ready"),
+    receive after infinity -> ok end.
+
+%% @doc The tier function: trivial, so that the events are the whole cost.
+-spec hot(integer()) -> integer().
+hot(X) -> X + 1.
+
+%% @doc One request: N calls of hot/1.
+-spec hot_request(non_neg_integer()) -> integer().
+hot_request(N) -> loop(N, 0).
+
+loop(0, A) -> A;
+loop(N, A) -> loop(N - 1, ?MODULE:hot(A)).
+
+%% @doc The storm: `Procs' processes each make `Reqs' requests (identity
+%% storm) of `N' calls in a row. Returns "PeakGrowthMB,Ms,SettleMs": the
+%% node's memory (erlang:memory(total), every 5 ms) at most above its level
+%% before, how long the storm took, and how long after it the memory was
+%% back within 1 MB of that level (at most 30 s).
+-spec storm(pos_integer(), pos_integer(), pos_integer()) -> string().
+storm(Procs, Reqs, N) ->
+    erlang:garbage_collect(),
+    Before = erlang:memory(total),
+    Self = self(),
+    Watcher = spawn(fun() -> watch(Self, 0) end),
+    T0 = erlang:monotonic_time(millisecond),
+    Ps = [spawn(fun() ->
+                        [kprof:do_apply(?MODULE, hot_request, [N], storm)
+                         || _ <- lists:seq(1, Reqs)],
+                        Self ! {stormed, self()}
+                end) || _ <- lists:seq(1, Procs)],
+    [receive {stormed, P} -> ok end || P <- Ps],
+    T1 = erlang:monotonic_time(millisecond),
+    Settle = settle(Before, T1, T1 + 30000),
+    Watcher ! stop,
+    Max = receive {max, M} -> M end,
+    lists:flatten(io_lib:format("~.1f,~p,~p", [max(0, Max - Before) / 1048576, T1 - T0, Settle])).
+
+settle(Before, T1, Deadline) ->
+    Now = erlang:monotonic_time(millisecond),
+    case erlang:memory(total) - Before < 1048576 orelse Now >= Deadline of
+        true -> Now - T1;
+        false -> timer:sleep(5), settle(Before, T1, Deadline)
+    end.
+
+watch(Parent, Max) ->
+    receive stop -> Parent ! {max, Max}
+    after 5 -> watch(Parent, max(Max, erlang:memory(total)))
+    end.
+
+%% @doc `Reqs' calm requests (identity calm), 1 ms apart.
+-spec calm(pos_integer()) -> ok.
+calm(Reqs) ->
+    [begin kprof:do_apply(?MODULE, hot_request, [10], calm), timer:sleep(1) end
+     || _ <- lists:seq(1, Reqs)],
+    ok.

@@ -23,8 +23,12 @@
 %%% == Processes ==
 %%% The <em>agent</em> (registered `kprof_tiers') owns the trace port, arms
 %%% and disarms the patterns (pause/resume on overload), re-arms patterns a
-%%% code reload removed (checked every ?REARM_MS), answers clock requests and
-%%% keeps the C side's last report for `kprof:stats()'. The <em>guard</em>
+%%% code reload removed (checked every ?REARM_MS), answers clock requests,
+%%% keeps the C side's last report for `kprof:stats()', and is the node's own
+%%% breaker: when the trace messages waiting for the port pass a mark
+%%% (check_fill/1) it disarms the patterns itself and sends the C side
+%%% `{kprof_tiers_backlog, Bytes}', which counts the pause and sends `resume'
+%%% after its cool-down. The <em>guard</em>
 %%% monitors the agent and the C node and undoes everything when either goes:
 %%% patterns, trace flags, the settings term, and the seq_trace tokens of
 %%% kprof's requests (see clear_tokens/0).

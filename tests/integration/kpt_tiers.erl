@@ -18,7 +18,7 @@
          triple/0, recurse/0, spawner/0, reload/1, clean/0, in_node/2,
          http_start/0, kv/3, rtrace_setup/4, fast/0, fast_traces/1, patterns_left/0,
          stop_rtrace/0, backlog_trace/1, tracer_kind/0, stats_requests/0, hold_user_token/0,
-         user_token/1, stop_holder/1, hot/1, storm/2, calm/1, hot_request/1]).
+         user_token/1, stop_holder/1]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -236,47 +236,6 @@ clean() ->
                                          [Patterns, length(Traced), New, Procs, Setting,
                                           lists:sublist(Tokens, 3)]))
     end.
-
-%% @doc A tier function of the storm: trivial, called in tight loops.
--spec hot(integer()) -> integer().
-hot(X) -> X + 1.
-
-%% @doc One request of the storm: N calls of hot/1.
--spec hot_request(non_neg_integer()) -> integer().
-hot_request(N) -> hot_loop(N, 0).
-
-hot_loop(0, A) -> A;
-hot_loop(N, A) -> hot_loop(N - 1, ?MODULE:hot(A)).
-
-%% @doc A trace storm: two processes each make `Reqs' requests (identity
-%% storm) of `N' calls of hot/1 in a row. Returns "GrownMB,Ms": how much the
-%% node's memory grew at most meanwhile (sampled every 20 ms), and how long it
-%% took.
--spec storm(pos_integer(), pos_integer()) -> string().
-storm(Reqs, N) ->
-    erlang:garbage_collect(),
-    Before = erlang:memory(total),
-    Self = self(),
-    Watcher = spawn(fun() -> watch_memory(Self, 0) end),
-    T0 = erlang:monotonic_time(millisecond),
-    Ps = [spawn(fun() ->
-                        [kprof:do_apply(?MODULE, hot_request, [N], storm)
-                         || _ <- lists:seq(1, Reqs)],
-                        Self ! {stormed, self()}
-                end) || _ <- [1, 2]],
-    [receive {stormed, P} -> ok end || P <- Ps],
-    Ms = erlang:monotonic_time(millisecond) - T0,
-    timer:sleep(200),
-    Watcher ! stop,
-    Max = receive {max, M} -> M end,
-    lists:flatten(io_lib:format("~p,~p", [max(0, Max - Before) div 1048576, Ms])).
-
-%% @doc `Reqs' calm requests (identity calm), 1 ms apart.
--spec calm(pos_integer()) -> ok.
-calm(Reqs) ->
-    [begin kprof:do_apply(?MODULE, hot_request, [10], calm), timer:sleep(1) end
-     || _ <- lists:seq(1, Reqs)],
-    ok.
 
 %% @doc The `requests' counter of kprof:stats()'s JSON line, as text.
 -spec stats_requests() -> string().

@@ -552,25 +552,31 @@ check_interval() ->
 %% ?FILL_MARK_BYTES past what it was when the patterns were armed: the
 %% patterns go at once, and the C side, told so, counts the pause and
 %% resumes after its cool-down as for its own trips.
-check_fill(S = #state{paused = true, fill_every = Every}) ->
-    erlang:send_after(Every, self(), fill_check),
-    S;
-check_fill(S = #state{fill_base = Base, fill_every = Every, patterns = Patterns,
-                      active = Active, owner = Owner}) ->
+check_fill(S) ->
+    {After, S1} = fill(S),
+    erlang:send_after(After, self(), fill_check),
+    S1.
+
+%% The state after one check, and when to check next.
+fill(S = #state{paused = true, fill_every = Every}) ->
+    {Every, S};
+fill(S = #state{fill_base = Base, fill_every = Every, owner = Owner}) ->
     case backlog() - Base of
         Grown when Grown > ?FILL_MARK_BYTES ->
-            atomics:put(Active, 1, 0),
-            disarm(Patterns),
+            Paused = pause(S),
             Owner ! {kprof_tiers_backlog, Grown},
-            erlang:send_after(Every, self(), fill_check),
-            S#state{paused = true};
+            {Every, Paused};
         Grown when Grown > ?FILL_GROWING_BYTES ->
-            erlang:send_after(?FILL_CHECK_FAST_MS, self(), fill_check),
-            S;
+            {?FILL_CHECK_FAST_MS, S};
         _ ->
-            erlang:send_after(Every, self(), fill_check),
-            S
+            {Every, S}
     end.
+
+%% Tracing stops at once: do_apply/set_token see it off, the patterns go.
+pause(S = #state{patterns = Patterns, active = Active}) ->
+    atomics:put(Active, 1, 0),
+    disarm(Patterns),
+    S#state{paused = true}.
 
 %% @doc Opens runtime_tools' ip trace port (a TCP listener the kprof C
 %% program connects to; it holds `QSize' events, then drops and says so),
@@ -604,9 +610,7 @@ loop(S = #state{patterns = Patterns, active = Active}) ->
             From ! {kprof_tiers_clock, Seq, erlang:monotonic_time(nanosecond), S#state.rearms},
             loop(S);
         pause when not S#state.paused ->
-            atomics:put(Active, 1, 0),
-            disarm(Patterns),
-            loop(S#state{paused = true});
+            loop(pause(S));
         resume when S#state.paused ->
             Base = backlog(),
             arm(Patterns),

@@ -34,8 +34,9 @@ struct kp_processes {
     kp_stacks *stacks;
     uint32_t node_frame; /* NO_FRAME for a single-node recording */
     uint32_t at_receive_frame;
-    kp_u64_map receive_points;    /* leaf keys where some process was seen waiting */
-    uint64_t running, at_receive; /* running samples, and those marked */
+    uint32_t running_frame, waiting_frame; /* the statuses the marking compares */
+    kp_u64_map receive_points;             /* leaf keys where some process was seen waiting */
+    uint64_t running, at_receive;          /* running samples, and those marked */
     unsigned wordsize;
     kp_proc_sample_fn sink;
     void *ctx;
@@ -175,17 +176,17 @@ static int take_code_stack(kp_processes *p, proc *pr, const kp_wire_sample *s)
 
 /* Learns receive points from waiting samples and tells whether a running
  * sample's leaf is one; counts running samples and marked ones. */
-static int read_at_receive(kp_processes *p, const proc *pr, const char *status)
+static int read_at_receive(kp_processes *p, const proc *pr, uint32_t status)
 {
     uint32_t seen;
     if (pr->leaf == NO_LEAF)
         return 0;
-    if (strcmp(status, "waiting") == 0) {
+    if (status == p->waiting_frame) {
         if (p->receive_points.count < RECEIVE_POINT_LIMIT)
             (void)kp_u64_map_put(&p->receive_points, pr->leaf, 1); /* a hint: may fail */
         return 0;
     }
-    if (strcmp(status, "running") != 0)
+    if (status != p->running_frame)
         return 0;
     p->running++;
     int marked = kp_u64_map_get(&p->receive_points, pr->leaf, &seen);
@@ -230,7 +231,7 @@ static int on_sample(void *ctx, const kp_wire_sample *s)
     if (s->unchanged) {
         if (!pr->has_previous || pr->full_stack == NO_FRAME)
             return 0; /* forgotten here (the table is bounded): skip this tick */
-        if (strcmp(pr->status, "running") == 0) {
+        if (pr->status_frame == p->running_frame) {
             p->running++;
             p->at_receive += (uint64_t)pr->at_receive;
         }
@@ -247,7 +248,7 @@ static int on_sample(void *ctx, const kp_wire_sample *s)
         return -1;
     if (!s->same && take_code_stack(p, pr, s) != 0)
         return -1;
-    int at_receive = read_at_receive(p, pr, s->status);
+    int at_receive = read_at_receive(p, pr, status);
     if ((status != pr->status_frame || at_receive != pr->at_receive ||
          pr->full_stack == NO_FRAME) &&
         build_full_stack(p, pr, status, at_receive) != 0)
@@ -283,7 +284,9 @@ kp_processes *kp_processes_create(kp_frames *frames, kp_stacks *stacks, unsigned
     }
     static const char at_receive[] = "stack_read_at_next_receive";
     if (kp_frames_intern_pseudo(frames, at_receive, sizeof at_receive - 1, "status",
-                                &p->at_receive_frame) != KP_OK) {
+                                &p->at_receive_frame) != KP_OK ||
+        kp_frames_intern_pseudo(frames, "running", 7, "status", &p->running_frame) != KP_OK ||
+        kp_frames_intern_pseudo(frames, "waiting", 7, "status", &p->waiting_frame) != KP_OK) {
         kp_free(p);
         return NULL;
     }

@@ -6,7 +6,7 @@
 %%% otherwise it keeps the ip trace port.
 -module(kprof_tracer).
 
--export([load/0, connect/1, flush/0, close/0]).
+-export([load/0, load/2, loaded/0, connect/1, flush/0, close/0]).
 %% erl_tracer
 -export([enabled/3, trace/5]).
 
@@ -27,6 +27,58 @@ load() ->
                 {error, {reload, _}} -> ok;
                 {error, _} = E -> E
             end
+    end.
+
+%% @doc Loads the NIF from `Path' (the .so file's full name, ".so"
+%% included), which kprof wrote for this node (sampler/node/nif.c) when the
+%% node has no kprof application: `ok' when the NIF is loaded, now or
+%% before; `{error, {not_same_host, Why}}' when the file is missing,
+%% unreadable or not the bytes whose MD5 is `Md5' (the node runs on another
+%% host than kprof, or does not see kprof's /tmp, e.g. under systemd's
+%% PrivateTmp; `Why' is the file error or `md5_differs'); `{error, Why}'
+%% when the NIF does not load. Never raises: it runs inside the profiled
+%% node.
+-spec load(file:filename(), <<_:128>>) -> ok | {error, term()}.
+load(Path, Md5) ->
+    %% everything inside the try: a clause that does not match, or a
+    %% badarg from load_nif/2, must not escape into the rpc
+    try
+        case file:read_file(Path) of
+            {error, Why} ->
+                {error, {not_same_host, Why}};
+            {ok, Bytes} ->
+                case erlang:md5(Bytes) =:= Md5 of
+                    false ->
+                        {error, {not_same_host, md5_differs}};
+                    true ->
+                        case erlang:load_nif(filename:rootname(Path), 0) of
+                            ok ->
+                                ok;
+                            {error, _} = E ->
+                                %% already loaded into this module's current
+                                %% code (reload) is as good as loaded now;
+                                %% into its old code only (upgrade) is not:
+                                %% the current code's functions are stubs
+                                case loaded() of
+                                    true -> ok;
+                                    false -> E
+                                end
+                        end
+                end
+        end
+    catch
+        Class:Reason -> {error, {Class, Reason}}
+    end.
+
+%% @doc Whether the NIF is loaded into this module's current code. Asks
+%% enabled/3 about `trace_status', which the NIF answers without touching
+%% its state, and the stub answers by raising.
+-spec loaded() -> boolean().
+loaded() ->
+    try enabled(trace_status, [], self()) of
+        _ -> true
+    catch
+        error:_ -> false
     end.
 
 %% @doc Connects the NIF to the collector listening on 127.0.0.1:Port.

@@ -1,5 +1,8 @@
 /* `kprof internal ...`: hidden helpers for tests and debugging.
- *   kprof internal extract-agent DIR   write the embedded agent's .beam files */
+ *   kprof internal extract-agent DIR   write the embedded agent's .beam files
+ *   kprof internal bring-nif --node NODE [--cookie-file FILE]
+ *                                      load the agent and the tracer NIF into
+ *                                      NODE; prints "loaded" */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -8,7 +11,10 @@
 #include "commands.h"
 #include "common/cli.h"
 #include "kp/sink.h"
+#include "node/agent.h"
 #include "node/agent_modules.h"
+#include "node/connection.h"
+#include "node/nif.h"
 
 static int extract_agent(const char *dir)
 {
@@ -26,10 +32,44 @@ static int extract_agent(const char *dir)
     return KP_EXIT_OK;
 }
 
+/* Attaches to `given` as the commands do, loads the agent, then brings the
+ * tracer NIF (node/nif.h): prints "loaded" and returns KP_EXIT_OK, or prints
+ * why not and returns KP_EXIT_NODE (KP_EXIT_USAGE for a bad name or cookie). */
+static int bring_nif(const char *given, const char *cookie_file)
+{
+    char err[1024], target[512], cookie[512];
+    if (kp_node_name(given, target, sizeof target, err, sizeof err) != 0 ||
+        kp_cookie_load(cookie_file, cookie, sizeof cookie, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        return KP_EXIT_USAGE;
+    }
+    kp_node node;
+    if (kp_node_connect(&node, target, cookie, 5000, err, sizeof err) != 0) {
+        kp_error("%s", err);
+        return KP_EXIT_NODE;
+    }
+    kp_agent agent;
+    int rc = kp_agent_load(&agent, &node, err, sizeof err) == 0 &&
+                     kp_nif_bring(&node, err, sizeof err) == 0
+                 ? KP_EXIT_OK
+                 : KP_EXIT_NODE;
+    kp_node_close(&node);
+    if (rc != KP_EXIT_OK) {
+        kp_error("%s", err);
+        return rc;
+    }
+    printf("loaded\n");
+    return KP_EXIT_OK;
+}
+
 int kp_cmd_internal(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "extract-agent") == 0)
         return extract_agent(argv[2]);
-    kp_error("usage: kprof internal extract-agent DIR");
+    if ((argc == 4 || argc == 6) && strcmp(argv[1], "bring-nif") == 0 &&
+        strcmp(argv[2], "--node") == 0 && (argc == 4 || strcmp(argv[4], "--cookie-file") == 0))
+        return bring_nif(argv[3], argc == 6 ? argv[5] : NULL);
+    kp_error("usage: kprof internal extract-agent DIR | "
+             "bring-nif --node NODE [--cookie-file FILE]");
     return KP_EXIT_USAGE;
 }

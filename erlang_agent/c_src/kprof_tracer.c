@@ -9,7 +9,15 @@
  * what the socket does not take waits in a bounded buffer (8 MB), and past
  * that events are dropped and counted (the collector then cuts the traces
  * that lost events). A broken connection stops tracing through this
- * tracer: enabled/3 then says `remove`. */
+ * tracer: enabled/3 then says `remove`.
+ *
+ * Tier tracing (connect/2) adds two things: a call's seq_trace token and
+ * request identity (its pattern's message) go into SEQ_CALL records, and a
+ * breaker: once more than the fill mark waits, or an event is dropped, the
+ * NIF discards every event (enabled/3 says `discard`, so none is even
+ * built) until rearm/0. The node's memory for tier events is then this
+ * buffer's touched part, whatever the event rate; kprof_tiers sees the trip
+ * at its next flush/0 and takes the patterns off. */
 #include <erl_nif.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -37,11 +45,15 @@ static uint64_t mfa_keys[TABLE][3];
 static uint32_t mfa_ids[TABLE];
 static uint32_t n_mfas;
 static uint64_t dropped;
+static int seq_calls;        /* tier tracing: SEQ_CALL and exception records */
+static size_t fill_mark;     /* tier tracing: trip past this much waiting */
+static volatile int tripped; /* read without the lock by enabled/3 */
+static size_t tripped_at;    /* bytes waiting when it tripped */
 
 static ERL_NIF_TERM a_trace, a_discard, a_remove, a_trace_status, a_ok, a_error, a_undefined,
     a_match_spec_result, a_call, a_return_to, a_in, a_out, a_gc_minor_start, a_gc_major_start,
     a_gc_minor_end, a_gc_major_end, a_spawn, a_exit, a_return_from, a_mark_module, a_begin_trace,
-    a_pending;
+    a_pending, a_exception_from, a_tripped, a_too_long;
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
@@ -71,6 +83,9 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     ATOM(a_mark_module, "kprof_rtrace_mark");
     ATOM(a_begin_trace, "begin_trace");
     ATOM(a_pending, "pending");
+    ATOM(a_exception_from, "exception_from");
+    ATOM(a_tripped, "tripped");
+    ATOM(a_too_long, "too_long");
     return mu ? 0 : 1;
 }
 
@@ -228,6 +243,8 @@ static ERL_NIF_TERM enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     (void)argc;
     if (fd < 0) /* read without the lock: a stale answer costs one event */
         return argv[0] == a_trace_status ? a_remove : a_discard;
+    if (tripped) /* tier tracing's breaker: build no more events */
+        return argv[0] == a_trace_status ? a_trace : a_discard;
     return a_trace;
 }
 
@@ -251,7 +268,53 @@ static int kind_of(ERL_NIF_TERM tag)
         return KPT_EXIT;
     if (tag == a_return_from)
         return KPT_RETURN_FROM;
+    if (tag == a_exception_from && seq_calls)
+        return KPT_EXCEPTION_FROM;
     return 0;
+}
+
+static void count_drop(void)
+{
+    pending_drops++;
+    dropped++;
+}
+
+/* A tier call: its pattern's message is the seq_trace Token, or
+ * [Identity, Token] where it opens a request (kprof_tiers' match specs). */
+static void seq_call(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM mfa, ERL_NIF_TERM msg, int64_t ts)
+{
+    ERL_NIF_TERM head, tail, identity = 0, token = msg;
+    const ERL_NIF_TERM *t;
+    int arity;
+    if (enif_get_list_cell(env, msg, &head, &tail) && enif_get_list_cell(env, tail, &token, &tail))
+        identity = head;
+    uint32_t label = KPT_NO_ID, fn = mfa_id(env, mfa);
+    if (enif_get_tuple(env, token, &arity, &t) && arity == 5 && enif_is_pid(env, t[1]))
+        label = pid_id(env, t[1]);
+    ErlNifBinary ext = {0};
+    if (identity && !enif_term_to_binary(env, identity, &ext))
+        identity = 0;
+    if (identity && ext.size > KPT_IDENTITY_TERM_MAX) {
+        enif_release_binary(&ext);
+        if (!enif_term_to_binary(env, a_too_long, &ext))
+            identity = 0;
+    }
+    size_t n = identity ? ext.size : 0;
+    if (fn != KPT_NO_ID && room(KPT_SEQ_CALL_HEAD + n)) {
+        put8(KPT_SEQ_CALL);
+        put32(pid);
+        put32(fn);
+        put64(ts);
+        put32(label);
+        put32((uint32_t)n);
+        if (n)
+            memcpy(buf + len, ext.data, n);
+        len += n;
+    } else {
+        count_drop();
+    }
+    if (identity)
+        enif_release_binary(&ext);
 }
 
 /* trace(Tag, State, Tracee, TraceTerm, Opts) */
@@ -270,12 +333,20 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     if (n_pids > TABLE / 2 || n_mfas > TABLE / 2)
         reset_tables_locked();
     uint32_t pid = pid_id(env, argv[2]);
+    if (pending_drops && room(32)) { /* say what was lost before going on */
+        put8(KPT_DROP);
+        put32(pending_drops);
+        pending_drops = 0;
+    }
     ERL_NIF_TERM msg;
     const ERL_NIF_TERM *t;
     int arity;
     if (pid == KPT_NO_ID) { /* no room to define it: the event is lost */
-        pending_drops++;
-        dropped++;
+        count_drop();
+    } else if (kind == KPT_CALL && seq_calls) {
+        if (!enif_get_map_value(env, argv[4], a_match_spec_result, &msg))
+            msg = a_undefined;
+        seq_call(env, pid, argv[3], msg, ts);
     } else if (kind == KPT_CALL && enif_get_map_value(env, argv[4], a_match_spec_result, &msg) &&
                enif_get_tuple(env, argv[3], &arity, &t) && arity == 3 && t[0] == a_mark_module) {
         /* a begin or end mark: its message, whole */
@@ -298,20 +369,18 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
             arg = pid_id(env, argv[3]);
         else if (kind != KPT_GC_START && kind != KPT_GC_END && kind != KPT_EXIT)
             arg = mfa_id(env, argv[3]);
-        if (pending_drops && room(32)) { /* say what was lost before going on */
-            put8(KPT_DROP);
-            put32(pending_drops);
-            pending_drops = 0;
-        }
         if (room(32)) {
             put8((unsigned)kind);
             put32(pid);
             put32(arg);
             put64(ts);
         } else {
-            pending_drops++;
-            dropped++;
+            count_drop();
         }
+    }
+    if (seq_calls && !tripped && (pending_drops || len - head > fill_mark)) {
+        tripped = 1;
+        tripped_at = len - head;
     }
     if (len - head >= WRITE_AT)
         flush_locked();
@@ -319,12 +388,14 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return a_ok;
 }
 
-/* connect(Port): to the collector on 127.0.0.1. */
+/* connect(Port) for request traces, connect(Port, FillMark) for tier
+ * tracing: to the collector on 127.0.0.1. */
 static ERL_NIF_TERM nif_connect(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    (void)argc;
-    unsigned port;
+    unsigned port, mark = 0;
     if (!enif_get_uint(env, argv[0], &port) || port == 0 || port > 65535)
+        return enif_make_badarg(env);
+    if (argc == 2 && (!enif_get_uint(env, argv[1], &mark) || mark == 0 || mark >= BUF_CAP / 2))
         return enif_make_badarg(env);
     int s = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET,
@@ -344,18 +415,35 @@ static ERL_NIF_TERM nif_connect(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     memset(pid_keys, 0, sizeof pid_keys);
     memset(mfa_keys, 0, sizeof mfa_keys);
     n_pids = n_mfas = 0;
+    seq_calls = argc == 2;
+    fill_mark = mark;
+    tripped = 0;
+    enif_mutex_unlock(mu);
+    return a_ok;
+}
+
+/* rearm(): tier tracing goes on after a trip; what waits stays. */
+static ERL_NIF_TERM nif_rearm(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)env;
+    (void)argc;
+    (void)argv;
+    enif_mutex_lock(mu);
+    tripped = 0;
     enif_mutex_unlock(mu);
     return a_ok;
 }
 
 static ERL_NIF_TERM nif_flush(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    (void)env;
     (void)argc;
     (void)argv;
     enif_mutex_lock(mu);
     flush_locked();
-    ERL_NIF_TERM r = fd < 0 ? a_error : head < len ? a_pending : a_ok;
+    ERL_NIF_TERM r = fd < 0    ? a_error
+                     : tripped ? enif_make_tuple2(env, a_tripped, enif_make_uint64(env, tripped_at))
+                     : head < len ? a_pending
+                                  : a_ok;
     enif_mutex_unlock(mu);
     return r;
 }
@@ -375,8 +463,9 @@ static ERL_NIF_TERM nif_close(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 }
 
 static ErlNifFunc funcs[] = {
-    {"enabled", 3, enabled, 0}, {"trace", 5, trace, 0},     {"connect", 1, nif_connect, 0},
-    {"flush", 0, nif_flush, 0}, {"close", 0, nif_close, 0},
+    {"enabled", 3, enabled, 0},     {"trace", 5, trace, 0},     {"connect", 1, nif_connect, 0},
+    {"connect", 2, nif_connect, 0}, {"rearm", 0, nif_rearm, 0}, {"flush", 0, nif_flush, 0},
+    {"close", 0, nif_close, 0},
 };
 
 ERL_NIF_INIT(kprof_tracer, funcs, load, NULL, NULL, unload)

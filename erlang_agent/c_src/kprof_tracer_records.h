@@ -17,6 +17,15 @@
  *          (the marks of kprof_rtrace_mark:begin_trace/1 and end_trace/1)
  *   RESET  kind: pid and MFA ids start afresh
  *   DROP   kind, count u32: that many events were dropped at this point
+ *   SEQ_CALL  (tier tracing) kind, pid id u32, MFA id u32, ts i64,
+ *          label u32 (the pid id of the seq_trace token's label, KPT_NO_ID
+ *          when the token has no pid label), len u32, then len bytes: the
+ *          request's identity in external term format when the call opens a
+ *          request (its pattern's message was [Identity, Token]; one longer
+ *          than KPT_IDENTITY_TERM_MAX is sent as the atom too_long), none
+ *          (len 0) for a call inside one (the message was the Token)
+ *
+ * Tier tracing also uses EVENT with KPT_RETURN_FROM and KPT_EXCEPTION_FROM.
  *
  * A PID or MFA record comes before the first record that uses its id. */
 #ifndef KPROF_TRACER_RECORDS_H
@@ -31,10 +40,12 @@ enum {
     KPT_GC_END,
     KPT_SPAWN,
     KPT_EXIT,
-    KPT_RETURN_FROM, /* the last event kind */
+    KPT_RETURN_FROM,
+    KPT_EXCEPTION_FROM, /* the last event kind */
     KPT_PID = 100,
     KPT_MFA = 101,
     KPT_MARK = 102,
+    KPT_SEQ_CALL = 103,
     KPT_RESET = 104,
     KPT_DROP = 105
 };
@@ -48,6 +59,8 @@ enum {
     KPT_MFA_MIN = 8,     /* MFA with empty names */
     KPT_MARK_HEAD = 18,  /* MARK up to its term */
     KPT_DROP_SIZE = 5,
+    KPT_SEQ_CALL_HEAD = 25, /* SEQ_CALL up to its identity term */
+    KPT_IDENTITY_TERM_MAX = 4096,
     KPT_PID_TERM_MAX = 1000, /* the NIF sends no longer pid term */
     KPT_MARK_TERM_MAX = 1 << 20
 };

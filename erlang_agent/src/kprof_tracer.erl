@@ -7,6 +7,8 @@
 -module(kprof_tracer).
 
 -export([load/0, load/2, loaded/0, connect/1, flush/0, close/0]).
+%% tier tracing
+-export([connect/2, rearm/0]).
 %% erl_tracer
 -export([enabled/3, trace/5]).
 
@@ -85,10 +87,23 @@ loaded() ->
 -spec connect(inet:port_number()) -> ok | {error, term()}.
 connect(_Port) -> erlang:nif_error(not_loaded).
 
+%% @doc Connects the NIF to the collector on 127.0.0.1:Port for tier
+%% tracing: calls go out as SEQ_CALL records (token label and request
+%% identity), and the NIF trips once more than `FillMark' bytes wait or an
+%% event is dropped: it discards every event from then on, flush/0 says
+%% `{tripped, Bytes}', until rearm/0.
+-spec connect(inet:port_number(), pos_integer()) -> ok | {error, term()}.
+connect(_Port, _FillMark) -> erlang:nif_error(not_loaded).
+
+%% @doc Tier tracing: events are taken again after a trip.
+-spec rearm() -> ok.
+rearm() -> erlang:nif_error(not_loaded).
+
 %% @doc Writes out what the socket takes now, without waiting: `ok' when
 %% nothing is left, `pending' when some is (call again later), `error' when
-%% the connection is gone.
--spec flush() -> ok | pending | error.
+%% the connection is gone, `{tripped, Bytes}' when tier tracing's breaker
+%% tripped with Bytes waiting (see connect/2).
+-spec flush() -> ok | pending | error | {tripped, non_neg_integer()}.
 flush() -> erlang:nif_error(not_loaded).
 
 %% @doc Flushes and closes the connection; tracing through it stops.

@@ -37,6 +37,8 @@ typedef enum {
     KP_TRACE_BEGIN,
     KP_TRACE_END,
     KP_TRACE_RETURN_FROM,
+    KP_TRACE_SEQ_CALL,       /* tier tracing's NIF records; the collector skips them */
+    KP_TRACE_EXCEPTION_FROM, /* as RETURN_FROM, by an exception */
     KP_TRACE_OTHER
 } kp_trace_event_kind;
 
@@ -51,6 +53,13 @@ typedef struct {
     uint64_t max_events, max_duration_ms; /* BEGIN; 0 = the collector's default */
     int64_t ts_ns;                        /* 0 when the event has none (meta events) */
     uint32_t dropped;                     /* KP_TRACE_OTHER from the NIF: events it dropped */
+    /* SEQ_CALL: the seq_trace token's label when a pid, and the identity of
+     * a call that opens a request (external term format, valid during the
+     * callback; NULL for a call inside a request) */
+    int has_label;
+    erlang_pid label;
+    const char *identity;
+    size_t identity_len;
 } kp_trace_event;
 
 /* Decodes one event (term_to_binary bytes from the trace port). Returns 1,

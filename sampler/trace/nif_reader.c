@@ -86,7 +86,8 @@ static const kp_trace_event_kind kinds[] = {[KPT_CALL] = KP_TRACE_CALL,
                                             [KPT_GC_END] = KP_TRACE_GC_END,
                                             [KPT_SPAWN] = KP_TRACE_SPAWN,
                                             [KPT_EXIT] = KP_TRACE_EXIT,
-                                            [KPT_RETURN_FROM] = KP_TRACE_RETURN_FROM};
+                                            [KPT_RETURN_FROM] = KP_TRACE_RETURN_FROM,
+                                            [KPT_EXCEPTION_FROM] = KP_TRACE_EXCEPTION_FROM};
 
 /* Each reader below takes the record at `p` with `n` bytes available and
  * returns its size, 0 when it is not complete yet, or -1 when malformed. */
@@ -177,6 +178,40 @@ static long read_mark(kp_nif_reader *s, const unsigned char *p, size_t n, kp_eve
     return on_event(ctx, &ev) == 0 ? (long)(KPT_MARK_HEAD + len) : -1;
 }
 
+static long read_seq_call(kp_nif_reader *s, const unsigned char *p, size_t n, kp_event_fn on_event,
+                          void *ctx)
+{
+    if (n < KPT_SEQ_CALL_HEAD)
+        return 0;
+    uint32_t pid = u32(p + 1), fn = u32(p + 5), label = u32(p + 17), len = u32(p + 21);
+    if (pid >= KPT_MAX_IDS || fn >= KPT_MAX_IDS || (label >= KPT_MAX_IDS && label != KPT_NO_ID) ||
+        len > KPT_IDENTITY_TERM_MAX + 64)
+        return -1;
+    if (n < KPT_SEQ_CALL_HEAD + (size_t)len)
+        return 0;
+    kp_trace_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = KP_TRACE_SEQ_CALL;
+    ev.pid = s->pids[pid];
+    ev.ts_ns = i64(p + 9);
+    memcpy(ev.module, s->mfas[fn].module, sizeof ev.module);
+    memcpy(ev.function, s->mfas[fn].function, sizeof ev.function);
+    ev.arity = s->mfas[fn].arity;
+    if (label != KPT_NO_ID) {
+        ev.has_label = 1;
+        ev.label = s->pids[label];
+    }
+    if (len) {
+        /* checked whole here: ei's decoders, which the user runs on it, do
+         * not check bounds */
+        ev.identity = (const char *)p + KPT_SEQ_CALL_HEAD;
+        ev.identity_len = len;
+        if (kp_term_check(ev.identity, len) != 0)
+            return -1;
+    }
+    return on_event(ctx, &ev) == 0 ? (long)(KPT_SEQ_CALL_HEAD + len) : -1;
+}
+
 static long read_drop(const unsigned char *p, size_t n, kp_event_fn on_event, void *ctx)
 {
     if (n < KPT_DROP_SIZE)
@@ -191,12 +226,13 @@ static long read_drop(const unsigned char *p, size_t n, kp_event_fn on_event, vo
 static long read_record(kp_nif_reader *s, const unsigned char *p, size_t n, kp_event_fn on_event,
                         void *ctx)
 {
-    if (p[0] >= KPT_CALL && p[0] <= KPT_RETURN_FROM)
+    if (p[0] >= KPT_CALL && p[0] <= KPT_EXCEPTION_FROM)
         return read_event(s, p, n, on_event, ctx);
     switch (p[0]) {
     case KPT_PID: return read_pid(s, p, n);
     case KPT_MFA: return read_mfa(s, p, n);
     case KPT_MARK: return read_mark(s, p, n, on_event, ctx);
+    case KPT_SEQ_CALL: return read_seq_call(s, p, n, on_event, ctx);
     case KPT_RESET: return 1;
     case KPT_DROP: return read_drop(p, n, on_event, ctx);
     default: return -1;

@@ -90,20 +90,15 @@ static int on_nif_event(void *ctx, const kp_trace_event *ev)
  * Failing that, the ip trace port goes on serving: not an error. */
 static void start_nif(run *r)
 {
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof a;
-    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 1) != 0 ||
-        getsockname(l, (struct sockaddr *)&a, &alen) != 0) {
-        if (l >= 0)
-            close(l);
+    unsigned port;
+    int l = kp_loopback_listen(&port);
+    if (l < 0)
         return;
-    }
     ei_x_buff args, reply;
     ei_x_new(&args);
     ei_x_new(&reply);
     ei_x_encode_list_header(&args, 1);
-    ei_x_encode_ulong(&args, ntohs(a.sin_port));
+    ei_x_encode_ulong(&args, port);
     ei_x_encode_empty_list(&args);
     int i = 0;
     char tag[MAXATOMLEN] = "";
@@ -116,12 +111,10 @@ static void start_nif(run *r)
     }
     i = 0;
     if (called && ei_decode_atom(reply.buff, &i, tag) == 0 && strcmp(tag, "ok") == 0) {
-        struct pollfd p = {.fd = l, .events = POLLIN};
-        if (poll(&p, 1, 2000) == 1) { /* the NIF connected before the rpc returned */
-            int fd = accept4(l, NULL, NULL, SOCK_CLOEXEC);
-            if (fd >= 0 && !(r->nif = kp_nif_reader_create(fd)))
-                close(fd);
-        }
+        /* the NIF connected before the rpc returned */
+        int fd = kp_loopback_accept(l, 2000);
+        if (fd >= 0 && !(r->nif = kp_nif_reader_create(fd)))
+            close(fd);
     }
     ei_x_free(&args);
     ei_x_free(&reply);

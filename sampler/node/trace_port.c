@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,4 +117,27 @@ void kp_trace_port_close(kp_trace_port *s)
     kp_free(s->buf);
     memset(s, 0, sizeof *s);
     s->fd = -1;
+}
+
+int kp_loopback_listen(unsigned *port)
+{
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 || listen(l, 1) != 0 ||
+        getsockname(l, (struct sockaddr *)&a, &alen) != 0) {
+        if (l >= 0)
+            close(l);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return l;
+}
+
+int kp_loopback_accept(int listener, int timeout_ms)
+{
+    struct pollfd p = {.fd = listener, .events = POLLIN};
+    if (poll(&p, 1, timeout_ms) != 1)
+        return -1;
+    return accept4(listener, NULL, NULL, SOCK_CLOEXEC);
 }

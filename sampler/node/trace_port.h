@@ -37,4 +37,13 @@ int kp_trace_port_read(kp_trace_port *stream, const kp_trace_port_handler *handl
 
 void kp_trace_port_close(kp_trace_port *stream);
 
+/* The other way round, for the kprof_tracer NIF, which connects to kprof:
+ * a socket listening on 127.0.0.1 at a port the kernel picks (in *port).
+ * Returns its descriptor, or -1. */
+int kp_loopback_listen(unsigned *port);
+
+/* The first connection to `listener` within `timeout_ms`: its descriptor
+ * (close-on-exec), or -1. */
+int kp_loopback_accept(int listener, int timeout_ms);
+
 #endif

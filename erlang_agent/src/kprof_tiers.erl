@@ -40,7 +40,7 @@
 %%% leaves processes another tracer traces alone when it sets flags).
 -module(kprof_tiers).
 
--export([start/2, stop/0, parse_text/1, normalize/1, report/0, open_trace_port/1]).
+-export([start/2, start/3, stop/0, parse_text/1, normalize/1, report/0, open_trace_port/1]).
 %% spawned
 -export([agent_init/3, guard_init/4]).
 
@@ -56,6 +56,12 @@
 -define(FILL_MARK_BYTES, 4 * 1048576).
 -define(SETTINGS, {kprof_tiers, settings}).
 -define(MAX_TIERS, 64).
+-define(NIF_TRACER, {kprof_tracer, kprof_tiers}).
+%% The NIF trips past this much waiting (kprof_tracer:connect/2): with its
+%% id tables (2.5 MB), what a storm can cost the node through it.
+-define(NIF_FILL_MARK, 1048576).
+%% The NIF writes 64 KB at a time; below that rate, this often.
+-define(NIF_FLUSH_MS, 20).
 
 -type tier_option() :: {atom() | string(), mfa()}.
 -type option() :: tier_option()
@@ -87,11 +93,17 @@
                     cooldown := pos_integer(),
                     queue_size := pos_integer(),
                     max_identities := pos_integer(),
-                    trace_port => port()}. % the guard's copy: the port it closes
+                    via => via(),
+                    tracer => tracer()}. % the guard's copy: the tracer it removes
+%% How events leave the node: runtime_tools' ip trace port, or the
+%% kprof_tracer NIF connected to kprof on 127.0.0.1:Port (bounded by
+%% construction; see kprof_tracer:connect/2).
+-type via() :: trace_port | {nif, inet:port_number()}.
+-type tracer() :: port() | {kprof_tracer, kprof_tiers}.
 %% The C side's last report: the text table and the JSON line of counts
 %% since start.
 -type report() :: #{table := binary(), json := binary()}.
--export_type([option/0, config/0, report/0]).
+-export_type([option/0, config/0, report/0, via/0]).
 
 %%% ---------------------------------------------------------------------
 %%% Configuration
@@ -252,26 +264,37 @@ bad(Format, Args) ->
 %%% ---------------------------------------------------------------------
 %%% Start and stop
 
+%% @doc As start/3 through the ip trace port.
+-spec start(pid(), [option()] | {text, binary()} | session) ->
+          {ok, [{atom(), term()}]} | {error, {config, string()} | string() | term()}.
+start(Owner, What) ->
+    start(Owner, What, trace_port).
+
 %% @doc Starts tier tracing for `Owner' (a process of the kprof C node):
 %% checks `Options' (see normalize/1; `session': those given to
 %% kprof:start_trace/1, `{text, Bin}': a tier file's text), opens the trace port and arms the
-%% patterns. Returns the normalized settings the C side needs, including the
-%% TCP `port' to read events from and the node's monotonic `time' (ns).
+%% patterns. Events leave through `Via': `{nif, Port}' asks for the
+%% kprof_tracer NIF (loaded already, or from the kprof application's priv/),
+%% which connects to 127.0.0.1:Port before this returns; when it cannot,
+%% the ip trace port serves and the reply says why (`nif_refused').
+%% Returns the normalized settings the C side needs: `via' (nif or
+%% trace_port), the trace port's TCP `port' (0 with the NIF) and the node's
+%% monotonic `time' (ns).
 %% Errors: `{error, {config, Sentence}}' for bad options or tier file text,
 %% `{error, Sentence}' when the node cannot trace now.
--spec start(pid(), [option()] | {text, binary()} | session) ->
+-spec start(pid(), [option()] | {text, binary()} | session, via()) ->
           {ok, [{atom(), term()}]} | {error, {config, string()} | string() | term()}.
-start(Owner, session) ->
-    start(Owner, kprof_session:options());
-start(Owner, {text, Text}) ->
+start(Owner, session, Via) ->
+    start(Owner, kprof_session:options(), Via);
+start(Owner, {text, Text}, Via) ->
     case parse_text(Text) of
-        {ok, Terms} -> start(Owner, Terms);
+        {ok, Terms} -> start(Owner, Terms, Via);
         {error, Why} -> {error, {config, Why}}
     end;
-start(Owner, Options) when is_pid(Owner), is_list(Options) ->
+start(Owner, Options, Via) when is_pid(Owner), is_list(Options) ->
     case normalize(Options) of
         {error, Why} -> {error, {config, Why}};
-        {ok, Config} -> start_agent(Owner, Config)
+        {ok, Config} -> start_agent(Owner, Config#{via => Via})
     end.
 
 %% @doc Stops tier tracing, if it runs; the guard removes every pattern and
@@ -428,9 +451,20 @@ guard_init(Starter, Agent, OwnerNode, Config) ->
 
 cleanup(Config) ->
     disarm(patterns(Config)),
-    untrace_all(maps:get(trace_port, Config, undefined)),
+    Tracer = maps:get(tracer, Config, undefined),
+    untrace_all(Tracer),
+    close_nif(Tracer),
     _ = persistent_term:erase(?SETTINGS),
     clear_tokens().
+
+%% The NIF's connection is kprof's: closing it ends the C side's stream, as
+%% the trace port's closing does. Request traces may have taken the NIF
+%% since the agent went: theirs stays.
+close_nif(?NIF_TRACER) ->
+    whereis(kprof_rtrace) =:= undefined andalso kprof_tracer:close(),
+    ok;
+close_nif(_) ->
+    ok.
 
 %% kprof's requests leave seq_trace tokens behind however they were marked:
 %% the entry's and the marks' match specs set them, and every message a
@@ -464,16 +498,16 @@ kprof_token(_) -> false.
 -define(FLAGS, [call, arity, monotonic_timestamp]).
 
 %% Clears the flags kprof set: on processes (and new ones) whose tracer is
-%% its trace port. Processes another tracer traces never got them. Once
-%% the port is closed (the agent gone) its processes are no longer traced;
-%% this covers a port that is still open.
-untrace_all(Port) when is_port(Port) ->
-    erlang:trace_info(new, tracer) =:= {tracer, Port}
+%% its trace port or NIF. Processes another tracer traces never got them.
+%% Once the port is closed (the agent gone) its processes are no longer
+%% traced; this covers a port that is still open, and the NIF.
+untrace_all(undefined) ->
+    ok;
+untrace_all(Tracer) ->
+    erlang:trace_info(new, tracer) =:= {tracer, Tracer}
         andalso erlang:trace(new, false, ?FLAGS),
     _ = [catch erlang:trace(P, false, ?FLAGS)
-         || P <- erlang:processes(), erlang:trace_info(P, tracer) =:= {tracer, Port}],
-    ok;
-untrace_all(_) ->
+         || P <- erlang:processes(), erlang:trace_info(P, tracer) =:= {tracer, Tracer}],
     ok.
 
 %%% ---------------------------------------------------------------------
@@ -485,6 +519,7 @@ untrace_all(_) ->
                 fill_base = 0 :: integer(),
                 fill_every = ?FILL_CHECK_MAX_MS :: pos_integer(),
                 paused = false :: boolean(),
+                nif = false :: boolean(), % events go through kprof_tracer
                 rearms = 0 :: non_neg_integer(),
                 report = undefined :: report() | undefined}).
 
@@ -498,37 +533,80 @@ agent_init(Starter, Owner, Config) ->
         error:badarg -> Starter ! {self(), error, "tier tracing already runs on this node"}, ok
     end.
 
-agent_start(Starter, Owner, Config = #{queue_size := QSize}) ->
-    case open_trace_port(QSize) of
-        {ok, Port, TcpPort} ->
+agent_start(Starter, Owner, Config) ->
+    case open_tracer(Config) of
+        {ok, Tracer, ViaReply} ->
             Active = atomics:new(1, []),
             persistent_term:put(?SETTINGS, #{active => Active,
                                              identity_f => maps:get(identity_f, Config),
                                              sample_rate => maps:get(sample_rate, Config)}),
             Guard = spawn(?MODULE, guard_init, [self(), self(), node(Owner),
-                                                Config#{trace_port => Port}]),
+                                                Config#{tracer => Tracer}]),
             receive {Guard, guarding} -> ok after 5000 -> exit(guard_timeout) end,
             Patterns = patterns(Config),
             %% A pattern set on a module that is not loaded matches nothing.
             {module, _} = code:ensure_loaded(kprof_tier_mark),
             %% `all' skips processes another tracer traces
-            erlang:trace(all, true, [{tracer, Port} | ?FLAGS]),
+            erlang:trace(all, true, [tracer_flag(Tracer) | ?FLAGS]),
             arm(Patterns),
             atomics:put(Active, 1, 1),
-            Starter ! {self(), started, reply(Config, TcpPort)},
+            Starter ! {self(), started, ViaReply ++ reply(Config)},
             case whereis(kprof_session) of
                 undefined -> ok;
                 Session -> Session ! {kprof_tiers, started}, ok
             end,
             erlang:send_after(?REARM_MS, self(), rearm),
-            Every = check_interval(),
-            erlang:send_after(Every, self(), fill_check),
-            loop(#state{patterns = Patterns, active = Active, owner = Owner,
-                        fill_base = backlog(), fill_every = Every});
+            S = #state{patterns = Patterns, active = Active, owner = Owner},
+            case Tracer of
+                ?NIF_TRACER ->
+                    %% bounded by construction: the NIF trips itself
+                    erlang:send_after(?NIF_FLUSH_MS, self(), nif_flush),
+                    loop(S#state{nif = true});
+                _ ->
+                    Every = check_interval(),
+                    erlang:send_after(Every, self(), fill_check),
+                    loop(S#state{fill_base = backlog(), fill_every = Every})
+            end;
         {error, Why} ->
             Starter ! {self(), error, Why},
             ok
     end.
+
+%% The tracer events go through, and what the C side must know of it.
+open_tracer(#{via := {nif, TcpPort}, queue_size := QSize}) ->
+    case connect_nif(TcpPort) of
+        ok ->
+            {ok, ?NIF_TRACER, [{via, nif}, {port, 0}]};
+        {error, Why} ->
+            Refused = unicode:characters_to_binary(io_lib:format("~0tp", [Why])),
+            case open_trace_port(QSize) of
+                {ok, Port, TcpPort1} ->
+                    {ok, Port, [{via, trace_port}, {port, TcpPort1}, {nif_refused, Refused}]};
+                Error ->
+                    Error
+            end
+    end;
+open_tracer(#{queue_size := QSize}) ->
+    case open_trace_port(QSize) of
+        {ok, Port, TcpPort} -> {ok, Port, [{via, trace_port}, {port, TcpPort}]};
+        Error -> Error
+    end.
+
+%% The NIF as kprof brought it, or from the kprof application's priv/.
+connect_nif(TcpPort) ->
+    try
+        ok = case kprof_tracer:loaded() of
+                 true -> ok;
+                 false -> kprof_tracer:load()
+             end,
+        ok = kprof_tracer:connect(TcpPort, ?NIF_FILL_MARK)
+    catch
+        error:{badmatch, {error, Why}} -> {error, Why};
+        _:Why -> {error, Why}
+    end.
+
+tracer_flag(?NIF_TRACER) -> {tracer, kprof_tracer, kprof_tiers};
+tracer_flag(Port) -> {tracer, Port}.
 
 %% Trace messages the port has not taken yet wait in the node's system
 %% memory, outside any process, ETS table or binary: a storm of tier events
@@ -572,6 +650,18 @@ fill(S = #state{fill_base = Base, fill_every = Every, owner = Owner}) ->
             {Every, S}
     end.
 
+%% Writes out what the NIF holds; when its breaker tripped, tracing pauses
+%% here and the C side is told, as for the backlog check (fill/1).
+nif_flush(S = #state{owner = Owner}) ->
+    case kprof_tracer:flush() of
+        {tripped, Bytes} when not S#state.paused ->
+            Paused = pause(S),
+            Owner ! {kprof_tiers_backlog, Bytes},
+            Paused;
+        _ ->
+            S
+    end.
+
 %% Tracing stops at once: do_apply/set_token see it off, the patterns go.
 pause(S = #state{patterns = Patterns, active = Active}) ->
     atomics:put(Active, 1, 0),
@@ -596,8 +686,8 @@ open_trace_port(QSize) ->
                 "installed on the node?", [Why]))}
     end.
 
-reply(Config, TcpPort) ->
-    [{port, TcpPort}, {time, erlang:monotonic_time(nanosecond)},
+reply(Config) ->
+    [{time, erlang:monotonic_time(nanosecond)},
      {tiers, [{Name, M, F, A} || {Name, {M, F, A}} <- maps:get(tiers, Config)]},
      {entry, maps:get(entry, Config)}
      | [{K, maps:get(K, Config)} || K <- [identity_arg, print_calls, slow_threshold,
@@ -611,6 +701,11 @@ loop(S = #state{patterns = Patterns, active = Active}) ->
             loop(S);
         pause when not S#state.paused ->
             loop(pause(S));
+        resume when S#state.paused, S#state.nif ->
+            kprof_tracer:rearm(),
+            arm(Patterns),
+            atomics:put(Active, 1, 1),
+            loop(S#state{paused = false});
         resume when S#state.paused ->
             Base = backlog(),
             arm(Patterns),
@@ -618,6 +713,9 @@ loop(S = #state{patterns = Patterns, active = Active}) ->
             loop(S#state{paused = false, fill_base = Base});
         fill_check ->
             loop(check_fill(S));
+        nif_flush ->
+            erlang:send_after(?NIF_FLUSH_MS, self(), nif_flush),
+            loop(nif_flush(S));
         rearm ->
             erlang:send_after(?REARM_MS, self(), rearm),
             case S#state.paused of

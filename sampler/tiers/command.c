@@ -43,6 +43,9 @@ static const char tiers_usage[] =
     "      --max-lag T          pause tracing when events are older than T [1s]\n"
     "      --cooldown T         how long a pause lasts [5s]\n"
     "      --queue-size N       events the node's trace port holds [50000]\n"
+    "      --trace-port         send events through runtime_tools' ip trace port,\n"
+    "                           as when kprof is not on the node's host [on its\n"
+    "                           host: kprof's tracer NIF, whose memory is bounded]\n"
     "      --cookie-file FILE   cookie [$KPROF_COOKIE, else ~/.erlang.cookie]\n"
     "      --connect-timeout T  [5s]\n"
     "      --session            take the options from kprof:start_trace/1 in the\n"
@@ -77,11 +80,12 @@ enum {
     OPT_LAG,
     OPT_COOLDOWN,
     OPT_QUEUE,
-    OPT_SESSION
+    OPT_SESSION,
+    OPT_TRACE_PORT
 };
 
 /* Which node, how to reach it and what to trace there: --node, --tiers,
- * --session, --cookie-file, --connect-timeout. Returns -1 for another
+ * --session, --trace-port, --cookie-file, --connect-timeout. Returns -1 for another
  * option, else KP_EXIT_OK or KP_EXIT_USAGE for a bad value (reported). */
 static int parse_target(int opt, const char *arg, kp_tiers_options *o)
 {
@@ -89,6 +93,7 @@ static int parse_target(int opt, const char *arg, kp_tiers_options *o)
     case 'n': o->node = arg; return KP_EXIT_OK;
     case OPT_TIERS: o->tiers_file = arg; return KP_EXIT_OK;
     case OPT_SESSION: o->session = 1; return KP_EXIT_OK;
+    case OPT_TRACE_PORT: o->trace_port = 1; return KP_EXIT_OK;
     case OPT_COOKIE: o->cookie_file = arg; return KP_EXIT_OK;
     case OPT_CONNECT: return kp_parse_connect_timeout(arg, &o->connect_timeout_ms);
     default: return -1;
@@ -173,6 +178,7 @@ int kp_cmd_tiers(int argc, char **argv)
         {"cookie-file", required_argument, NULL, OPT_COOKIE},
         {"connect-timeout", required_argument, NULL, OPT_CONNECT},
         {"session", no_argument, NULL, OPT_SESSION},
+        {"trace-port", no_argument, NULL, OPT_TRACE_PORT},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};

@@ -166,3 +166,32 @@ int kp_tier_decode(kp_tier_decoder *d, const char *buf, size_t len, kp_tier_even
     ev->ts_ns = ts;
     return 1;
 }
+
+int kp_tier_from_nif(kp_tier_decoder *d, const kp_trace_event *nif, kp_tier_event *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    switch (nif->kind) {
+    case KP_TRACE_SEQ_CALL: ev->kind = KP_TEV_CALL; break;
+    case KP_TRACE_RETURN_FROM: ev->kind = KP_TEV_RETURN; break;
+    case KP_TRACE_EXCEPTION_FROM: ev->kind = KP_TEV_EXCEPTION; break;
+    default: return 0;
+    }
+    int fn = lookup(d, nif->module, nif->function, nif->arity);
+    if (fn < 0)
+        return 0;
+    if (nif->has_label) {
+        ev->has_label = 1;
+        ev->label = pack(&nif->label);
+    }
+    if (nif->identity) { /* checked whole by the reader */
+        int i = 0, version;
+        if (ei_decode_version(nif->identity, &i, &version) == 0)
+            ev->identity_len = kp_tier_identity_text(nif->identity, &i, d->identity,
+                                                     sizeof d->identity, d->mfas[fn].first_word);
+        ev->identity = d->identity;
+    }
+    ev->pid = pack(&nif->pid);
+    ev->fn = (size_t)fn;
+    ev->ts_ns = nif->ts_ns;
+    return 1;
+}

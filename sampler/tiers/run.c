@@ -17,12 +17,16 @@
 #include "kp/alloc.h"
 #include "node/agent.h"
 #include "node/connection.h"
+#include "node/nif.h"
 #include "node/trace_port.h"
 #include "tiers/events.h"
 #include "tiers/match.h"
 #include "tiers/setup.h"
+#include "trace/nif_reader.h"
 
 #define MAX_TIER_FILE (1u << 20)
+#define QUIET_NS (50 * 1000000LL)     /* no event for this long: the stream is quiet */
+#define NIF_FLUSH_NS (20 * 1000000LL) /* the NIF holds events at most this long */
 
 typedef struct {
     const kp_tiers_options *o;
@@ -31,7 +35,8 @@ typedef struct {
     kp_tier_stats *stats;
     kp_tier_match *match;
     kp_tier_decoder dec;
-    kp_trace_port stream;
+    kp_trace_port stream;   /* the ip trace port's events, or */
+    kp_nif_reader *nif;     /* the kprof_tracer NIF's */
     int jsonl_fd, calls_fd; /* -1 when not written */
     char jsonl_path[4200], calls_path[4200], table_path[4200];
     /* clock: node monotonic time = local monotonic - offset (an upper bound
@@ -41,6 +46,10 @@ typedef struct {
     int paused;
     int64_t paused_at, resume_at;
     int64_t fresh_from; /* node time of the last resume: older events belong to the pause */
+    /* node time of the last pause: events before it still count; the
+     * requests open once the stream has passed it are cut then */
+    int64_t pause_from;
+    int cut_pending;
     uint64_t dropped, pauses, paused_ns, rearms;
     uint64_t interval_ms, max_lag_ns, cooldown_ns;
     int lost; /* the node connection is gone */
@@ -116,6 +125,8 @@ static void iso_now(char *out, size_t cap)
     snprintf(out + n, cap - n, ".%03ldZ", ts.tv_nsec / 1000000);
 }
 
+static void cut_open_requests(tiers_run *s);
+
 /* One report: the interval's JSON line, the live table, the node's copy.
  * The since-start line and table are made once: the node gets them every
  * time, the final report also writes and prints them. */
@@ -123,6 +134,8 @@ static void report(tiers_run *s, uint64_t interval_ms, int final)
 {
     char when[64];
     kp_buf json = {0}, table = {0}, since = {0}, total = {0};
+    if (final)
+        cut_open_requests(s);
     kp_tier_match_flush(s->match, final);
     set_counters(s, kp_now_ns());
     iso_now(when, sizeof when);
@@ -170,15 +183,27 @@ static void pause_tracing(tiers_run *s, const char *why)
     s->paused_at = now;
     s->resume_at = now + (int64_t)s->cooldown_ns;
     s->pauses++;
+    s->pause_from = now - s->offset;
+    s->cut_pending = 1;
     kp_tiers_send_atom(&s->node, "pause");
-    kp_tier_match_cut(s->match);
     kp_warn("tracing paused for %llu ms: %s", (unsigned long long)(s->cooldown_ns / 1000000), why);
+}
+
+/* The events of before the pause are in (the stream passed its time, or
+ * went quiet): the requests still open lost their ends to the pause. */
+static void cut_open_requests(tiers_run *s)
+{
+    if (!s->cut_pending)
+        return;
+    s->cut_pending = 0;
+    kp_tier_match_cut(s->match);
 }
 
 static void maybe_resume(tiers_run *s, int64_t now)
 {
     if (!s->paused || now < s->resume_at)
         return;
+    cut_open_requests(s);
     s->paused = 0;
     s->paused_ns += (uint64_t)(now - s->paused_at);
     s->fresh_from = now - s->offset;
@@ -193,22 +218,46 @@ typedef struct {
     int64_t oldest; /* time of the first event read in this round, or 0 */
 } read_round;
 
+static void take(read_round *r, const kp_tier_event *ev)
+{
+    tiers_run *s = r->s;
+    /* what happened before the pause was traced whole: a request that
+     * ended before it is counted, not cut */
+    if (s->cut_pending && ev->ts_ns < s->pause_from) {
+        kp_tier_match_event(s->match, ev);
+        return;
+    }
+    cut_open_requests(s);
+    /* events from before the last resume piled up before the pause: their
+     * requests were cut, and their age must not trip the breaker again */
+    if (ev->ts_ns >= s->fresh_from) {
+        if (!r->oldest)
+            r->oldest = ev->ts_ns;
+        if (!s->paused)
+            kp_tier_match_event(s->match, ev);
+    }
+}
+
 static int on_event(void *ctx, const char *term, size_t len)
 {
     read_round *r = ctx;
-    tiers_run *s = r->s;
     kp_tier_event ev;
-    int rc = kp_tier_decode(&s->dec, term, len, &ev);
-    if (rc < 0)
-        return -1;
-    /* events from before the last resume piled up before the pause: their
-     * requests were cut, and their age must not trip the breaker again */
-    if (rc == 1 && ev.ts_ns >= s->fresh_from) {
-        if (!r->oldest)
-            r->oldest = ev.ts_ns;
-        if (!s->paused)
-            kp_tier_match_event(s->match, &ev);
-    }
+    int rc = kp_tier_decode(&r->s->dec, term, len, &ev);
+    if (rc == 1)
+        take(r, &ev);
+    return rc < 0 ? -1 : 0;
+}
+
+static void on_drop(void *ctx, uint32_t count);
+
+static int on_nif_event(void *ctx, const kp_trace_event *nif)
+{
+    read_round *r = ctx;
+    kp_tier_event ev;
+    if (nif->kind == KP_TRACE_OTHER && nif->dropped)
+        on_drop(ctx, nif->dropped); /* the NIF's buffer was full */
+    else if (kp_tier_from_nif(&r->s->dec, nif, &ev) == 1)
+        take(r, &ev);
     return 0;
 }
 
@@ -217,7 +266,8 @@ static void on_drop(void *ctx, uint32_t count)
     read_round *r = ctx;
     char why[96];
     r->s->dropped += count;
-    snprintf(why, sizeof why, "the node's trace port dropped %u events", count);
+    snprintf(why, sizeof why, "the node's %s dropped %u events",
+             r->s->nif ? "tracer NIF" : "trace port", count);
     pause_tracing(r->s, why);
 }
 
@@ -226,7 +276,8 @@ static int read_stream(tiers_run *s)
 {
     read_round r = {.s = s};
     kp_trace_port_handler h = {.ctx = &r, .on_event = on_event, .on_drop = on_drop};
-    int rc = kp_trace_port_read(&s->stream, &h);
+    int rc =
+        s->nif ? kp_nif_reader_read(s->nif, on_nif_event, &r) : kp_trace_port_read(&s->stream, &h);
     /* the age of the oldest event read now: events that waited longer than
      * max_lag to be read mean the collector lags, even if it has caught up
      * within this call; a quiet stream (nothing read) is not a late one */
@@ -244,8 +295,9 @@ static int read_stream(tiers_run *s)
 }
 
 /* {kprof_tiers_backlog, Bytes}: the node's own breaker tripped (its trace
- * backlog grew Bytes past its mark) and its patterns are off: count the
- * pause and resume after the cool-down, as for a trip here. */
+ * backlog grew Bytes past its mark, or Bytes waited in the tracer NIF when
+ * it passed its fill mark) and its patterns are off: count the pause and
+ * resume after the cool-down, as for a trip here. */
 static int node_tripped(tiers_run *s, const char *buf, int i)
 {
     char tag[MAXATOMLEN], why[128];
@@ -255,7 +307,7 @@ static int node_tripped(tiers_run *s, const char *buf, int i)
         ei_decode_atom(buf, &i, tag) != 0 || strcmp(tag, "kprof_tiers_backlog") != 0 ||
         ei_decode_longlong(buf, &i, &bytes) != 0)
         return 0;
-    snprintf(why, sizeof why, "the node's trace backlog grew by %.1f MB",
+    snprintf(why, sizeof why, "the node's trace backlog passed its mark (%.1f MB)",
              (double)bytes / (1024.0 * 1024.0));
     pause_tracing(s, why);
     return 1;
@@ -330,6 +382,31 @@ static int open_outputs(tiers_run *s, char *err, size_t err_len)
 
 /* ------------------------------------------------------------------ */
 
+/* kprof's tracer NIF, bounded by construction, serves where it can: kprof
+ * brings it into a node on its host (a session's kprof application has it).
+ * Returns the socket it is to connect to (its port in *port), or -1 for the
+ * trace port. */
+static int open_nif_listener(tiers_run *s, unsigned *port)
+{
+    char why[512];
+    if (s->o->trace_port)
+        return -1;
+    if (!s->o->session && kp_nif_bring(&s->node, why, sizeof why) != 0) {
+        if (!s->o->quiet)
+            fprintf(stderr, "kprof: tier events go through the node's trace port: %s\n", why);
+        return -1;
+    }
+    return kp_loopback_listen(port);
+}
+
+/* The NIF connected before kprof_tiers:start returned. */
+static void accept_nif(tiers_run *s, int listener)
+{
+    int fd = listener >= 0 ? kp_loopback_accept(listener, 2000) : -1;
+    if (fd >= 0 && !(s->nif = kp_nif_reader_create(fd)))
+        close(fd);
+}
+
 static int setup(tiers_run *s, char *err, size_t err_len)
 {
     const kp_tiers_options *o = s->o;
@@ -354,8 +431,24 @@ static int setup(tiers_run *s, char *err, size_t err_len)
         return KP_EXIT_NODE;
     }
     char why[2048];
-    int rc = kp_tiers_start(&s->node, text, text_len, o->queue_size, &s->cfg, why, sizeof why);
+    unsigned nif_port = 0;
+    int listener = open_nif_listener(s, &nif_port);
+    int rc =
+        kp_tiers_start(&s->node, text, text_len, o->queue_size, nif_port, &s->cfg, why, sizeof why);
     kp_free(text);
+    if (rc == KP_TIERS_START_OK && s->cfg.via_nif)
+        accept_nif(s, listener);
+    else if (rc == KP_TIERS_START_OK && s->cfg.nif_refused[0] && !o->quiet)
+        fprintf(stderr,
+                "kprof: tier events go through the node's trace port (the tracer NIF: %s)\n",
+                s->cfg.nif_refused);
+    if (listener >= 0)
+        close(listener);
+    if (rc == KP_TIERS_START_OK && s->cfg.via_nif && !s->nif) {
+        snprintf(err, err_len, "%s: its tracer NIF did not connect to kprof; try --trace-port",
+                 target);
+        return KP_EXIT_NODE;
+    }
     if (rc == KP_TIERS_START_BAD_CONFIG) {
         snprintf(err, err_len, "%s: %s", o->session ? "kprof:start_trace/1" : o->tiers_file, why);
         return KP_EXIT_DATA;
@@ -386,6 +479,8 @@ static int setup(tiers_run *s, char *err, size_t err_len)
     kp_tier_match_trees(s->match, s->cfg.print_calls, s->cfg.slow_us, on_tree, s);
     if (open_outputs(s, err, err_len) != 0)
         return KP_EXIT_FAILURE;
+    if (s->nif)
+        return KP_EXIT_OK;
     return kp_trace_port_connect(&s->stream, target, s->cfg.port, err, err_len) != 0 ? KP_EXIT_NODE
                                                                                      : KP_EXIT_OK;
 }
@@ -395,6 +490,7 @@ static void teardown(tiers_run *s)
     if (s->node.fd >= 0 && !s->lost)
         kp_tiers_send_atom(&s->node, "stop");
     kp_trace_port_close(&s->stream);
+    kp_nif_reader_free(s->nif);
     if (s->jsonl_fd >= 0)
         close(s->jsonl_fd);
     if (s->calls_fd >= 0)
@@ -425,7 +521,7 @@ int kp_tiers_run(const kp_tiers_options *o)
                 o->duration_us ? "" : "; Ctrl-C to stop");
     int64_t start = kp_now_ns(), next_report = start + (int64_t)s.interval_ms * 1000000;
     int64_t deadline = o->duration_us ? start + (int64_t)o->duration_us * 1000 : INT64_MAX;
-    int64_t last_report = start;
+    int64_t last_report = start, last_data = start;
     const char *ended = NULL;
     while (!kp_stop_requested() && !ended) {
         int64_t now = kp_now_ns();
@@ -444,20 +540,30 @@ int kp_tiers_run(const kp_tiers_options *o)
         int timeout = (int)((wake - now) / 1000000) + 1;
         if (timeout > 100)
             timeout = 100;
-        struct pollfd fds[2] = {{.fd = s.stream.fd, .events = POLLIN},
+        int events_fd = s.nif ? kp_nif_reader_fd(s.nif) : s.stream.fd;
+        struct pollfd fds[2] = {{.fd = events_fd, .events = POLLIN},
                                 {.fd = s.node.fd, .events = POLLIN}};
-        if (poll(fds, 2, timeout) < 0 && errno != EINTR)
+        int ready = poll(fds, 2, timeout);
+        if (ready < 0 && errno == EINTR)
+            continue; /* a signal, e.g. SIGCONT: not a quiet stream */
+        if (ready < 0)
             break;
         if (fds[1].revents)
             read_node(&s);
-        if (s.lost)
+        if (s.lost) {
             ended = "lost";
-        else if (!fds[0].revents) {
-            /* nothing to read: every event up to now is in, so the requests
+        } else if (!fds[0].revents) {
+            /* nothing to read for QUIET_NS: every event up to then is in
+             * (the NIF writes what it holds every 20 ms), so the requests
              * that closed before the node went quiet need no newer event */
-            kp_tier_match_quiet(s.match, kp_now_ns() - s.offset);
-            kp_tier_match_flush(s.match, 0);
+            int64_t now_ns = kp_now_ns();
+            if (now_ns - last_data >= QUIET_NS) {
+                cut_open_requests(&s);
+                kp_tier_match_quiet(s.match, now_ns - s.offset - NIF_FLUSH_NS);
+                kp_tier_match_flush(s.match, 0);
+            }
         } else {
+            last_data = kp_now_ns();
             int rc = read_stream(&s);
             if (rc == 0)
                 ended = "stopped";

@@ -1,7 +1,9 @@
 /* `kprof tiers`: tier tracing of a live node, aggregated outside it.
  *
  * kprof loads its agent, has kprof_tiers arm the trace patterns of the tier
- * file, reads the node's ip trace port over TCP, matches calls with returns
+ * file, reads the events (from its tracer NIF, which it brings into the
+ * node when on the node's host, else from the node's ip trace port) over
+ * TCP, matches calls with returns
  * (tier_match.h), and every report interval prints a table and appends a
  * JSON line; at the end it prints and writes the totals. Overload (events
  * older than max_lag, or events the port dropped) pauses tracing for a
@@ -25,6 +27,7 @@ typedef struct {
     /* overrides of the tier file; 0 keeps the file's value */
     uint64_t report_interval_us, max_lag_us, cooldown_us, slow_us;
     unsigned queue_size;
+    int trace_port;    /* the ip trace port even where the NIF could serve */
     int print_calls;   /* 1 forces on, 0 keeps the file's */
     kp_tier_stat stat; /* what the live table shows */
     int quiet;         /* no live tables */

@@ -101,6 +101,15 @@ static int decode_setting(const char *buf, int *i, const char *key, kp_tiers_con
         c->print_calls = b;
         return 0;
     }
+    if (strcmp(key, "via") == 0) {
+        char via[MAXATOMLEN];
+        if (ei_decode_atom(buf, i, via) != 0)
+            return -1;
+        c->via_nif = strcmp(via, "nif") == 0;
+        return 0;
+    }
+    if (strcmp(key, "nif_refused") == 0)
+        return kp_term_decode_text(buf, i, c->nif_refused, sizeof c->nif_refused);
     if (strcmp(key, "stats_file") == 0)
         return kp_term_decode_text(buf, i, c->stats_file, sizeof c->stats_file);
     struct {
@@ -134,13 +143,13 @@ static int decode_settings(const char *buf, int *i, kp_tiers_config *c)
 }
 
 int kp_tiers_start(kp_node *node, const char *text, size_t len, unsigned queue_size,
-                   kp_tiers_config *c, char *err, size_t err_len)
+                   unsigned nif_port, kp_tiers_config *c, char *err, size_t err_len)
 {
     memset(c, 0, sizeof *c);
     ei_x_buff args, reply;
     ei_x_new(&args);
     ei_x_new(&reply);
-    ei_x_encode_list_header(&args, 2);
+    ei_x_encode_list_header(&args, 3);
     ei_x_encode_pid(&args, &node->self);
     if (!text) {
         ei_x_encode_atom(&args, "session");
@@ -164,6 +173,13 @@ int kp_tiers_start(kp_node *node, const char *text, size_t len, unsigned queue_s
         } else {
             ei_x_encode_binary(&args, text, (long)len);
         }
+    }
+    if (nif_port) {
+        ei_x_encode_tuple_header(&args, 2);
+        ei_x_encode_atom(&args, "nif");
+        ei_x_encode_ulong(&args, nif_port);
+    } else {
+        ei_x_encode_atom(&args, "trace_port");
     }
     ei_x_encode_empty_list(&args);
     int rc = KP_TIERS_START_OK;

@@ -12,8 +12,10 @@
 #define KP_TIERS_MAX_FNS 72 /* 64 tiers, the entry, three marks */
 
 typedef struct {
-    unsigned port;        /* the ip trace port's TCP port */
-    int64_t node_time_ns; /* the node's monotonic time at start */
+    unsigned port;         /* the ip trace port's TCP port; 0 with the NIF */
+    int via_nif;           /* events come from the kprof_tracer NIF */
+    char nif_refused[512]; /* why not, when the NIF was asked for */
+    int64_t node_time_ns;  /* the node's monotonic time at start */
     size_t n_tiers;
     char *tier_names[64];
     kp_tier_mfa mfas[KP_TIERS_MAX_FNS];
@@ -32,14 +34,17 @@ enum {
     KP_TIERS_START_BAD_CONFIG = -3
 };
 
-/* Calls kprof_tiers:start(Self, {text, Text}) on the node (the agent's code
- * must be loaded), or kprof_tiers:start(Self, session) when `text` is NULL,
- * and decodes the settings it returns. Returns
+/* Calls kprof_tiers:start(Self, {text, Text}, Via) on the node (the agent's
+ * code must be loaded), or kprof_tiers:start(Self, session, Via) when `text`
+ * is NULL, and decodes the settings it returns. Via is {nif, nif_port} when
+ * `nif_port` is not 0 (kprof listens there on 127.0.0.1 for the
+ * kprof_tracer NIF, which connects before the call returns; the settings
+ * say whether it did), else trace_port. Returns
  * KP_TIERS_START_OK; LOST when the connection failed; BAD_CONFIG when the
  * node found the tier file wrong (the reason in `err`); REFUSED for any other
  * refusal (another tracer, tracing already running; reason in `err`). */
 int kp_tiers_start(kp_node *node, const char *text, size_t len, unsigned queue_size,
-                   kp_tiers_config *config, char *err, size_t err_len);
+                   unsigned nif_port, kp_tiers_config *config, char *err, size_t err_len);
 
 /* Frees the tier names. */
 void kp_tiers_config_free(kp_tiers_config *config);

@@ -24,16 +24,19 @@ loop(0, A) -> A;
 loop(N, A) -> loop(N - 1, ?MODULE:hot(A)).
 
 %% @doc The storm: `Procs' processes each make `Reqs' requests (identity
-%% storm) of `N' calls in a row. Returns "PeakGrowthMB,Ms,SettleMs": the
-%% node's memory (erlang:memory(total), every 5 ms) at most above its level
-%% before, how long the storm took, and how long after it the memory was
-%% back within 1 MB of that level (at most 30 s).
+%% storm) of `N' calls in a row. Returns "PeakGrowthMB,Ms,SettleMs,RssMB":
+%% the node's memory (erlang:memory(total), every 5 ms) at most above its
+%% level before, how long the storm took, how long after it the memory was
+%% back within 1 MB of that level (at most 30 s), and the peak of the OS
+%% process's resident memory above its level before (which also sees what
+%% erlang:memory does not: a NIF's own buffers).
 -spec storm(pos_integer(), pos_integer(), pos_integer()) -> string().
 storm(Procs, Reqs, N) ->
     erlang:garbage_collect(),
     Before = erlang:memory(total),
+    RssBefore = rss(),
     Self = self(),
-    Watcher = spawn(fun() -> watch(Self, 0) end),
+    Watcher = spawn(fun() -> watch(Self, 0, RssBefore) end),
     T0 = erlang:monotonic_time(millisecond),
     Ps = [spawn(fun() ->
                         [kprof:do_apply(?MODULE, hot_request, [N], storm)
@@ -44,8 +47,9 @@ storm(Procs, Reqs, N) ->
     T1 = erlang:monotonic_time(millisecond),
     Settle = settle(Before, T1, T1 + 30000),
     Watcher ! stop,
-    Max = receive {max, M} -> M end,
-    lists:flatten(io_lib:format("~.1f,~p,~p", [max(0, Max - Before) / 1048576, T1 - T0, Settle])).
+    {Max, RssMax} = receive {max, M, R} -> {M, R} end,
+    lists:flatten(io_lib:format("~.1f,~p,~p,~.1f", [max(0, Max - Before) / 1048576, T1 - T0,
+                                                    Settle, max(0, RssMax - RssBefore) / 1048576])).
 
 settle(Before, T1, Deadline) ->
     Now = erlang:monotonic_time(millisecond),
@@ -54,10 +58,17 @@ settle(Before, T1, Deadline) ->
         false -> timer:sleep(5), settle(Before, T1, Deadline)
     end.
 
-watch(Parent, Max) ->
-    receive stop -> Parent ! {max, Max}
-    after 5 -> watch(Parent, max(Max, erlang:memory(total)))
+watch(Parent, Max, Rss) ->
+    receive stop -> Parent ! {max, Max, Rss}
+    after 5 -> watch(Parent, max(Max, erlang:memory(total)), max(Rss, rss()))
     end.
+
+%% The node's resident memory, bytes (VmRSS).
+rss() ->
+    {ok, Status} = file:read_file("/proc/self/status"),
+    [Kb] = [binary_to_integer(hd(binary:split(string:trim(V), <<" ">>)))
+            || <<"VmRSS:", V/binary>> <- binary:split(Status, <<"\n">>, [global])],
+    Kb * 1024.
 
 %% @doc `Reqs' calm requests (identity calm), 1 ms apart.
 -spec calm(pos_integer()) -> ok.

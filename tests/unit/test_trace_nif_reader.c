@@ -2,7 +2,9 @@
  * fed records built with the layout both sides share
  * (erlang_agent/c_src/kprof_tracer_records.h): events name their process
  * and function, a record split anywhere decodes whole, drops and marks come
- * through, and malformed records are refused. */
+ * through, and malformed records are refused. Tier tracing's SEQ_CALL
+ * records carry the request's label and identity term; EXCEPTION_FROM
+ * events come through like RETURN_FROM. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -40,11 +42,11 @@ static void put64(rec *r, int64_t v)
     put(r, &v, 8);
 }
 
-static void pid_record(rec *r, uint32_t id, unsigned num)
+static void pid_record_serial(rec *r, uint32_t id, unsigned num, unsigned serial)
 {
     ei_x_buff x;
     ei_x_new_with_version(&x);
-    erlang_pid p = {.num = num, .serial = 0, .creation = 1};
+    erlang_pid p = {.num = num, .serial = serial, .creation = 1};
     strcpy(p.node, "n@h");
     ei_x_encode_pid(&x, &p);
     put8(r, KPT_PID);
@@ -52,6 +54,11 @@ static void pid_record(rec *r, uint32_t id, unsigned num)
     put16(r, (uint16_t)x.index);
     put(r, x.buff, (size_t)x.index);
     ei_x_free(&x);
+}
+
+static void pid_record(rec *r, uint32_t id, unsigned num)
+{
+    pid_record_serial(r, id, num, 0);
 }
 
 static void mfa_record(rec *r, uint32_t id, const char *m, const char *f, unsigned arity)
@@ -93,16 +100,42 @@ static void mark_record(rec *r, unsigned which, uint32_t pid, const char *id)
     ei_x_free(&x);
 }
 
+/* The head of a SEQ_CALL whose identity claims `len` bytes. */
+static void seq_call_head(rec *r, uint32_t pid, uint32_t fn, int64_t ts, uint32_t label,
+                          uint32_t len)
+{
+    put8(r, KPT_SEQ_CALL);
+    put32(r, pid);
+    put32(r, fn);
+    put64(r, ts);
+    put32(r, label);
+    put32(r, len);
+}
+
+static void seq_call_record(rec *r, uint32_t pid, uint32_t fn, int64_t ts, uint32_t label,
+                            const void *identity, uint32_t len)
+{
+    seq_call_head(r, pid, fn, ts, label, len);
+    if (len)
+        put(r, identity, len);
+}
+
 typedef struct {
     kp_trace_event ev[16];
+    /* the identity bytes as they were during the callback (the event's
+     * pointer is only valid then) */
+    char identity[16][128];
     int n;
 } got;
 
 static int collect(void *ctx, const kp_trace_event *ev)
 {
     got *g = ctx;
-    if (g->n < 16)
+    if (g->n < 16) {
         g->ev[g->n] = *ev;
+        if (ev->identity && ev->identity_len <= sizeof g->identity[0])
+            memcpy(g->identity[g->n], ev->identity, ev->identity_len);
+    }
     g->n++;
     return 0;
 }
@@ -191,12 +224,150 @@ static void refuses_malformed(void **state)
     }
 }
 
+/* A request as tier tracing streams it: the entry call opens it (its label,
+ * the request's pid, and its identity term), a call inside it has only the
+ * label, then a return and an exception. */
+typedef struct {
+    ei_x_buff identity; /* <<"GET k1">> */
+    rec r;
+} tier_stream;
+
+static void a_tier_stream(tier_stream *t)
+{
+    ei_x_new_with_version(&t->identity);
+    ei_x_encode_binary(&t->identity, "GET k1", 6);
+    t->r.n = 0;
+    rec *r = &t->r;
+    pid_record_serial(r, 0, 42, 0);
+    pid_record_serial(r, 1, 77, 5); /* the label: kprof's request pid */
+    mfa_record(r, 0, "kv", "request", 1);
+    mfa_record(r, 1, "db", "get", 1);
+    seq_call_record(r, 0, 0, 1000, 1, t->identity.buff, (uint32_t)t->identity.index);
+    seq_call_record(r, 0, 1, 1100, KPT_NO_ID, NULL, 0);
+    event_record(r, KPT_RETURN_FROM, 0, 1, 1200);
+    event_record(r, KPT_EXCEPTION_FROM, 0, 0, 1300);
+}
+
+static void check_tier_stream(const got *g, const tier_stream *t)
+{
+    assert_int_equal(g->n, 4);
+    const kp_trace_event *open = &g->ev[0], *inner = &g->ev[1], *ret = &g->ev[2], *exc = &g->ev[3];
+    assert_int_equal(open->kind, KP_TRACE_SEQ_CALL);
+    assert_int_equal(open->pid.num, 42);
+    assert_string_equal(open->module, "kv");
+    assert_string_equal(open->function, "request");
+    assert_int_equal(open->arity, 1);
+    assert_int_equal((int)open->ts_ns, 1000);
+    assert_int_equal(open->has_label, 1);
+    assert_int_equal(open->label.num, 77);
+    assert_int_equal(open->label.serial, 5);
+    assert_int_equal((int)open->identity_len, t->identity.index);
+    assert_memory_equal(g->identity[0], t->identity.buff, (size_t)t->identity.index);
+
+    assert_int_equal(inner->kind, KP_TRACE_SEQ_CALL);
+    assert_int_equal(inner->pid.num, 42);
+    assert_string_equal(inner->module, "db");
+    assert_string_equal(inner->function, "get");
+    assert_int_equal(inner->arity, 1);
+    assert_int_equal((int)inner->ts_ns, 1100);
+    assert_int_equal(inner->has_label, 0); /* KPT_NO_ID: no pid label */
+    assert_null(inner->identity);
+    assert_int_equal((int)inner->identity_len, 0);
+
+    assert_int_equal(ret->kind, KP_TRACE_RETURN_FROM);
+    assert_int_equal(ret->pid.num, 42);
+    assert_string_equal(ret->module, "db");
+    assert_string_equal(ret->function, "get");
+    assert_int_equal(ret->arity, 1);
+    assert_int_equal((int)ret->ts_ns, 1200);
+
+    assert_int_equal(exc->kind, KP_TRACE_EXCEPTION_FROM);
+    assert_int_equal(exc->pid.num, 42);
+    assert_string_equal(exc->module, "kv");
+    assert_string_equal(exc->function, "request");
+    assert_int_equal(exc->arity, 1);
+    assert_int_equal((int)exc->ts_ns, 1300);
+}
+
+static void decodes_tier_records(void **state)
+{
+    (void)state;
+    tier_stream t;
+    a_tier_stream(&t);
+    kp_nif_reader *rd = kp_nif_reader_create(-1);
+    got g = {.n = 0};
+    assert_int_equal(kp_nif_reader_feed(rd, t.r.b, t.r.n, collect, &g), 0);
+    check_tier_stream(&g, &t);
+    kp_nif_reader_free(rd);
+    ei_x_free(&t.identity);
+}
+
+/* A SEQ_CALL cut anywhere waits for its identity: byte by byte, the same
+ * events come out, each only once whole. */
+static void tier_records_byte_by_byte(void **state)
+{
+    (void)state;
+    tier_stream t;
+    a_tier_stream(&t);
+    kp_nif_reader *rd = kp_nif_reader_create(-1);
+    got g = {.n = 0};
+    for (size_t k = 0; k < t.r.n; k++)
+        assert_int_equal(kp_nif_reader_feed(rd, t.r.b + k, 1, collect, &g), 0);
+    check_tier_stream(&g, &t);
+    kp_nif_reader_free(rd);
+    ei_x_free(&t.identity);
+}
+
+/* An identity as long as the NIF may send whose bytes have not all come
+ * yet is held back, not refused. */
+static void holds_back_a_long_identity(void **state)
+{
+    (void)state;
+    rec r = {.n = 0};
+    seq_call_head(&r, 0, 0, 1, KPT_NO_ID, KPT_IDENTITY_TERM_MAX + 64); /* none here yet */
+    kp_nif_reader *rd = kp_nif_reader_create(-1);
+    got g = {.n = 0};
+    assert_int_equal(kp_nif_reader_feed(rd, r.b, r.n, collect, &g), 0);
+    assert_int_equal(g.n, 0);
+    kp_nif_reader_free(rd);
+}
+
+static void refuses_malformed_seq_calls(void **state)
+{
+    (void)state;
+    rec big_label = {.n = 0}, long_identity = {.n = 0}, bad_identity = {.n = 0}, big_fn = {.n = 0};
+    ei_x_buff x;
+    ei_x_new_with_version(&x);
+    ei_x_encode_atom(&x, "ok");
+    /* a label id past the tables that is not "no label" */
+    seq_call_record(&big_label, 0, 0, 1, KPT_MAX_IDS, x.buff, (uint32_t)x.index);
+    /* longer than the NIF ever sends: refused from the head alone */
+    seq_call_head(&long_identity, 0, 0, 1, KPT_NO_ID, KPT_IDENTITY_TERM_MAX + 65);
+    /* a binary claiming 2^32-1 bytes in one byte: not a term */
+    const unsigned char not_a_term[] = {131, 109, 255, 255, 255, 255, 'G'};
+    seq_call_record(&bad_identity, 0, 0, 1, KPT_NO_ID, not_a_term, sizeof not_a_term);
+    seq_call_record(&big_fn, 0, KPT_MAX_IDS, 1, KPT_NO_ID, NULL, 0);
+    ei_x_free(&x);
+    rec *all[] = {&big_label, &long_identity, &bad_identity, &big_fn};
+    for (size_t k = 0; k < 4; k++) {
+        kp_nif_reader *rd = kp_nif_reader_create(-1);
+        got g = {.n = 0};
+        assert_int_equal(kp_nif_reader_feed(rd, all[k]->b, all[k]->n, collect, &g), -1);
+        assert_int_equal(g.n, 0);
+        kp_nif_reader_free(rd);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(decodes_records),
         cmocka_unit_test(splits_anywhere),
         cmocka_unit_test(refuses_malformed),
+        cmocka_unit_test(decodes_tier_records),
+        cmocka_unit_test(tier_records_byte_by_byte),
+        cmocka_unit_test(holds_back_a_long_identity),
+        cmocka_unit_test(refuses_malformed_seq_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

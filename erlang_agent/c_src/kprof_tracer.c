@@ -124,14 +124,17 @@ static void flush_locked(void)
  * (the caller drops its record). */
 static int room(size_t need)
 {
-    if (len + need <= sizeof buf)
+    /* tier tracing uses only the buffer's first 2 x fill mark, so that the
+     * memory a storm can touch in the node stays that small */
+    size_t cap = seq_calls ? 2 * fill_mark : sizeof buf;
+    if (len + need <= cap)
         return 1;
     if (head) {
         memmove(buf, buf + head, len - head);
         len -= head;
         head = 0;
     }
-    return len + need <= sizeof buf;
+    return len + need <= cap;
 }
 
 static void put8(unsigned v)
@@ -289,8 +292,13 @@ static void seq_call(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM mfa, ERL_NIF_TER
     if (enif_get_list_cell(env, msg, &head, &tail) && enif_get_list_cell(env, tail, &token, &tail))
         identity = head;
     uint32_t label = KPT_NO_ID, fn = mfa_id(env, mfa);
-    if (enif_get_tuple(env, token, &arity, &t) && arity == 5 && enif_is_pid(env, t[1]))
+    if (enif_get_tuple(env, token, &arity, &t) && arity == 5 && enif_is_pid(env, t[1])) {
         label = pid_id(env, t[1]);
+        if (label == KPT_NO_ID) { /* not "no label": the call would leave its request */
+            count_drop();
+            return;
+        }
+    }
     ErlNifBinary ext = {0};
     if (identity && !enif_term_to_binary(env, identity, &ext))
         identity = 0;

@@ -185,6 +185,7 @@ int kp_tier_from_nif(kp_tier_decoder *d, const kp_trace_event *nif, kp_tier_even
     }
     if (nif->identity) { /* checked whole by the reader */
         int i = 0, version;
+        d->identity[0] = '\0';
         if (ei_decode_version(nif->identity, &i, &version) == 0)
             ev->identity_len = kp_tier_identity_text(nif->identity, &i, d->identity,
                                                      sizeof d->identity, d->mfas[fn].first_word);

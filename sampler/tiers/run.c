@@ -125,8 +125,6 @@ static void iso_now(char *out, size_t cap)
     snprintf(out + n, cap - n, ".%03ldZ", ts.tv_nsec / 1000000);
 }
 
-static void cut_open_requests(tiers_run *s);
-
 /* One report: the interval's JSON line, the live table, the node's copy.
  * The since-start line and table are made once: the node gets them every
  * time, the final report also writes and prints them. */
@@ -134,9 +132,9 @@ static void report(tiers_run *s, uint64_t interval_ms, int final)
 {
     char when[64];
     kp_buf json = {0}, table = {0}, since = {0}, total = {0};
-    if (final)
-        cut_open_requests(s);
     kp_tier_match_flush(s->match, final);
+    if (final) /* requests still running lost their ends to the stop */
+        kp_tier_match_cut(s->match);
     set_counters(s, kp_now_ns());
     iso_now(when, sizeof when);
     kp_tier_stats_json(s->stats, KP_TIER_INTERVAL, when, s->node.target, interval_ms, &json);

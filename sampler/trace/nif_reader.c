@@ -206,8 +206,8 @@ static long read_seq_call(kp_nif_reader *s, const unsigned char *p, size_t n, kp
          * not check bounds */
         ev.identity = (const char *)p + KPT_SEQ_CALL_HEAD;
         ev.identity_len = len;
-        if (kp_term_check(ev.identity, len) != 0)
-            return -1;
+        if (p[KPT_SEQ_CALL_HEAD] != 131 || kp_term_check(ev.identity, len) != 0)
+            return -1; /* the NIF writes whole external terms, version byte first */
     }
     return on_event(ctx, &ev) == 0 ? (long)(KPT_SEQ_CALL_HEAD + len) : -1;
 }

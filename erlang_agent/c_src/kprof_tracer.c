@@ -334,7 +334,10 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         return a_ok;
     int64_t ts = (int64_t)enif_monotonic_time(ERL_NIF_NSEC);
     enif_mutex_lock(mu);
-    if (fd < 0) {
+    /* tripped: enabled/3 stops new events, but the returns of calls made
+     * before still come here; written, they would close requests that lost
+     * their calls since, which must be cut instead */
+    if (fd < 0 || tripped) {
         enif_mutex_unlock(mu);
         return a_ok;
     }

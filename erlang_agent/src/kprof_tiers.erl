@@ -15,22 +15,28 @@
 %%%   `kprof_tier_mark' (called by `kprof:do_apply/3' and
 %%%   `kprof:set_token/1'), whose patterns do the same.</li>
 %%% <li>Every process gets the trace flags `call', `arity' (events carry
-%%%   `{M, F, Arity}', not the arguments) and `monotonic_timestamp', with the
-%%%   ip trace port of runtime_tools as tracer. The port drops events when its
-%%%   queue is full and says so; the C side then pauses tracing.</li>
+%%%   `{M, F, Arity}', not the arguments) and `monotonic_timestamp', with
+%%%   kprof's erl_tracer NIF (kprof_tracer) as tracer when kprof brought it
+%%%   and listens for it: its memory is a fixed buffer, and it trips when
+%%%   1 MB waits. Otherwise the ip trace port of runtime_tools: it drops
+%%%   events when its queue is full and says so (the C side then pauses
+%%%   tracing), and what waits for it is bounded only by the backlog check
+%%%   below.</li>
 %%% </ul>
 %%%
 %%% == Processes ==
-%%% The <em>agent</em> (registered `kprof_tiers') owns the trace port, arms
-%%% and disarms the patterns (pause/resume on overload), re-arms patterns a
-%%% code reload removed (checked every ?REARM_MS), answers clock requests,
-%%% keeps the C side's last report for `kprof:stats()', and is the node's own
-%%% breaker: when the trace messages waiting for the port pass a mark
-%%% (check_fill/1) it disarms the patterns itself and sends the C side
-%%% `{kprof_tiers_backlog, Bytes}', which counts the pause and sends `resume'
-%%% after its cool-down. The <em>guard</em>
-%%% monitors the agent and the C node and undoes everything when either goes:
-%%% patterns, trace flags, the settings term, and the seq_trace tokens of
+%%% The <em>agent</em> (registered `kprof_tiers') owns the trace port or
+%%% connects the kprof_tracer NIF, arms and disarms the patterns
+%%% (pause/resume on overload), re-arms patterns a code reload removed
+%%% (checked every ?REARM_MS), answers clock requests, keeps the C side's
+%%% last report for `kprof:stats()', and is the node's own breaker: when the
+%%% NIF tripped (nif_flush/1, every ?NIF_FLUSH_MS) or the trace messages
+%%% waiting for the port pass a mark (check_fill/1) it disarms the patterns
+%%% itself and sends the C side `{kprof_tiers_backlog, Bytes, NodeTime}',
+%%% which counts the pause and sends `resume' after its cool-down. The
+%%% <em>guard</em> monitors the agent and the C node and undoes everything
+%%% when either goes: patterns, trace flags, the NIF's connection, the
+%%% settings term, and the seq_trace tokens of
 %%% kprof's requests (see clear_tokens/0).
 %%%
 %%% kprof removes only what it set: a tier function that already has a call
@@ -642,7 +648,7 @@ fill(S = #state{fill_base = Base, fill_every = Every, owner = Owner}) ->
     case backlog() - Base of
         Grown when Grown > ?FILL_MARK_BYTES ->
             Paused = pause(S),
-            Owner ! {kprof_tiers_backlog, Grown},
+            Owner ! {kprof_tiers_backlog, Grown, erlang:monotonic_time(nanosecond)},
             {Every, Paused};
         Grown when Grown > ?FILL_GROWING_BYTES ->
             {?FILL_CHECK_FAST_MS, S};
@@ -656,7 +662,7 @@ nif_flush(S = #state{owner = Owner}) ->
     case kprof_tracer:flush() of
         {tripped, Bytes} when not S#state.paused ->
             Paused = pause(S),
-            Owner ! {kprof_tiers_backlog, Bytes},
+            Owner ! {kprof_tiers_backlog, Bytes, erlang:monotonic_time(nanosecond)},
             Paused;
         _ ->
             S

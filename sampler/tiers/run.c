@@ -172,7 +172,9 @@ static void report(tiers_run *s, uint64_t interval_ms, int final)
 /* ------------------------------------------------------------------ */
 /* overload */
 
-static void pause_tracing(tiers_run *s, const char *why)
+/* `node_from`: the node's time from which its events are lost to the pause
+ * (the node's breaker says when it tripped), or 0 for now. */
+static void pause_tracing(tiers_run *s, const char *why, int64_t node_from)
 {
     if (s->paused)
         return;
@@ -181,7 +183,7 @@ static void pause_tracing(tiers_run *s, const char *why)
     s->paused_at = now;
     s->resume_at = now + (int64_t)s->cooldown_ns;
     s->pauses++;
-    s->pause_from = now - s->offset;
+    s->pause_from = node_from ? node_from : now - s->offset;
     s->cut_pending = 1;
     kp_tiers_send_atom(&s->node, "pause");
     kp_warn("tracing paused for %llu ms: %s", (unsigned long long)(s->cooldown_ns / 1000000), why);
@@ -266,7 +268,7 @@ static void on_drop(void *ctx, uint32_t count)
     r->s->dropped += count;
     snprintf(why, sizeof why, "the node's %s dropped %u events",
              r->s->nif ? "tracer NIF" : "trace port", count);
-    pause_tracing(r->s, why);
+    pause_tracing(r->s, why, 0);
 }
 
 /* Returns 1 while the stream is open, 0 at its end, -1 on error. */
@@ -285,14 +287,15 @@ static int read_stream(tiers_run *s)
             char why[128];
             snprintf(why, sizeof why, "events arrive %lld ms after they happened (max lag %llu ms)",
                      (long long)(lag / 1000000), (unsigned long long)(s->max_lag_ns / 1000000));
-            pause_tracing(s, why);
+            pause_tracing(s, why, 0);
         }
     }
     kp_tier_match_flush(s->match, 0);
     return rc;
 }
 
-/* {kprof_tiers_backlog, Bytes}: the node's own breaker tripped (its trace
+/* {kprof_tiers_backlog, Bytes, NodeTime}: the node's own breaker tripped at
+ * NodeTime (its trace
  * backlog grew Bytes past its mark, or Bytes waited in the tracer NIF when
  * it passed its fill mark) and its patterns are off: count the pause and
  * resume after the cool-down, as for a trip here. */
@@ -300,14 +303,17 @@ static int node_tripped(tiers_run *s, const char *buf, int i)
 {
     char tag[MAXATOMLEN], why[128];
     int arity;
-    long long bytes;
-    if (ei_decode_tuple_header(buf, &i, &arity) != 0 || arity != 2 ||
+    long long bytes, at;
+    if (ei_decode_tuple_header(buf, &i, &arity) != 0 || arity != 3 ||
         ei_decode_atom(buf, &i, tag) != 0 || strcmp(tag, "kprof_tiers_backlog") != 0 ||
-        ei_decode_longlong(buf, &i, &bytes) != 0)
+        ei_decode_longlong(buf, &i, &bytes) != 0 || ei_decode_longlong(buf, &i, &at) != 0)
         return 0;
     snprintf(why, sizeof why, "the node's trace backlog passed its mark (%.1f MB)",
              (double)bytes / (1024.0 * 1024.0));
-    pause_tracing(s, why);
+    /* the returns of calls made before the trip still come (the patterns
+     * are off, not the calls' return traces): with the trip's own time they
+     * are not taken to close requests that lost their calls */
+    pause_tracing(s, why, at ? at : 1);
     return 1;
 }
 

@@ -3,7 +3,7 @@
 %%% requests, and calm requests before and after it.
 -module(kprof_bench_storm).
 
--export([main/1, hot/1, hot_request/1, storm/3, calm/1]).
+-export([resumed/1, main/1, hot/1, hot_request/1, storm/3, calm/1]).
 
 %% @doc Writes `Ready' and then waits forever (an `erl -eval' node would
 %% otherwise end).
@@ -24,20 +24,22 @@ loop(0, A) -> A;
 loop(N, A) -> loop(N - 1, ?MODULE:hot(A)).
 
 %% @doc The storm: `Procs' processes each make `Reqs' requests (identity
-%% storm) of `N' calls in a row. Returns "PeakGrowthMB,Ms,SettleMs,RssMB":
+%% storm) of `N' calls in a row. Returns "PeakGrowthMB,Ms,SettleMs,RssMB,TripMs":
 %% the node's memory (erlang:memory(total), every 5 ms) at most above its
 %% level before, how long the storm took, how long after it the memory was
 %% back within 1 MB of that level (at most 30 s), and the peak of the OS
 %% process's resident memory above its level before (which also sees what
-%% erlang:memory does not: a NIF's own buffers).
+%% erlang:memory does not: a NIF's own buffers), and when tier tracing
+%% paused after the storm began (ms; -1 if it did not).
 -spec storm(pos_integer(), pos_integer(), pos_integer()) -> string().
 storm(Procs, Reqs, N) ->
     erlang:garbage_collect(),
     Before = erlang:memory(total),
     RssBefore = rss(),
     Self = self(),
-    Watcher = spawn(fun() -> watch(Self, 0, RssBefore) end),
     T0 = erlang:monotonic_time(millisecond),
+    Traced = tracing(),
+    Watcher = spawn(fun() -> watch(Self, 0, RssBefore, {Traced, T0, -1}) end),
     Ps = [spawn(fun() ->
                         [kprof:do_apply(?MODULE, hot_request, [N], storm)
                          || _ <- lists:seq(1, Reqs)],
@@ -47,9 +49,33 @@ storm(Procs, Reqs, N) ->
     T1 = erlang:monotonic_time(millisecond),
     Settle = settle(Before, T1, T1 + 30000),
     Watcher ! stop,
-    {Max, RssMax} = receive {max, M, R} -> {M, R} end,
-    lists:flatten(io_lib:format("~.1f,~p,~p,~.1f", [max(0, Max - Before) / 1048576, T1 - T0,
-                                                    Settle, max(0, RssMax - RssBefore) / 1048576])).
+    {Max, RssMax, Trip} = receive {max, M, R, Tr} -> {M, R, Tr} end,
+    lists:flatten(io_lib:format("~.1f,~p,~p,~.1f,~p",
+                                [max(0, Max - Before) / 1048576, T1 - T0, Settle,
+                                 max(0, RssMax - RssBefore) / 1048576, Trip])).
+
+%% @doc How long until tier tracing runs again (ms, at most `Timeout'), or
+%% -1 when it is not paused now.
+-spec resumed(pos_integer()) -> integer().
+resumed(Timeout) ->
+    case tracing() of
+        true -> -1;
+        false -> wait_tracing(erlang:monotonic_time(millisecond), Timeout)
+    end.
+
+wait_tracing(T0, Timeout) ->
+    Waited = erlang:monotonic_time(millisecond) - T0,
+    case tracing() orelse Waited >= Timeout of
+        true -> Waited;
+        false -> timer:sleep(2), wait_tracing(T0, Timeout)
+    end.
+
+%% Whether kprof's tier tracing is armed now (its flag in the node).
+tracing() ->
+    case persistent_term:get({kprof_tiers, settings}, undefined) of
+        #{active := Active} -> atomics:get(Active, 1) =:= 1;
+        _ -> false
+    end.
 
 settle(Before, T1, Deadline) ->
     Now = erlang:monotonic_time(millisecond),
@@ -58,10 +84,19 @@ settle(Before, T1, Deadline) ->
         false -> timer:sleep(5), settle(Before, T1, Deadline)
     end.
 
-watch(Parent, Max, Rss) ->
-    receive stop -> Parent ! {max, Max, Rss}
-    after 5 -> watch(Parent, max(Max, erlang:memory(total)), max(Rss, rss()))
+watch(Parent, Max, Rss, Trip) ->
+    receive stop -> Parent ! {max, Max, Rss, element(3, Trip)}
+    after 5 -> watch(Parent, max(Max, erlang:memory(total)), max(Rss, rss()), trip(Trip))
     end.
+
+%% {TracedAtStart, T0, TripMs}: the first time tracing is seen paused.
+trip({true, T0, -1}) ->
+    case tracing() of
+        true -> {true, T0, -1};
+        false -> {true, T0, erlang:monotonic_time(millisecond) - T0}
+    end;
+trip(Trip) ->
+    Trip.
 
 %% The node's resident memory, bytes (VmRSS).
 rss() ->

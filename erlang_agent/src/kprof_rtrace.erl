@@ -412,7 +412,13 @@ handle({stop_calls, MFA}, S) ->
         _ -> {ok, S1}
     end;
 handle({use_nif, TcpPort}, S) ->
-    case catch kprof_tracer:load() of
+    %% brought by a kprof attached from a shell (kprof_tracer:load/2), or
+    %% from the kprof application's priv/
+    Loaded = case catch kprof_tracer:loaded() of
+                 true -> ok;
+                 _ -> catch kprof_tracer:load()
+             end,
+    case Loaded of
         ok ->
             case catch kprof_tracer:connect(TcpPort) of
                 ok -> {ok, S#state{nif = true}};

@@ -58,6 +58,7 @@
                       queue_size => pos_integer(),
                       max_backlog_mb => pos_integer(),
                       idle_ms => pos_integer(),
+                      linger_ms => non_neg_integer(),
                       %% per second, asked for by a caller (kprof_http)
                       rate_limit => number(),
                       %% a kprof attached from a shell collects
@@ -75,14 +76,15 @@
 -define(FLAGS, [call, return_to, arity, running, garbage_collection, procs, set_on_spawn,
                 monotonic_timestamp]).
 -define(CALL_TIMEOUT, 10000).
--define(WATCH_MS, 20). % also how often the NIF's buffer is flushed
+-define(WATCH_MS, 20).
+-define(MAX_LINGER_MS, 600000). % also how often the NIF's buffer is flushed
 
 %% @doc The settings and their defaults.
 -spec defaults() -> settings().
 defaults() ->
     #{dir => "/tmp/kprof-traces", max_duration_ms => 5000, max_events => 1000000,
       max_concurrent => 8, queue_size => 10000, max_backlog_mb => 64,
-      idle_ms => 60000}.
+      idle_ms => 60000, linger_ms => 5000}.
 
 settings(Options) ->
     Env = application:get_env(kprof, request_trace, #{}),
@@ -238,7 +240,8 @@ ensure_started(Mode) ->
                 nif = false :: boolean(),          % kprof_tracer is connected
                 flush_timer = false :: boolean(),  % a retry of flush/1 is due
                 guard :: pid(),                    % undoes `owned' if this server dies
-                owned = {[], []} :: armed_set()}). % the local patterns kprof set
+                owned = {[], []} :: armed_set(), % the local patterns kprof set
+                linger :: reference() | undefined}). % armed, no trace: see release/1
 
 %% `all': every loaded function (no one else had a call pattern); else
 %% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
@@ -310,6 +313,8 @@ loop(S = #state{settings = Settings}) ->
             loop(S1);
         {timeout, Id} ->
             loop(finish(Id, S));
+        {linger, Ref} when Ref =:= S#state.linger ->
+            loop(disarm(S#state{linger = undefined}));
         watch ->
             loop(watch(S));
         flush ->
@@ -408,7 +413,7 @@ handle({stop_calls, MFA}, S) ->
     S1 = S#state{calls = lists:delete(MFA, S#state.calls)},
     S1#state.guard ! {owned, S1#state.owned, S1#state.calls},
     case {S1#state.calls, maps:size(S1#state.traces)} of
-        {[], 0} -> {ok, disarm(S1)};
+        {[], 0} -> {ok, release(S1)};
         _ -> {ok, S1}
     end;
 handle({use_nif, TcpPort}, S) ->
@@ -454,7 +459,7 @@ start_trace(Pid, Settings, S = #state{traces = Traces}) ->
         %% gone, or traced by another tracer since the check
         error:badarg ->
             S2 = case {maps:size(Traces), S1#state.calls} of
-                     {0, []} -> disarm(S1);
+                     {0, []} -> release(S1);
                      _ -> S1
                  end,
             {{error, cannot_trace_process}, S2}
@@ -511,7 +516,7 @@ finish(Id, S = #state{traces = Traces}) ->
             untrace(Root, S#state.port),
             S1 = flush(S#state{traces = Rest}),
             case {maps:size(Rest), S1#state.calls} of
-                {0, []} -> disarm(S1);
+                {0, []} -> release(S1);
                 _ -> S1
             end;
         error ->
@@ -591,7 +596,7 @@ flush(S) ->
 
 arm(S = #state{armed = true, guard = Guard}) ->
     Guard ! {owned, S#state.owned, S#state.calls},
-    S;
+    S#state{linger = undefined};
 arm(S = #state{guard = Guard}) ->
     erlang:send_after(?WATCH_MS, self(), watch),
     {module, _} = code:ensure_loaded(?MARKS),
@@ -684,6 +689,22 @@ is_armed(MFA) ->
 %% kprof's pattern, given the function's `traced': local, no match spec.
 is_kprofs({traced, local}, MFA) -> erlang:trace_info(MFA, match_spec) =:= {match_spec, []};
 is_kprofs(_, _) -> false.
+
+%% No trace runs and no calls are traced: the patterns stay armed for
+%% `linger_ms' more (0: none), so that a trace soon after does not pay for
+%% arming every loaded function, nor this one for disarming (together about
+%% 1 ms, on the request's path: begin_trace and end_trace are calls). Armed
+%% patterns cost untraced code a breakpoint check per call meanwhile
+%% (tests/bench/rtrace_overhead measures it).
+release(S = #state{settings = Settings}) ->
+    case maps:get(linger_ms, Settings, 0) of
+        Ms when is_integer(Ms), Ms > 0 ->
+            Ref = make_ref(),
+            erlang:send_after(min(Ms, ?MAX_LINGER_MS), self(), {linger, Ref}),
+            S#state{linger = Ref};
+        _ ->
+            disarm(S)
+    end.
 
 disarm(S = #state{armed = false}) -> S;
 disarm(S) ->

@@ -4,7 +4,7 @@
 %%% during a long trace.
 -module(kprof_bench_rtrace).
 
--export([main/1, loop_cost/1, latency/1, memory_growth/1, f/1, tracer/0]).
+-export([main/1, disarmed/0, loop_cost/1, latency/1, memory_growth/1, f/1, tracer/0]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -25,7 +25,7 @@ time_ns(Fun) ->
 
 %% @doc "untraced_ns_per_call,traced_ns_per_call,calls,events": `N'
 %% iterations of a loop that makes 2 calls each (f/1, then itself) and emits
-%% 3 events (call, return_to, call).
+%% 3 events (call, return_to, call). Call disarmed/0 first.
 -spec loop_cost(pos_integer()) -> string().
 loop_cost(N) ->
     Untraced = lists:min([time_ns(fun() -> loop(N) end) || _ <- lists:seq(1, 3)]),
@@ -42,15 +42,50 @@ tracer() ->
         _ -> "port"
     end.
 
-%% @doc "untraced_median_us,traced_median_us": `N' key-value requests
-%% each, a trace per traced request.
+%% @doc "untraced_us,cold_us,warm_us,untraced_armed_us,loop_ns,loop_armed_ns":
+%% medians of `N' key-value requests each: untraced with no pattern armed;
+%% traced with `linger_ms' 0 (each trace arms and disarms every loaded
+%% function, as before patterns lingered); traced with the default linger
+%% (the patterns stay armed between traces); untraced while the patterns
+%% linger. Then a tight loop's ns per untraced call, without and with the
+%% patterns armed.
 -spec latency(pos_integer()) -> string().
 latency(N) ->
     Req = fun() -> kprof_kv:request(<<"GET k1">>) end,
+    Traced = fun() -> kprof:trace_request(Req) end,
+    ok = wait_disarmed(30000),
     U = median([element(1, timer:tc(Req)) || _ <- lists:seq(1, N)]),
-    T = median([element(1, timer:tc(fun() -> kprof:trace_request(Req) end))
-                || _ <- lists:seq(1, N)]),
-    lists:flatten(io_lib:format("~p,~p", [U, T])).
+    Loop = loop_ns(),
+    Env = application:get_env(kprof, request_trace, #{}),
+    ok = application:set_env(kprof, request_trace, Env#{linger_ms => 0}),
+    Cold = median([element(1, timer:tc(Traced)) || _ <- lists:seq(1, N)]),
+    ok = application:set_env(kprof, request_trace, Env),
+    Warm = median([element(1, timer:tc(Traced)) || _ <- lists:seq(1, N)]),
+    UArmed = median([element(1, timer:tc(Req)) || _ <- lists:seq(1, N)]),
+    LoopArmed = loop_ns(),
+    lists:flatten(io_lib:format("~p,~p,~p,~p,~.2f,~.2f",
+                                [U, Cold, Warm, UArmed, Loop, LoopArmed])).
+
+%% @doc Waits until no request-trace pattern is armed (they linger after a
+%% trace): then untraced code is untraced. "ok" or "timeout".
+-spec disarmed() -> string().
+disarmed() ->
+    atom_to_list(wait_disarmed(30000)).
+
+%% ns per call of loop/1 (the fastest of 3 runs).
+loop_ns() ->
+    N = 200000,
+    lists:min([time_ns(fun() -> loop(N) end) || _ <- lists:seq(1, 3)]) / (2 * N).
+
+%% Until no request-trace pattern is armed (f/1 is armed with every loaded
+%% function).
+wait_disarmed(Ms) when Ms =< 0 ->
+    timeout;
+wait_disarmed(Ms) ->
+    case erlang:trace_info({?MODULE, f, 1}, traced) of
+        {traced, false} -> timer:sleep(200); % the other modules' patterns go too
+        _ -> timer:sleep(50), wait_disarmed(Ms - 50)
+    end.
 
 %% @doc "before_kb,during_max_kb,after_kb": the node's total memory around
 %% a traced loop of `N' iterations (sampled every 50 ms during it).

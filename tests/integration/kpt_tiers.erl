@@ -151,7 +151,8 @@ rtrace_setup(Exe, Dir, Allow, Rate) ->
     ok = application:set_env(kprof, executable, Exe),
     ok = application:set_env(kprof, request_trace, #{dir => Dir, allow => Allow,
                                                      rate_limit => Rate,
-                                                     max_concurrent => 64}).
+                                                     max_concurrent => 64,
+                                                     linger_ms => 1000}).
 
 %% @doc A sub-millisecond request: a few calls, no waiting.
 -spec fast() -> integer().

@@ -229,6 +229,7 @@ ensure_started(Mode) ->
 %%% ---------------------------------------------------------------------
 %%% The server
 
+-define(NOTHING_OWNED, {{[], []}, false}). % see owned()
 -record(trace, {id :: binary(), root :: pid(), timer :: reference(), pids = [] :: [pid()]}).
 -record(state, {port :: port(), tcp_port :: inet:port_number(), settings :: settings(),
                 collector :: port() | undefined, traces = #{} :: #{binary() => #trace{}},
@@ -240,13 +241,17 @@ ensure_started(Mode) ->
                 nif = false :: boolean(),          % kprof_tracer is connected
                 flush_timer = false :: boolean(),  % a retry of flush/1 is due
                 guard :: pid(),                    % undoes `owned' if this server dies
-                owned = {[], []} :: armed_set(), % the local patterns kprof set
+                owned = ?NOTHING_OWNED :: owned(), % the local patterns kprof set
                 linger :: reference() | undefined}). % armed, no trace: see release/1
 
 %% `all': every loaded function (no one else had a call pattern); else
 %% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
 %% modules where someone else has call patterns).
 -type armed_set() :: all | {[module()], [mfa()]}.
+%% The patterns kprof set: the armed set, and whether it set the on_load
+%% pattern too (then the modules loaded at that moment: any other module,
+%% loaded since, got kprof's pattern from it), or false.
+-type owned() :: {armed_set(), false | [module()]}.
 
 %% kprof_rtrace_mark's patterns emit the marks: always kprof's.
 -define(MARKS, kprof_rtrace_mark).
@@ -540,7 +545,7 @@ guard_wait(Server, Ref, Port, Owned, Calls) ->
             %% traced); the NIF tracer outlives it
             untrace_all(Port),
             [stop_meta(MFA, Port) || MFA <- Calls],
-            disarm_set(Owned)
+            disarm_owned(Owned)
     end.
 
 %% The node's side of the trace port has no bound of its own: a traced
@@ -600,11 +605,19 @@ arm(S = #state{armed = true, guard = Guard}) ->
 arm(S = #state{guard = Guard}) ->
     erlang:send_after(?WATCH_MS, self(), watch),
     {module, _} = code:ensure_loaded(?MARKS),
-    Owned = arm_set(),
+    Set = arm_set(),
+    %% modules loaded during a trace are traced too, as eflame does, unless
+    %% someone else has a pattern for new modules
+    OnLoad = case erlang:trace_info(on_load, traced) of
+                 {traced, false} -> erlang:loaded();
+                 _ -> false
+             end,
+    Owned = {Set, OnLoad},
     %% the guard learns the set before it is set: killed halfway, this
     %% server leaves nothing the guard does not remove
     Guard ! {owned, Owned, S#state.calls},
-    _ = case Owned of
+    OnLoad =/= false andalso erlang:trace_pattern(on_load, true, [local]),
+    _ = case Set of
         all -> erlang:trace_pattern({'_', '_', '_'}, true, [local]);
         {Mods, MFAs} ->
             [erlang:trace_pattern({M, '_', '_'}, true, [local]) || M <- Mods],
@@ -708,9 +721,25 @@ release(S = #state{settings = Settings}) ->
 
 disarm(S = #state{armed = false}) -> S;
 disarm(S) ->
-    disarm_set(S#state.owned),
-    S#state.guard ! {owned, {[], []}, S#state.calls},
-    S#state{armed = false, owned = {[], []}}.
+    disarm_owned(S#state.owned),
+    S#state.guard ! {owned, ?NOTHING_OWNED, S#state.calls},
+    S#state{armed = false, owned = ?NOTHING_OWNED}.
+
+%% Removes exactly what arm/1 set: the on_load pattern first (no module
+%% gets kprof's pattern any more), then the armed set, then the patterns of
+%% the modules loaded since, which took kprof's from on_load.
+-spec disarm_owned(owned()) -> ok.
+disarm_owned({Set, false}) ->
+    disarm_set(Set);
+disarm_owned({Set, LoadedThen}) ->
+    erlang:trace_info(on_load, traced) =:= {traced, local}
+        andalso erlang:trace_info(on_load, match_spec) =:= {match_spec, []}
+        andalso erlang:trace_pattern(on_load, false, [local]),
+    disarm_set(Set),
+    Then = sets:from_list(LoadedThen, [{version, 2}]),
+    Since = [M || M <- erlang:loaded(), not sets:is_element(M, Then)],
+    Since =/= [] andalso disarm_set({Since, []}),
+    ok.
 
 -spec shutdown(#state{}) -> no_return().
 shutdown(S = #state{traces = Traces, calls = Calls, port = Port}) ->

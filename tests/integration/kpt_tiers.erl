@@ -18,7 +18,7 @@
          triple/0, recurse/0, spawner/0, reload/1, clean/0, in_node/2,
          http_start/0, kv/3, rtrace_setup/4, fast/0, fast_traces/1, patterns_left/0,
          stop_rtrace/0, backlog_trace/1, tracer_kind/0, stats_requests/0, hold_user_token/0,
-         user_token/1, stop_holder/1]).
+         user_token/1, stop_holder/1, late_module_trace/0]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -206,10 +206,32 @@ stop_rtrace() -> kprof_rtrace:stop().
 %% @doc How many functions of a few modules still carry a trace pattern.
 -spec patterns_left() -> non_neg_integer().
 patterns_left() ->
-    length([MFA || M <- [lists, ?MODULE, kprof_kv, gen_server],
-                   {F, A} <- M:module_info(functions),
-                   MFA <- [{M, F, A}],
-                   element(2, erlang:trace_info(MFA, traced)) =/= false]).
+    Late = [kpt_late || erlang:module_loaded(kpt_late)],
+    OnLoad = [x || element(2, erlang:trace_info(on_load, traced)) =/= false],
+    length(OnLoad) +
+        length([MFA || M <- [lists, ?MODULE, kprof_kv, gen_server | Late],
+                       {F, A} <- M:module_info(functions),
+                       MFA <- [{M, F, A}],
+                       element(2, erlang:trace_info(MFA, traced)) =/= false]).
+
+%% @doc A traced request that loads a module it then calls (kpt_late, made
+%% here and loaded fresh each time): returns the trace's id.
+-spec late_module_trace() -> string().
+late_module_trace() ->
+    _ = code:purge(kpt_late),
+    _ = code:delete(kpt_late),
+    _ = code:purge(kpt_late),
+    Forms = [{attribute, 1, module, kpt_late},
+             {attribute, 2, export, [{work, 0}]},
+             {function, 3, work, 0, [{clause, 3, [], [], [{call, 3, {atom, 3, inner}, []}]}]},
+             {function, 4, inner, 0, [{clause, 4, [], [], [{integer, 4, 42}]}]}],
+    {ok, kpt_late, Bin} = compile:forms(Forms),
+    Id = kprof:trace_request(fun() ->
+                                     {module, kpt_late} = code:load_binary(kpt_late, "kpt_late.erl", Bin),
+                                     42 = kpt_late:work(),
+                                     kprof:trace_id()
+                             end),
+    binary_to_list(Id).
 
 %% @doc "clean", or what tier tracing left behind: patterns on traced
 %% functions, call-traced processes, trace flags for new processes, kprof

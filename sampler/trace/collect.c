@@ -318,7 +318,7 @@ static int pop_to(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
 static void finish(kp_trace_collector *rt, uint32_t k)
 {
     trace *t = &rt->traces[k];
-    char stamp[32], base[4200], folded[4300], perf[4300], svg[4300], why[4500] = "";
+    char stamp[32], base[4200], folded[4300], perf[4300], svg[4300], timeline[4320], why[4500] = "";
     struct timespec now;
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -328,6 +328,7 @@ static void finish(kp_trace_collector *rt, uint32_t k)
     snprintf(folded, sizeof folded, "%s.folded", base);
     snprintf(perf, sizeof perf, "%s.perf", base);
     snprintf(svg, sizeof svg, "%s.svg", base);
+    snprintf(timeline, sizeof timeline, "%s.trace.json", base);
     if (mkdir(rt->o.dir, 0700) != 0 && errno != EEXIST)
         snprintf(why, sizeof why, "cannot create %s: %s", rt->o.dir, strerror(errno));
     kp_trace_data d = {.frames = rt->frames,
@@ -343,6 +344,8 @@ static void finish(kp_trace_collector *rt, uint32_t k)
     kp_status st = why[0] ? KP_ERR_IO : kp_trace_write_folded(&d, folded, svg, t->id);
     if (st == KP_OK)
         st = kp_trace_write_perf(&d, perf);
+    if (st == KP_OK)
+        st = kp_trace_write_timeline(&d, timeline, t->id);
     if (st != KP_OK && !why[0])
         snprintf(why, sizeof why, "writing %s: %s", folded,
                  st == KP_ERR_IO ? strerror(errno) : kp_strerror(st));

@@ -1,5 +1,6 @@
 /* Writing one finished request trace (rtrace.h): the eflame-compatible
- * folded file, its flame graph and the perf-script timeline, each complete
+ * folded file, its flame graph, the perf-script timeline and the
+ * trace-event timeline (timeline.c), each complete
  * or not at all (kp_sink: temporary name, then rename). */
 #ifndef KP_TRACE_FILES_H
 #define KP_TRACE_FILES_H
@@ -41,5 +42,15 @@ kp_status kp_trace_write_folded(const kp_trace_data *trace, const char *path, co
  * 1/100,000 of the trace when longer), PERIOD in microseconds; a trace too
  * short for two ticks gets a sample per interval instead. */
 kp_status kp_trace_write_perf(kp_trace_data *trace, const char *path);
+
+/* The timeline at `path` in the Chrome trace-event format (JSON; Perfetto,
+ * chrome://tracing and speedscope open it): one lane per process, named
+ * "<0.N.S>", with a complete event per stretch of time each frame spent on
+ * its stack, nested as the calls were; frames `sleep` (scheduled out or
+ * waiting to run) and `garbage_collection` have the categories "sleep" and
+ * "gc", function frames "call". Times in microseconds from the trace's
+ * start. Past 200,000 intervals, slices shorter than 1/200,000 of the trace
+ * are left out (their time shows in their parent). `id` names the trace. */
+kp_status kp_trace_write_timeline(const kp_trace_data *trace, const char *path, const char *id);
 
 #endif

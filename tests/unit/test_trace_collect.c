@@ -160,6 +160,22 @@ static void a_request_with_a_call_a_sleep_and_a_child(void **state)
     const char *timeline = slurp(perf);
     if (kp_check_perf(timeline, strlen(timeline), why, sizeof why) != 0)
         fail_msg("%s: %s", perf, why);
+    /* its timeline: a lane per process, each frame's stretch nested */
+    char json[4400];
+    snprintf(json, sizeof json, "%.*s.trace.json", (int)(strlen(f->written[0]) - 7), f->written[0]);
+    assert_string_equal(
+        slurp(json),
+        "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"trace\":\"T1\"},\"traceEvents\":[\n"
+        "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"request trace T1\"}},\n"
+        "{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"<0.10.0>\"}},\n"
+        "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":400,\"dur\":1000,\"cat\":\"sleep\",\"name\":\"sleep\"},\n"
+        "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":300,\"dur\":1200,\"cat\":\"call\",\"name\":\"db:get/1\"},\n"
+        "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":100,\"dur\":1900,\"cat\":\"call\",\"name\":\"h:handle/1\"},\n"
+        "{\"ph\":\"M\",\"pid\":1,\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"<0.11.0>\"}},\n"
+        "{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":1600,\"dur\":100,\"cat\":\"sleep\",\"name\":\"sleep\"},\n"
+        "{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":1800,\"dur\":50,\"cat\":\"gc\",\"name\":\"garbage_collection\"},\n"
+        "{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":1700,\"dur\":200,\"cat\":\"call\",\"name\":\"w:work/0\"}\n"
+        "]}\n");
     /* and its flame graph: the whole request, in microseconds */
     char svg[4400];
     snprintf(svg, sizeof svg, "%.*s.svg", (int)(strlen(f->written[0]) - 7), f->written[0]);

@@ -1,0 +1,169 @@
+/* The request trace as a timeline in the Chrome trace-event format (see
+ * files.h): one lane ("thread") per process, a complete event ("X") per
+ * stretch of time a frame spent on that process's stack. The intervals
+ * already hold the whole stack at every moment, so the nesting follows from
+ * comparing each interval's stack with the one before it: frames past the
+ * common part end there, the new ones begin. */
+#include <kp/buf.h>
+#include <kp/json.h>
+#include <kp/sink.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kp/alloc.h"
+#include "trace/files.h"
+
+#define MAX_DEPTH 1024    /* as the collector's stacks */
+#define MAX_SLICES 200000 /* then slices shorter than span / this are left out */
+
+static int by_process(const void *a, const void *b)
+{
+    const kp_trace_interval *x = a, *y = b;
+    if (x->pid_frame != y->pid_frame)
+        return (x->pid_frame > y->pid_frame) - (x->pid_frame < y->pid_frame);
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+typedef struct {
+    const kp_trace_data *t;
+    kp_buf *out;
+    uint32_t lane;
+    int64_t min_dur; /* shorter slices are left out: their time stays in their parent */
+    kp_status st;
+} writer;
+
+static void us(writer *w, int64_t ns)
+{
+    if (w->st == KP_OK)
+        w->st = kp_json_double(w->out, (double)ns / 1000.0);
+}
+
+static void text(writer *w, const char *s)
+{
+    if (w->st == KP_OK)
+        w->st = kp_buf_append_str(w->out, s);
+}
+
+static void string(writer *w, const char *s, size_t len)
+{
+    if (w->st == KP_OK)
+        w->st = kp_json_string(w->out, s, len);
+}
+
+static void lane_number(writer *w)
+{
+    char n[32];
+    snprintf(n, sizeof n, "%u", w->lane);
+    text(w, n);
+}
+
+/* One frame's stretch on the lane's stack. */
+static void slice(writer *w, uint32_t frame, int64_t start, int64_t end)
+{
+    if (end - start < w->min_dur || end <= start)
+        return;
+    size_t len;
+    const char *name = kp_frames_symbol(w->t->frames, frame, &len);
+    int sleep = len == 5 && memcmp(name, "sleep", 5) == 0;
+    int gc = len == 18 && memcmp(name, "garbage_collection", 18) == 0;
+    text(w, ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":");
+    lane_number(w);
+    text(w, ",\"ts\":");
+    us(w, start - w->t->start);
+    text(w, ",\"dur\":");
+    us(w, end - start);
+    text(w, ",\"cat\":");
+    text(w, sleep ? "\"sleep\"" : gc ? "\"gc\"" : "\"call\"");
+    text(w, ",\"name\":");
+    string(w, name, len);
+    text(w, "}");
+}
+
+/* The lane of one process: its intervals iv[0..n), sorted by start. */
+static void lane(writer *w, const kp_trace_interval *iv, size_t n)
+{
+    uint32_t open[MAX_DEPTH];
+    int64_t since[MAX_DEPTH];
+    size_t depth = 0;
+    size_t len;
+    const char *name = kp_frames_symbol(w->t->frames, iv[0].pid_frame, &len);
+    text(w, ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":");
+    lane_number(w);
+    text(w, ",\"name\":\"thread_name\",\"args\":{\"name\":");
+    string(w, name, len);
+    text(w, "}}");
+    for (size_t k = 0; k < n; k++) {
+        size_t sn;
+        const uint32_t *frames = kp_stacks_get(w->t->stacks, iv[k].stack, &sn);
+        /* frames[0] is the process's pseudo-frame: the lane itself */
+        frames++;
+        sn = sn ? sn - 1 : 0;
+        if (sn > MAX_DEPTH)
+            sn = MAX_DEPTH;
+        size_t common = 0;
+        while (common < depth && common < sn && open[common] == frames[common])
+            common++;
+        while (depth > common) {
+            depth--;
+            slice(w, open[depth], since[depth], iv[k].start);
+        }
+        for (; depth < sn; depth++) {
+            open[depth] = frames[depth];
+            since[depth] = iv[k].start;
+        }
+    }
+    int64_t end = iv[n - 1].start + iv[n - 1].dur;
+    while (depth > 0) {
+        depth--;
+        slice(w, open[depth], since[depth], end);
+    }
+}
+
+kp_status kp_trace_write_timeline(const kp_trace_data *t, const char *path, const char *id)
+{
+    kp_trace_interval *iv = NULL;
+    if (t->n_iv) {
+        iv = kp_realloc_array(NULL, t->n_iv, sizeof *iv);
+        if (!iv)
+            return KP_ERR_NOMEM;
+        memcpy(iv, t->iv, t->n_iv * sizeof *iv);
+        qsort(iv, t->n_iv, sizeof *iv, by_process);
+    }
+    kp_buf out = KP_BUF_INIT;
+    writer w = {.t = t, .out = &out, .st = KP_OK};
+    if (t->n_iv > MAX_SLICES)
+        w.min_dur = (t->last - t->start) / MAX_SLICES;
+    text(&w, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"trace\":");
+    string(&w, id, strlen(id));
+    if (t->cut) {
+        text(&w, ",\"cut\":");
+        string(&w, t->cut, strlen(t->cut));
+    }
+    text(&w, "},\"traceEvents\":[\n{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{"
+             "\"name\":");
+    char title[160];
+    snprintf(title, sizeof title, "request trace %s", id);
+    string(&w, title, strlen(title));
+    text(&w, "}}");
+    for (size_t k = 0; k < t->n_iv;) {
+        size_t e = k;
+        while (e < t->n_iv && iv[e].pid_frame == iv[k].pid_frame)
+            e++;
+        w.lane++;
+        lane(&w, iv + k, e - k);
+        k = e;
+    }
+    text(&w, "\n]}\n");
+    kp_free(iv);
+    kp_sink *sink = NULL;
+    kp_status st = w.st;
+    if (st == KP_OK)
+        st = kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink);
+    if (st == KP_OK) {
+        st = kp_sink_write(sink, out.data, out.len);
+        st = st == KP_OK ? kp_sink_commit(sink) : (kp_sink_abort(sink), st);
+    }
+    kp_buf_free(&out);
+    return st;
+}

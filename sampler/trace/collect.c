@@ -15,6 +15,7 @@
 #include "trace/files.h"
 
 #define MAX_TRACES 1024
+#define MAX_LINKS 16384 /* spawns kept per trace, for the timeline */
 
 enum { RUNNING, OUT, GC };
 
@@ -33,6 +34,8 @@ typedef struct {
     size_t n_iv, cap_iv;
     erlang_pid *pids; /* every process of the trace, root first */
     size_t n_pids, cap_pids;
+    kp_trace_link *links; /* its spawns (at most MAX_LINKS kept) */
+    size_t n_links, cap_links;
 } trace;
 
 typedef struct {
@@ -92,6 +95,7 @@ static void free_trace(trace *t)
     kp_free(t->ns);
     kp_free(t->iv);
     kp_free(t->pids);
+    kp_free(t->links);
     memset(t, 0, sizeof *t);
 }
 
@@ -258,6 +262,21 @@ static int account(kp_trace_collector *rt, proc *p, int64_t ts)
     return 0;
 }
 
+/* Keeps a spawn for the timeline's arrows; past MAX_LINKS, or out of
+ * memory, the arrow is left out (the child's lane stays). */
+static void add_link(trace *t, uint32_t from, uint32_t to, int64_t ts)
+{
+    if (t->n_links == t->cap_links) {
+        size_t cap = t->cap_links ? t->cap_links * 2 : 16;
+        kp_trace_link *l = cap <= MAX_LINKS ? kp_realloc_array(t->links, cap, sizeof *l) : NULL;
+        if (!l)
+            return;
+        t->links = l;
+        t->cap_links = cap;
+    }
+    t->links[t->n_links++] = (kp_trace_link){from, to, ts};
+}
+
 /* kprof's own tracing machinery (trace_request, the marks, the server
  * calls) is left out of the stacks: the trace starts at the request's code. */
 static int machinery(const kp_trace_event *ev)
@@ -340,7 +359,9 @@ static void finish(kp_trace_collector *rt, uint32_t k)
                        .start = t->start,
                        .last = t->last,
                        .root = t->root,
-                       .cut = t->cut};
+                       .cut = t->cut,
+                       .links = t->links,
+                       .n_links = t->n_links};
     kp_status st = why[0] ? KP_ERR_IO : kp_trace_write_folded(&d, folded, svg, t->id);
     if (st == KP_OK)
         st = kp_trace_write_perf(&d, perf);
@@ -518,8 +539,12 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
     case KP_TRACE_GC_START: p->state = GC; break;
     case KP_TRACE_GC_END: p->state = RUNNING; break;
     case KP_TRACE_SPAWN:
-        if (!proc_of(rt, &ev->child)) /* runnable until it first runs */
-            add_proc(rt, k, &ev->child, ev->ts_ns, OUT);
+        if (!proc_of(rt, &ev->child)) {   /* runnable until it first runs */
+            uint32_t from = p->frames[0]; /* p moves if add_proc grows the slots */
+            proc *child = add_proc(rt, k, &ev->child, ev->ts_ns, OUT);
+            if (child)
+                add_link(t, from, child->frames[0], ev->ts_ns);
+        }
         break;
     case KP_TRACE_EXIT:
         if (pack(&ev->pid) != pack(&t->root))

@@ -19,6 +19,12 @@ typedef struct {
     int64_t start, dur; /* node monotonic ns */
 } kp_trace_interval;
 
+/* One process spawning another within the trace, at `ts`. */
+typedef struct {
+    uint32_t from, to; /* the processes' pseudo-frames */
+    int64_t ts;
+} kp_trace_link;
+
 typedef struct {
     const kp_frames *frames;
     const kp_stacks *stacks;
@@ -28,7 +34,9 @@ typedef struct {
     size_t n_iv;
     int64_t start, last; /* of the trace */
     erlang_pid root;
-    const char *cut; /* why the trace was cut, or NULL */
+    const char *cut;            /* why the trace was cut, or NULL */
+    const kp_trace_link *links; /* spawns, for the timeline's flow arrows */
+    size_t n_links;
 } kp_trace_data;
 
 /* The folded file at `path`: each stack with its microseconds (at least 1,
@@ -46,7 +54,8 @@ kp_status kp_trace_write_perf(kp_trace_data *trace, const char *path);
 /* The timeline at `path` in the Chrome trace-event format (JSON; Perfetto,
  * chrome://tracing and speedscope open it): one lane per process, named
  * "<0.N.S>", with a complete event per stretch of time each frame spent on
- * its stack, nested as the calls were; frames `sleep` (scheduled out or
+ * its stack, nested as the calls were, and a flow arrow from each spawn to
+ * the new process's lane; frames `sleep` (scheduled out or
  * waiting to run) and `garbage_collection` have the categories "sleep" and
  * "gc", function frames "call". Times in microseconds from the trace's
  * start. Past 200,000 intervals, slices shorter than 1/200,000 of the trace

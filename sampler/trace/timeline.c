@@ -120,6 +120,31 @@ static void lane(writer *w, const kp_trace_interval *iv, size_t n)
     }
 }
 
+static int by_frame(const void *key, const void *elem)
+{
+    uint32_t a = *(const uint32_t *)key, b = *(const uint32_t *)elem;
+    return (a > b) - (a < b);
+}
+
+/* Link k: an arrow from the spawn in the parent's lane to the child's lane
+ * (both ends at the spawn; the child's lane begins there). */
+static void spawn_arrow(writer *w, const uint32_t *lanes, size_t k)
+{
+    const kp_trace_link *l = &w->t->links[k];
+    const uint32_t *from = bsearch(&l->from, lanes, w->lane, sizeof *lanes, by_frame);
+    const uint32_t *to = bsearch(&l->to, lanes, w->lane, sizeof *lanes, by_frame);
+    if (!from || !to) /* a process with no time in the trace has no lane */
+        return;
+    for (int end = 0; end < 2; end++) {
+        char head[96];
+        snprintf(head, sizeof head, ",\n{\"ph\":\"%s\",\"id\":%zu,\"pid\":1,\"tid\":%zu,\"ts\":",
+                 end ? "f\",\"bp\":\"e" : "s", k + 1, (size_t)((end ? to : from) - lanes) + 1);
+        text(w, head);
+        us(w, l->ts - w->t->start);
+        text(w, ",\"cat\":\"spawn\",\"name\":\"spawn\"}");
+    }
+}
+
 kp_status kp_trace_write_timeline(const kp_trace_data *t, const char *path, const char *id)
 {
     kp_trace_interval *iv = NULL;
@@ -146,15 +171,22 @@ kp_status kp_trace_write_timeline(const kp_trace_data *t, const char *path, cons
     snprintf(title, sizeof title, "request trace %s", id);
     string(&w, title, strlen(title));
     text(&w, "}}");
-    for (size_t k = 0; k < t->n_iv;) {
+    /* lanes[i]: the pid frame of lane i + 1, ascending as the sort made them */
+    uint32_t *lanes = t->n_iv ? kp_realloc_array(NULL, t->n_iv, sizeof *lanes) : NULL;
+    if (t->n_iv && !lanes)
+        w.st = KP_ERR_NOMEM;
+    for (size_t k = 0; k < t->n_iv && w.st == KP_OK;) {
         size_t e = k;
         while (e < t->n_iv && iv[e].pid_frame == iv[k].pid_frame)
             e++;
-        w.lane++;
+        lanes[w.lane++] = iv[k].pid_frame;
         lane(&w, iv + k, e - k);
         k = e;
     }
+    for (size_t k = 0; k < t->n_links && w.st == KP_OK; k++)
+        spawn_arrow(&w, lanes, k);
     text(&w, "\n]}\n");
+    kp_free(lanes);
     kp_free(iv);
     kp_sink *sink = NULL;
     kp_status st = w.st;

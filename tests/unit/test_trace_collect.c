@@ -160,7 +160,8 @@ static void a_request_with_a_call_a_sleep_and_a_child(void **state)
     const char *timeline = slurp(perf);
     if (kp_check_perf(timeline, strlen(timeline), why, sizeof why) != 0)
         fail_msg("%s: %s", perf, why);
-    /* its timeline: a lane per process, each frame's stretch nested */
+    /* its timeline: a lane per process, each frame's stretch nested, an
+     * arrow from the spawn to the child's lane */
     char json[4400];
     snprintf(json, sizeof json, "%.*s.trace.json", (int)(strlen(f->written[0]) - 7), f->written[0]);
     assert_string_equal(
@@ -174,7 +175,9 @@ static void a_request_with_a_call_a_sleep_and_a_child(void **state)
         "{\"ph\":\"M\",\"pid\":1,\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"<0.11.0>\"}},\n"
         "{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":1600,\"dur\":100,\"cat\":\"sleep\",\"name\":\"sleep\"},\n"
         "{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":1800,\"dur\":50,\"cat\":\"gc\",\"name\":\"garbage_collection\"},\n"
-        "{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":1700,\"dur\":200,\"cat\":\"call\",\"name\":\"w:work/0\"}\n"
+        "{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":1700,\"dur\":200,\"cat\":\"call\",\"name\":\"w:work/0\"},\n"
+        "{\"ph\":\"s\",\"id\":1,\"pid\":1,\"tid\":1,\"ts\":1600,\"cat\":\"spawn\",\"name\":\"spawn\"},\n"
+        "{\"ph\":\"f\",\"bp\":\"e\",\"id\":1,\"pid\":1,\"tid\":2,\"ts\":1600,\"cat\":\"spawn\",\"name\":\"spawn\"}\n"
         "]}\n");
     /* and its flame graph: the whole request, in microseconds */
     char svg[4400];

@@ -295,10 +295,9 @@ static int read_stream(tiers_run *s)
 }
 
 /* {kprof_tiers_backlog, Bytes, NodeTime}: the node's own breaker tripped at
- * NodeTime (its trace
- * backlog grew Bytes past its mark, or Bytes waited in the tracer NIF when
- * it passed its fill mark) and its patterns are off: count the pause and
- * resume after the cool-down, as for a trip here. */
+ * NodeTime (its trace backlog grew Bytes past its mark, or Bytes waited in
+ * the tracer NIF when it passed its fill mark) and its patterns are off:
+ * count the pause and resume after the cool-down, as for a trip here. */
 static int node_tripped(tiers_run *s, const char *buf, int i)
 {
     char tag[MAXATOMLEN], why[128];

@@ -10,12 +10,10 @@
 #include "trace/run.h"
 
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -106,10 +104,10 @@ static void start_nif(run *r)
     int i = 0;
     char tag[MAXATOMLEN] = "";
     int called = kp_node_rpc(&r->node, "kprof_rtrace", "use_nif", &args, &reply) == 0;
-    if (called && (ei_decode_atom(reply.buff, &i, tag) != 0 || strcmp(tag, "ok") != 0))
+    int ok = called && ei_decode_atom(reply.buff, &i, tag) == 0 && strcmp(tag, "ok") == 0;
+    if (called && !ok)
         kp_term_text(reply.buff, 0, "?", r->nif_refused, sizeof r->nif_refused);
-    i = 0;
-    if (called && ei_decode_atom(reply.buff, &i, tag) == 0 && strcmp(tag, "ok") == 0) {
+    if (ok) {
         /* the NIF connected before the rpc returned */
         int fd = kp_loopback_accept(l, 2000);
         if (fd >= 0 && !(r->nif = kp_nif_reader_create(fd)))

@@ -50,13 +50,19 @@ static void encode_event(ei_x_buff *x, const char *what, const char *f, long ari
     ei_x_encode_long(x, arity);
 }
 
-static kp_tier_decoder decoder(void)
+/* A decoder of the two functions of `table`. */
+static kp_tier_decoder decoder_of(const kp_tier_mfa *table)
 {
     kp_tier_decoder d;
     memset(&d, 0, sizeof d);
-    d.mfas = mfas;
+    d.mfas = table;
     d.n = 2;
     return d;
+}
+
+static kp_tier_decoder decoder(void)
+{
+    return decoder_of(mfas);
 }
 
 static void a_tier_call(void **state)
@@ -124,11 +130,7 @@ static const kp_tier_mfa nif_mfas[] = {{"kv", "request", 1, 1}, {"db", "get", 1,
 
 static kp_tier_decoder nif_decoder(void)
 {
-    kp_tier_decoder d;
-    memset(&d, 0, sizeof d);
-    d.mfas = nif_mfas;
-    d.n = 2;
-    return d;
+    return decoder_of(nif_mfas);
 }
 
 /* An event as the NIF reader hands it over, of process <0.42.3>. */

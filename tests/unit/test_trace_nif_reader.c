@@ -248,45 +248,36 @@ static void a_tier_stream(tier_stream *t)
     event_record(r, KPT_EXCEPTION_FROM, 0, 0, 1300);
 }
 
+/* An event of process <0.42.x>: its kind, function and time. */
+static void assert_fn_event(const kp_trace_event *ev, kp_trace_event_kind kind, const char *module,
+                            const char *function, int64_t ts)
+{
+    assert_int_equal(ev->kind, kind);
+    assert_int_equal(ev->pid.num, 42);
+    assert_string_equal(ev->module, module);
+    assert_string_equal(ev->function, function);
+    assert_int_equal(ev->arity, 1);
+    assert_int_equal((int)ev->ts_ns, (int)ts);
+}
+
 static void check_tier_stream(const got *g, const tier_stream *t)
 {
     assert_int_equal(g->n, 4);
-    const kp_trace_event *open = &g->ev[0], *inner = &g->ev[1], *ret = &g->ev[2], *exc = &g->ev[3];
-    assert_int_equal(open->kind, KP_TRACE_SEQ_CALL);
-    assert_int_equal(open->pid.num, 42);
-    assert_string_equal(open->module, "kv");
-    assert_string_equal(open->function, "request");
-    assert_int_equal(open->arity, 1);
-    assert_int_equal((int)open->ts_ns, 1000);
+    const kp_trace_event *open = &g->ev[0], *inner = &g->ev[1];
+    assert_fn_event(open, KP_TRACE_SEQ_CALL, "kv", "request", 1000);
     assert_int_equal(open->has_label, 1);
     assert_int_equal(open->label.num, 77);
     assert_int_equal(open->label.serial, 5);
     assert_int_equal((int)open->identity_len, t->identity.index);
     assert_memory_equal(g->identity[0], t->identity.buff, (size_t)t->identity.index);
 
-    assert_int_equal(inner->kind, KP_TRACE_SEQ_CALL);
-    assert_int_equal(inner->pid.num, 42);
-    assert_string_equal(inner->module, "db");
-    assert_string_equal(inner->function, "get");
-    assert_int_equal(inner->arity, 1);
-    assert_int_equal((int)inner->ts_ns, 1100);
+    assert_fn_event(inner, KP_TRACE_SEQ_CALL, "db", "get", 1100);
     assert_int_equal(inner->has_label, 0); /* KPT_NO_ID: no pid label */
     assert_null(inner->identity);
     assert_int_equal((int)inner->identity_len, 0);
 
-    assert_int_equal(ret->kind, KP_TRACE_RETURN_FROM);
-    assert_int_equal(ret->pid.num, 42);
-    assert_string_equal(ret->module, "db");
-    assert_string_equal(ret->function, "get");
-    assert_int_equal(ret->arity, 1);
-    assert_int_equal((int)ret->ts_ns, 1200);
-
-    assert_int_equal(exc->kind, KP_TRACE_EXCEPTION_FROM);
-    assert_int_equal(exc->pid.num, 42);
-    assert_string_equal(exc->module, "kv");
-    assert_string_equal(exc->function, "request");
-    assert_int_equal(exc->arity, 1);
-    assert_int_equal((int)exc->ts_ns, 1300);
+    assert_fn_event(&g->ev[2], KP_TRACE_RETURN_FROM, "db", "get", 1200);
+    assert_fn_event(&g->ev[3], KP_TRACE_EXCEPTION_FROM, "kv", "request", 1300);
 }
 
 static void decodes_tier_records(void **state)

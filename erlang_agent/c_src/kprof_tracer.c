@@ -45,6 +45,9 @@ static uint64_t mfa_keys[TABLE][3];
 static uint32_t mfa_ids[TABLE];
 static uint32_t n_mfas;
 static uint64_t dropped;
+/* request traces: the label of each pid id's last call (KPT_NO_ID: not
+ * known since the last RESET), so that a LABEL record marks each change */
+static uint32_t pid_labels[TABLE];
 static int seq_calls;        /* tier tracing: SEQ_CALL and exception records */
 static size_t fill_mark;     /* tier tracing: trip past this much waiting */
 static volatile int tripped; /* read without the lock by enabled/3 */
@@ -53,7 +56,7 @@ static size_t tripped_at;    /* bytes waiting when it tripped */
 static ERL_NIF_TERM a_trace, a_discard, a_remove, a_trace_status, a_ok, a_error, a_undefined,
     a_match_spec_result, a_call, a_return_to, a_in, a_out, a_gc_minor_start, a_gc_major_start,
     a_gc_minor_end, a_gc_major_end, a_spawn, a_exit, a_return_from, a_mark_module, a_begin_trace,
-    a_pending, a_exception_from, a_tripped, a_too_long;
+    a_pending, a_exception_from, a_tripped, a_too_long, a_send, a_extra, a_kprof;
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
@@ -86,6 +89,10 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     ATOM(a_exception_from, "exception_from");
     ATOM(a_tripped, "tripped");
     ATOM(a_too_long, "too_long");
+    ATOM(a_send, "send");
+    ATOM(a_extra, "extra");
+    ATOM(a_kprof, "kprof");
+    memset(pid_labels, 0xff, sizeof pid_labels);
     return mu ? 0 : 1;
 }
 
@@ -161,6 +168,7 @@ static void reset_tables_locked(void)
 {
     memset(pid_keys, 0, sizeof pid_keys);
     memset(mfa_keys, 0, sizeof mfa_keys);
+    memset(pid_labels, 0xff, sizeof pid_labels);
     n_pids = n_mfas = 0;
     if (room(1))
         put8(KPT_RESET);
@@ -325,11 +333,68 @@ static void seq_call(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM mfa, ERL_NIF_TER
         enif_release_binary(&ext);
 }
 
+/* The request trace a seq_trace token is kprof's for: N of the label
+ * {kprof, N} that kprof:trace_begin/1 gives its process's token, else 0. */
+static uint32_t rtrace_label(ErlNifEnv *env, ERL_NIF_TERM token)
+{
+    const ERL_NIF_TERM *t, *l;
+    int arity, larity;
+    unsigned n;
+    if (enif_get_tuple(env, token, &arity, &t) && arity == 5 &&
+        enif_get_tuple(env, t[1], &larity, &l) && larity == 2 && l[0] == a_kprof &&
+        enif_get_uint(env, l[1], &n) && n > 0 && n != KPT_NO_ID)
+        return n;
+    return 0;
+}
+
+/* A request trace's call: a LABEL record first when the process's token
+ * changed since its last call (its pattern's message is the token). */
+static void label_call(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t ts)
+{
+    ERL_NIF_TERM token;
+    uint32_t label = 0;
+    if (enif_get_map_value(env, opts, a_match_spec_result, &token))
+        label = rtrace_label(env, token);
+    if (pid_labels[pid] == label)
+        return;
+    if (room(32)) {
+        put8(KPT_LABEL);
+        put32(pid);
+        put32(label);
+        put64(ts);
+        pid_labels[pid] = label;
+    } else {
+        count_drop();
+    }
+}
+
+/* A message sent by a process of a request trace (send's pattern followed
+ * its receiver: see kprof_rtrace): sender, receiver, the sender's label. */
+static void send_event(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t ts)
+{
+    ERL_NIF_TERM to, token;
+    uint32_t label = 0, to_id;
+    if (!enif_get_map_value(env, opts, a_extra, &to) || !enif_is_pid(env, to))
+        return;
+    if (enif_get_map_value(env, opts, a_match_spec_result, &token))
+        label = rtrace_label(env, token);
+    to_id = pid_id(env, to);
+    if (to_id != KPT_NO_ID && room(32)) {
+        put8(KPT_SEND);
+        put32(pid);
+        put32(to_id);
+        put32(label);
+        put64(ts);
+    } else {
+        count_drop();
+    }
+}
+
 /* trace(Tag, State, Tracee, TraceTerm, Opts) */
 static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
-    int kind = kind_of(argv[0]);
+    int kind = argv[0] == a_send && !seq_calls ? KPT_SEND : kind_of(argv[0]);
     if (!kind)
         return a_ok;
     int64_t ts = (int64_t)enif_monotonic_time(ERL_NIF_NSEC);
@@ -354,6 +419,8 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     int arity;
     if (pid == KPT_NO_ID) { /* no room to define it: the event is lost */
         count_drop();
+    } else if (kind == KPT_SEND) {
+        send_event(env, pid, argv[4], ts);
     } else if (kind == KPT_CALL && seq_calls) {
         if (!enif_get_map_value(env, argv[4], a_match_spec_result, &msg))
             msg = a_undefined;
@@ -376,6 +443,8 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         }
     } else {
         uint32_t arg = KPT_NO_ID;
+        if (kind == KPT_CALL)
+            label_call(env, pid, argv[4], ts);
         if (kind == KPT_SPAWN)
             arg = pid_id(env, argv[3]);
         else if (kind != KPT_GC_START && kind != KPT_GC_END && kind != KPT_EXIT)
@@ -425,6 +494,7 @@ static ERL_NIF_TERM nif_connect(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     pending_drops = 0;
     memset(pid_keys, 0, sizeof pid_keys);
     memset(mfa_keys, 0, sizeof mfa_keys);
+    memset(pid_labels, 0xff, sizeof pid_labels);
     n_pids = n_mfas = 0;
     seq_calls = argc == 2;
     fill_mark = mark;

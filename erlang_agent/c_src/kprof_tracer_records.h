@@ -25,6 +25,13 @@
  *          than KPT_IDENTITY_TERM_MAX is sent as the atom too_long), none
  *          (len 0) for a call inside one (the message was the Token)
  *
+ *   LABEL  (request traces) kind, pid id u32, label u32, ts i64: from this
+ *          call on, the process's seq_trace token is request trace `label`'s
+ *          (N of its label {kprof, N}), or no trace's (0). Comes before the
+ *          process's first CALL, and again before a CALL whenever it changed
+ *   SEND   (request traces) kind, sender's pid id u32, receiver's pid id
+ *          u32, the sender's label u32 (as in LABEL), ts i64
+ *
  * Tier tracing also uses EVENT with KPT_RETURN_FROM and KPT_EXCEPTION_FROM.
  *
  * A PID or MFA record comes before the first record that uses its id. */
@@ -47,7 +54,9 @@ enum {
     KPT_MARK = 102,
     KPT_SEQ_CALL = 103,
     KPT_RESET = 104,
-    KPT_DROP = 105
+    KPT_DROP = 105,
+    KPT_LABEL = 106,
+    KPT_SEND = 107
 };
 
 enum { KPT_MARK_BEGIN = 1, KPT_MARK_END = 2 };
@@ -59,6 +68,8 @@ enum {
     KPT_MFA_MIN = 8,     /* MFA with empty names */
     KPT_MARK_HEAD = 18,  /* MARK up to its term */
     KPT_DROP_SIZE = 5,
+    KPT_LABEL_SIZE = 17,
+    KPT_SEND_SIZE = 21,
     KPT_SEQ_CALL_HEAD = 25, /* SEQ_CALL up to its identity term */
     KPT_IDENTITY_TERM_MAX = 4096,
     KPT_PID_TERM_MAX = 1000, /* the NIF sends no longer pid term */

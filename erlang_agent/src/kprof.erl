@@ -162,6 +162,7 @@ trace_begin(Options) when is_map(Options) ->
                 {ok, Id, Bounds} ->
                     put(kprof_trace_id, Id),
                     kprof_rtrace_mark:begin_trace({Id, Bounds}),
+                    follow(Bounds),
                     {ok, Id};
                 {error, _} = Error ->
                     Error
@@ -176,8 +177,34 @@ trace_end() ->
     case erase(kprof_trace_id) of
         undefined -> ok;
         Id ->
+            unfollow(erase(kprof_trace_label)),
             kprof_rtrace_mark:end_trace(Id),
             kprof_rtrace:end_trace(Id)
+    end.
+
+%% The request's messages are followed into the processes they reach
+%% (kprof_rtrace) when they carry a seq_trace token labelled {kprof, N}:
+%% the process gets one, unless it has a token already (a user's, or tier
+%% tracing's), which stays untouched; its messages are then not followed.
+follow(#{follow := N}) ->
+    case seq_trace:get_token() of
+        [] ->
+            _ = seq_trace:set_token(label, {kprof, N}),
+            put(kprof_trace_label, {kprof, N});
+        _ ->
+            ok
+    end;
+follow(_) ->
+    ok.
+
+%% Only kprof's own token goes, and before the end mark: the call to
+%% kprof_rtrace must not carry it.
+unfollow(undefined) ->
+    ok;
+unfollow(Label) ->
+    case seq_trace:get_token(label) of
+        {label, Label} -> _ = seq_trace:set_token([]), ok;
+        _ -> ok
     end.
 
 %% @doc The id of the request trace running in this process, or undefined.

@@ -59,6 +59,8 @@
                       max_backlog_mb => pos_integer(),
                       idle_ms => pos_integer(),
                       linger_ms => non_neg_integer(),
+                      %% processes a request's messages reach, followed per trace
+                      max_processes => non_neg_integer(),
                       %% per second, asked for by a caller (kprof_http)
                       rate_limit => number(),
                       %% a kprof attached from a shell collects
@@ -69,12 +71,23 @@
                       %% passed on to the collector with the bounds
                       name => term()}.
 %% A trace's bounds, as kprof_rtrace_mark:begin_trace/1 tells the collector.
+%% `follow': N of the label {kprof, N} the traced process gives its
+%% seq_trace token, when its messages are followed (kprof:trace_begin/1).
 -type bounds() :: #{max_events := pos_integer(), max_duration_ms := pos_integer(),
+                    max_processes => non_neg_integer(), follow => pos_integer(),
                     name => term()}.
 -export_type([settings/0, bounds/0]).
 
 -define(FLAGS, [call, return_to, arity, running, garbage_collection, procs, set_on_spawn,
                 monotonic_timestamp]).
+%% What a process a request's message reaches gets, from the send pattern
+%% (see follow_spec/2): it is traced as the request's processes are, its
+%% own messages are followed too, and what it spawns is not.
+-define(FOLLOW_FLAGS, [call, return_to, arity, running, garbage_collection, send,
+                       monotonic_timestamp]).
+%% kprof's call pattern: the call's event carries the process's seq_trace
+%% token, whose label says which request it works for (see follow_spec/2).
+-define(CALL_MS, [{'_', [], [{message, {get_seq_token}}]}]).
 -define(CALL_TIMEOUT, 10000).
 -define(WATCH_MS, 20).
 -define(MAX_LINGER_MS, 600000). % also how often the NIF's buffer is flushed
@@ -84,7 +97,7 @@
 defaults() ->
     #{dir => "/tmp/kprof-traces", max_duration_ms => 5000, max_events => 1000000,
       max_concurrent => 8, queue_size => 10000, max_backlog_mb => 64,
-      idle_ms => 60000, linger_ms => 5000}.
+      idle_ms => 60000, linger_ms => 5000, max_processes => 16}.
 
 settings(Options) ->
     Env = application:get_env(kprof, request_trace, #{}),
@@ -229,7 +242,7 @@ ensure_started(Mode) ->
 %%% ---------------------------------------------------------------------
 %%% The server
 
--define(NOTHING_OWNED, {{[], []}, false}). % see owned()
+-define(NOTHING_OWNED, {{[], []}, false, false}). % see owned()
 -record(trace, {id :: binary(), root :: pid(), timer :: reference(), pids = [] :: [pid()]}).
 -record(state, {port :: port(), tcp_port :: inet:port_number(), settings :: settings(),
                 collector :: port() | undefined, traces = #{} :: #{binary() => #trace{}},
@@ -248,10 +261,11 @@ ensure_started(Mode) ->
 %% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
 %% modules where someone else has call patterns).
 -type armed_set() :: all | {[module()], [mfa()]}.
-%% The patterns kprof set: the armed set, and whether it set the on_load
+%% The patterns kprof set: the armed set, whether it set the on_load
 %% pattern too (then the modules loaded at that moment: any other module,
-%% loaded since, got kprof's pattern from it), or false.
--type owned() :: {armed_set(), false | [module()]}.
+%% loaded since, got kprof's pattern from it, else false), and whether it
+%% set the send pattern that follows a request's messages.
+-type owned() :: {armed_set(), false | [module()], boolean()}.
 
 %% kprof_rtrace_mark's patterns emit the marks: always kprof's.
 -define(MARKS, kprof_rtrace_mark).
@@ -322,6 +336,8 @@ loop(S = #state{settings = Settings}) ->
             loop(disarm(S#state{linger = undefined}));
         watch ->
             loop(watch(S));
+        sweep ->
+            loop(sweep(S));
         flush ->
             loop(flush(S#state{flush_timer = false}));
         {untrace, Pids} when is_list(Pids) ->
@@ -431,7 +447,7 @@ handle({use_nif, TcpPort}, S) ->
     case Loaded of
         ok ->
             case catch kprof_tracer:connect(TcpPort) of
-                ok -> {ok, S#state{nif = true}};
+                ok -> {ok, arm_follow(S#state{nif = true})};
                 Other -> {{error, Other}, S}
             end;
         Other ->
@@ -453,12 +469,14 @@ start_trace(Pid, Settings, S = #state{traces = Traces}) ->
     S1 = arm(S),
     Seq = S1#state.seq + 1,
     Id = trace_id(Seq),
-    try erlang:trace(Pid, true, [tracer(S1) | ?FLAGS]) of
+    Follow = following(S1),
+    try erlang:trace(Pid, true, [tracer(S1) | ?FLAGS] ++ [send || Follow]) of
         _ ->
             Timer = erlang:send_after(maps:get(max_duration_ms, Settings), self(),
                                       {timeout, Id}),
             T = #trace{id = Id, root = Pid, timer = Timer},
-            {{ok, Id, maps:with([max_events, max_duration_ms, name], Settings)},
+            Bounds = maps:with([max_events, max_duration_ms, max_processes, name], Settings),
+            {{ok, Id, if Follow -> Bounds#{follow => Seq}; true -> Bounds end},
              S1#state{seq = Seq, traces = Traces#{Id => T}}}
     catch
         %% gone, or traced by another tracer since the check
@@ -495,7 +513,7 @@ is_kprof_tracer(_, _) -> false.
 untrace(Pid, Port) ->
     case erlang:trace_info(Pid, tracer) of
         {tracer, Tracer} when Tracer =/= [] ->
-            is_kprof_tracer(Tracer, Port) andalso (catch erlang:trace(Pid, false, ?FLAGS));
+            is_kprof_tracer(Tracer, Port) andalso (catch erlang:trace(Pid, false, [send | ?FLAGS]));
         _ -> false
     end.
 
@@ -506,6 +524,17 @@ untrace(Pid, Port) ->
 untrace_all(Port) ->
     _ = [untrace(P, Port) || P <- erlang:processes()],
     ok.
+
+%% Once no trace runs and no calls are traced, no process should carry
+%% kprof's flags: processes that following reached but no trace took in
+%% (past its max_processes, or reached by a message with someone else's
+%% token) still may, and lose them here. Not on the path of end_trace/1,
+%% which a request waits for: it passes over every process.
+sweep(S = #state{traces = Traces, calls = []}) when map_size(Traces) =:= 0 ->
+    untrace_all(S#state.port),
+    S;
+sweep(S) ->
+    S.
 
 %% Removes kprof's meta pattern on `MFA', unless someone replaced it.
 stop_meta(MFA, Port) ->
@@ -532,7 +561,7 @@ finish(Id, S = #state{traces = Traces}) ->
 %% the server tells it what it owns before arming it.
 guard(Server, Port) ->
     Ref = monitor(process, Server),
-    guard_wait(Server, Ref, Port, {[], []}, []).
+    guard_wait(Server, Ref, Port, ?NOTHING_OWNED, []).
 
 guard_wait(Server, Ref, Port, Owned, Calls) ->
     receive
@@ -612,23 +641,72 @@ arm(S = #state{guard = Guard}) ->
                  {traced, false} -> erlang:loaded();
                  _ -> false
              end,
-    Owned = {Set, OnLoad},
+    Owned = {Set, OnLoad, false},
     %% the guard learns the set before it is set: killed halfway, this
     %% server leaves nothing the guard does not remove
     Guard ! {owned, Owned, S#state.calls},
-    OnLoad =/= false andalso erlang:trace_pattern(on_load, true, [local]),
+    OnLoad =/= false andalso erlang:trace_pattern(on_load, ?CALL_MS, [local]),
     _ = case Set of
-        all -> erlang:trace_pattern({'_', '_', '_'}, true, [local]);
+        all -> erlang:trace_pattern({'_', '_', '_'}, ?CALL_MS, [local]);
         {Mods, MFAs} ->
-            [erlang:trace_pattern({M, '_', '_'}, true, [local]) || M <- Mods],
-            [erlang:trace_pattern(MFA, true, [local]) || MFA <- MFAs]
+            [erlang:trace_pattern({M, '_', '_'}, ?CALL_MS, [local]) || M <- Mods],
+            [erlang:trace_pattern(MFA, ?CALL_MS, [local]) || MFA <- MFAs]
     end,
     %% the marks carry the trace's id and bounds into the stream
     erlang:trace_pattern({?MARKS, begin_trace, 1},
                          [{['$1'], [], [{message, '$1'}]}], [local]),
     erlang:trace_pattern({?MARKS, end_trace, 1},
                          [{['$1'], [], [{message, '$1'}]}], [local]),
-    S#state{armed = true, owned = Owned, baseline = erlang:memory(system)}.
+    arm_follow(S#state{armed = true, owned = Owned, baseline = erlang:memory(system)}).
+
+%% The send pattern that follows a request's messages, once patterns are
+%% armed and events go through the NIF (which may come after the first
+%% trace armed them: the collector connects it then); see follow_spec/2.
+arm_follow(S = #state{armed = true, nif = true, owned = {Set, OnLoad, false}, guard = Guard}) ->
+    case erlang:trace_info(send, match_spec) =:= {match_spec, true}
+        andalso follow_spec(self(), S#state.port) of
+        false ->
+            S;
+        Spec ->
+            Owned = {Set, OnLoad, true},
+            Guard ! {owned, Owned, S#state.calls},
+            send_pattern(Spec),
+            S#state{owned = Owned}
+    end;
+arm_follow(S) ->
+    S.
+
+%% == Following a request's messages ==
+%% The send pattern applies to every process with the send flag, which only
+%% kprof's traced processes have. For a message that carries a seq_trace
+%% token, its trace/3 gives the receiver ?FOLLOW_FLAGS at the send (before
+%% the receiver can take the message in) with the sender's tracer, the NIF.
+%% The token's label ({kprof, N}, set by kprof:trace_begin/1) says which
+%% request the receiver works for: the NIF writes a LABEL record whenever a
+%% traced process's token changes, and the collector gives the receiver's
+%% time to that trace while the token is the trace's (until it takes in a
+%% message without it: work for others), for at most `max_processes'
+%% processes per trace. Left out: this server, remote processes, and those
+%% another tracer traced when the pattern was set (trace/3 would take them
+%% from it): past ?MAX_FOREIGN of those, or when someone has a send pattern,
+%% nothing is followed. Only through the NIF: the trace port has no labels.
+follow_spec(Server, Port) ->
+    Foreign = [P || P <- erlang:processes(), foreign_tracer(P, Port) =/= false],
+    case length(Foreign) > ?MAX_FOREIGN of
+        true -> false;
+        false ->
+            Guards = [{is_pid, '$1'}, {'=:=', {node, '$1'}, {node}}, {is_seq_trace},
+                      {'=/=', '$1', Server} | [{'=/=', '$1', P} || P <- Foreign]],
+            [{['$1', '_'], Guards, [{trace, '$1', [], ?FOLLOW_FLAGS}, {message, {get_seq_token}}]}]
+    end.
+
+following(#state{nif = Nif, owned = {_, _, Follow}}) -> Nif andalso Follow.
+
+%% OTP 25's spec of erlang:trace_pattern/2,3 leaves out `send', which the
+%% function takes (as erlang:trace_pattern/3's documentation says).
+-dialyzer({[no_fail_call, no_return], send_pattern/1}).
+send_pattern(MS) ->
+    erlang:trace_pattern(send, MS, []).
 
 %% What kprof's local pattern takes: every function of every loaded module
 %% (what {'_', '_', '_'} would take) except those with a call pattern, which
@@ -699,8 +777,8 @@ foreign(MFAs) ->
 is_armed(MFA) ->
     is_kprofs(erlang:trace_info(MFA, traced), MFA).
 
-%% kprof's pattern, given the function's `traced': local, no match spec.
-is_kprofs({traced, local}, MFA) -> erlang:trace_info(MFA, match_spec) =:= {match_spec, []};
+%% kprof's pattern, given the function's `traced': local, kprof's match spec.
+is_kprofs({traced, local}, MFA) -> erlang:trace_info(MFA, match_spec) =:= {match_spec, ?CALL_MS};
 is_kprofs(_, _) -> false.
 
 %% No trace runs and no calls are traced: the patterns stay armed for
@@ -710,6 +788,7 @@ is_kprofs(_, _) -> false.
 %% patterns cost untraced code a breakpoint check per call meanwhile
 %% (tests/bench/rtrace_overhead measures it).
 release(S = #state{settings = Settings}) ->
+    self() ! sweep,
     case maps:get(linger_ms, Settings, 0) of
         Ms when is_integer(Ms), Ms > 0 ->
             Ref = make_ref(),
@@ -729,11 +808,20 @@ disarm(S) ->
 %% gets kprof's pattern any more), then the armed set, then the patterns of
 %% the modules loaded since, which took kprof's from on_load.
 -spec disarm_owned(owned()) -> ok.
-disarm_owned({Set, false}) ->
+disarm_owned({Set, OnLoad, true}) ->
+    %% the send pattern first: no process is followed any more; one someone
+    %% set since is theirs
+    case erlang:trace_info(send, match_spec) of
+        {match_spec, [{['$1', '_'], _, [{trace, '$1', [], ?FOLLOW_FLAGS} | _]}]} ->
+            send_pattern(true);
+        _ -> ok
+    end,
+    disarm_owned({Set, OnLoad, false});
+disarm_owned({Set, false, false}) ->
     disarm_set(Set);
-disarm_owned({Set, LoadedThen}) ->
+disarm_owned({Set, LoadedThen, false}) ->
     erlang:trace_info(on_load, traced) =:= {traced, local}
-        andalso erlang:trace_info(on_load, match_spec) =:= {match_spec, []}
+        andalso erlang:trace_info(on_load, match_spec) =:= {match_spec, ?CALL_MS}
         andalso erlang:trace_pattern(on_load, false, [local]),
     disarm_set(Set),
     Then = sets:from_list(LoadedThen, [{version, 2}]),

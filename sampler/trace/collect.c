@@ -15,7 +15,8 @@
 #include "trace/files.h"
 
 #define MAX_TRACES 1024
-#define MAX_LINKS 16384 /* spawns kept per trace, for the timeline */
+#define MAX_LINKS 16384 /* spawns and messages kept per trace, for the timeline */
+#define NOT_A_MEMBER UINT32_MAX
 
 enum { RUNNING, OUT, GC };
 
@@ -34,12 +35,20 @@ typedef struct {
     size_t n_iv, cap_iv;
     erlang_pid *pids; /* every process of the trace, root first */
     size_t n_pids, cap_pids;
-    kp_trace_link *links; /* its spawns (at most MAX_LINKS kept) */
+    kp_trace_link *links; /* its spawns and messages (at most MAX_LINKS kept) */
     size_t n_links, cap_links;
+    uint32_t no; /* N of its processes' token label {kprof, N}; 0: not followed */
+    uint64_t max_followed;
+    erlang_pid *followed; /* processes its messages reached, taken in */
+    size_t n_followed, cap_followed;
 } trace;
 
 typedef struct {
-    uint32_t trace;
+    uint32_t trace; /* NOT_A_MEMBER for a followed process */
+    int followed;   /* reached by a trace's message: `label` says which trace has its time */
+    uint32_t label;
+    int replied;               /* a followed process called gen:reply/2: its stretch is over */
+    uint32_t link, link_trace; /* 1 + the message link whose arrival it waits for; 0: none */
     int state;
     int timed; /* `last` holds a time (an adopted call starts without) */
     int64_t last;
@@ -53,8 +62,10 @@ struct kp_trace_collector {
     kp_frames *frames;
     uint32_t sleep_frame, gc_frame;
     trace traces[MAX_TRACES];
-    kp_u64_map procs; /* packed pid -> index into ps */
-    proc *ps;         /* slots; free ones are listed in `free` */
+    kp_u64_map procs;  /* packed pid -> index into ps */
+    kp_u64_map by_no;  /* a followed trace's no -> its index */
+    kp_u64_map labels; /* packed pid -> its token's no, for processes not (yet) in procs */
+    proc *ps;          /* slots; free ones are listed in `free` */
     size_t n_ps, cap_ps;
     uint32_t *free;
     size_t n_free;
@@ -91,6 +102,7 @@ kp_trace_collector *kp_trace_collector_create(const kp_trace_collector_options *
 
 static void free_trace(trace *t)
 {
+    kp_free(t->followed);
     kp_stacks_free(t->stacks);
     kp_free(t->ns);
     kp_free(t->iv);
@@ -110,6 +122,8 @@ void kp_trace_collector_free(kp_trace_collector *rt)
     kp_free(rt->ps);
     kp_free(rt->free);
     kp_u64_map_free(&rt->procs);
+    kp_u64_map_free(&rt->by_no);
+    kp_u64_map_free(&rt->labels);
     kp_frames_free(rt->frames);
     kp_free(rt);
 }
@@ -136,8 +150,8 @@ static proc *proc_of(kp_trace_collector *rt, const erlang_pid *pid)
     return kp_u64_map_get(&rt->procs, pack(pid), &k) ? &rt->ps[k] : NULL;
 }
 
-static proc *add_proc(kp_trace_collector *rt, uint32_t t, const erlang_pid *pid, int64_t ts,
-                      int state)
+/* A process slot for `pid`, not yet in any trace. */
+static proc *new_proc(kp_trace_collector *rt, const erlang_pid *pid, int64_t ts, int state)
 {
     size_t slot;
     if (rt->n_free) {
@@ -169,11 +183,26 @@ static proc *add_proc(kp_trace_collector *rt, uint32_t t, const erlang_pid *pid,
         rt->free[rt->n_free++] = (uint32_t)slot;
         return NULL;
     }
-    p->trace = t;
+    p->trace = NOT_A_MEMBER;
+    p->followed = 0;
+    p->label = p->link = p->link_trace = 0;
+    p->replied = 0;
     p->state = state;
     p->last = ts;
-    p->timed = !rt->traces[t].untimed;
+    p->timed = 1;
     p->depth = 1;
+    return p;
+}
+
+/* A process of trace `t`: the one that began it or one it spawned. */
+static proc *add_proc(kp_trace_collector *rt, uint32_t t, const erlang_pid *pid, int64_t ts,
+                      int state)
+{
+    proc *p = new_proc(rt, pid, ts, state);
+    if (!p)
+        return NULL;
+    p->trace = t;
+    p->timed = !rt->traces[t].untimed;
     trace *tr = &rt->traces[t];
     if (tr->n_pids == tr->cap_pids) {
         size_t cap = tr->cap_pids ? tr->cap_pids * 2 : 8;
@@ -213,9 +242,14 @@ static int longer_than(int64_t d, uint64_t limit)
 /* ------------------------------------------------------------------ */
 /* time attribution */
 
-static int account(kp_trace_collector *rt, proc *p, int64_t ts)
+/* The time since the process's last event goes to its stack in trace `t`
+ * (a followed process's time outside the trace's stretches: to none, NULL). */
+static int account(kp_trace_collector *rt, proc *p, trace *t, int64_t ts)
 {
-    trace *t = &rt->traces[p->trace];
+    if (!t) {
+        p->last = ts;
+        return 0;
+    }
     if (!p->timed) { /* an adopted call: its first timed event */
         p->last = ts;
         p->timed = 1;
@@ -262,19 +296,20 @@ static int account(kp_trace_collector *rt, proc *p, int64_t ts)
     return 0;
 }
 
-/* Keeps a spawn for the timeline's arrows; past MAX_LINKS, or out of
- * memory, the arrow is left out (the child's lane stays). */
-static void add_link(trace *t, uint32_t from, uint32_t to, int64_t ts)
+/* Keeps a spawn or a message for the timeline's arrows; past MAX_LINKS, or
+ * out of memory, the arrow is left out (the lanes stay). Returns 1 if kept. */
+static int add_link(trace *t, uint32_t from, uint32_t to, int64_t ts, int message)
 {
     if (t->n_links == t->cap_links) {
         size_t cap = t->cap_links ? t->cap_links * 2 : 16;
         kp_trace_link *l = cap <= MAX_LINKS ? kp_realloc_array(t->links, cap, sizeof *l) : NULL;
         if (!l)
-            return;
+            return 0;
         t->links = l;
         t->cap_links = cap;
     }
-    t->links[t->n_links++] = (kp_trace_link){from, to, ts};
+    t->links[t->n_links++] = (kp_trace_link){from, to, ts, ts, message};
+    return 1;
 }
 
 /* kprof's own tracing machinery (trace_request, the marks, the server
@@ -334,6 +369,183 @@ static int pop_to(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
     return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* following */
+
+static void finish(kp_trace_collector *rt, uint32_t k);
+
+static int follows(const trace *t, const erlang_pid *pid)
+{
+    for (size_t f = 0; f < t->n_followed; f++)
+        if (pack(&t->followed[f]) == pack(pid))
+            return 1;
+    return 0;
+}
+
+/* The index of the trace a followed process works for now: the one its
+ * token names, if that trace took it in; else -1. */
+static int working_for(kp_trace_collector *rt, const proc *p, const erlang_pid *pid)
+{
+    uint32_t k;
+    if (!p->label || p->replied || !kp_u64_map_get(&rt->by_no, p->label, &k) ||
+        !follows(&rt->traces[k], pid))
+        return -1;
+    return (int)k;
+}
+
+/* Whether trace `k` holds `pid` now, or takes it in within its bound. */
+static int take_in(trace *t, const erlang_pid *pid)
+{
+    if (follows(t, pid))
+        return 1;
+    if (t->n_followed >= t->max_followed)
+        return 0;
+    if (t->n_followed == t->cap_followed) {
+        size_t cap = t->cap_followed ? t->cap_followed * 2 : 8;
+        erlang_pid *f = kp_realloc_array(t->followed, cap, sizeof *f);
+        if (!f)
+            return 0;
+        t->followed = f;
+        t->cap_followed = cap;
+    }
+    t->followed[t->n_followed++] = *pid;
+    return 1;
+}
+
+/* A message of trace `no` from ev->pid to ev->child: when the sender works
+ * for that trace, the receiver is taken in (within the trace's bound) and
+ * the message becomes an arrow of the timeline, ending where the receiver
+ * takes it in (its token becomes the trace's: on_label). */
+static void on_send(kp_trace_collector *rt, const kp_trace_event *ev)
+{
+    uint32_t k;
+    if (!ev->trace_no || !kp_u64_map_get(&rt->by_no, ev->trace_no, &k))
+        return;
+    trace *t = &rt->traces[k];
+    proc *s = proc_of(rt, &ev->pid);
+    if (!s || t->cut || (s->followed ? working_for(rt, s, &ev->pid) != (int)k : s->trace != k))
+        return;
+    uint32_t from = s->frames[0]; /* s moves if new_proc grows the slots */
+    proc *r = proc_of(rt, &ev->child);
+    if (r && !r->followed) { /* a process of a trace: its own or another's */
+        if (r->trace == k)
+            add_link(t, from, r->frames[0], ev->ts_ns, 1);
+        return;
+    }
+    if (!take_in(t, &ev->child))
+        return;
+    if (!r) {
+        r = new_proc(rt, &ev->child, ev->ts_ns, RUNNING);
+        if (!r)
+            return;
+        uint32_t label;
+        r->followed = 1;
+        r->label = kp_u64_map_get(&rt->labels, pack(&ev->child), &label) ? label : 0;
+        kp_u64_map_del(&rt->labels, pack(&ev->child));
+    }
+    int linked = add_link(t, from, r->frames[0], ev->ts_ns, 1);
+    r->replied = 0;          /* a new message of the request: it works for it again */
+    if (r->label == t->no) { /* it took the message in already */
+        r->link = 0;
+    } else if (linked) {
+        r->link = (uint32_t)t->n_links;
+        r->link_trace = k;
+    }
+}
+
+/* The process's token changed (it took in a message): what it worked for
+ * until now has the time up to here. */
+static int on_label(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
+{
+    int k = working_for(rt, p, &ev->pid);
+    if (account(rt, p, k >= 0 ? &rt->traces[k] : NULL, ev->ts_ns) != 0)
+        return -1;
+    p->label = ev->trace_no;
+    p->replied = 0;
+    k = working_for(rt, p, &ev->pid);
+    if (k >= 0 && p->link && p->link_trace == (uint32_t)k) {
+        trace *t = &rt->traces[k];
+        if (p->link <= t->n_links)
+            t->links[p->link - 1].ts_to = ev->ts_ns;
+        p->link = 0;
+    }
+    return 0;
+}
+
+/* A finished trace's followed processes: those no other trace holds leave
+ * the collector, and join its pids (their flags are cleared with those of
+ * its other processes). */
+static void release_followed(kp_trace_collector *rt, uint32_t k)
+{
+    trace *t = &rt->traces[k];
+    for (size_t f = 0; f < t->n_followed; f++) {
+        int elsewhere = 0;
+        for (uint32_t o = 0; o < MAX_TRACES && !elsewhere; o++)
+            elsewhere = o != k && rt->traces[o].used && follows(&rt->traces[o], &t->followed[f]);
+        proc *p = proc_of(rt, &t->followed[f]);
+        if (elsewhere || !p || !p->followed)
+            continue;
+        remove_proc(rt, &t->followed[f]);
+        if (t->n_pids == t->cap_pids) {
+            size_t cap = t->cap_pids ? t->cap_pids * 2 : 8;
+            erlang_pid *pids = kp_realloc_array(t->pids, cap, sizeof *pids);
+            if (!pids)
+                continue;
+            t->pids = pids;
+            t->cap_pids = cap;
+        }
+        t->pids[t->n_pids++] = t->followed[f];
+    }
+    if (t->no)
+        kp_u64_map_del(&rt->by_no, t->no);
+}
+
+/* An event of a followed process: its stack and state always follow it;
+ * its time goes to the trace it works for, if any. */
+static int followed_event(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
+{
+    if (ev->kind == KP_TRACE_LABEL)
+        return on_label(rt, p, ev);
+    if (!ev->ts_ns)
+        return 0;
+    int k = working_for(rt, p, &ev->pid);
+    trace *t = k >= 0 ? &rt->traces[k] : NULL;
+    if (account(rt, p, t, ev->ts_ns) != 0) {
+        t->cut = "out_of_memory";
+        finish(rt, (uint32_t)k);
+        return -1;
+    }
+    if (t) {
+        if (ev->ts_ns > t->last)
+            t->last = ev->ts_ns;
+        if (++t->events > t->max_events && !t->cut)
+            t->cut = "max_events";
+        else if (longer_than(ev->ts_ns - t->start, t->max_duration_ns) && !t->cut)
+            t->cut = "max_duration";
+        if (t->cut) {
+            finish(rt, (uint32_t)k);
+            return 0; /* p may be gone */
+        }
+    }
+    switch (ev->kind) {
+    case KP_TRACE_CALL:
+        /* a server's reply ends what it does for the request: its wait for
+         * the next message is not the request's */
+        if (t && strcmp(ev->function, "reply") == 0 && ev->arity == 2 &&
+            strcmp(ev->module, "gen") == 0)
+            p->replied = 1;
+        return push(rt, p, ev);
+    case KP_TRACE_RETURN_TO: return pop_to(rt, p, ev);
+    case KP_TRACE_OUT: p->state = OUT; break;
+    case KP_TRACE_IN: p->state = RUNNING; break;
+    case KP_TRACE_GC_START: p->state = GC; break;
+    case KP_TRACE_GC_END: p->state = RUNNING; break;
+    case KP_TRACE_EXIT: remove_proc(rt, &ev->pid); break;
+    default: break;
+    }
+    return 0;
+}
+
 static void finish(kp_trace_collector *rt, uint32_t k)
 {
     trace *t = &rt->traces[k];
@@ -372,6 +584,7 @@ static void finish(kp_trace_collector *rt, uint32_t k)
                  st == KP_ERR_IO ? strerror(errno) : kp_strerror(st));
     if (st == KP_OK)
         rt->written++;
+    release_followed(rt, k);
     if (rt->h.on_done)
         rt->h.on_done(rt->h.ctx, t->id, t->pids, t->n_pids, st == KP_OK ? folded : NULL, why);
     for (size_t p = 0; p < t->n_pids; p++)
@@ -382,7 +595,8 @@ static void finish(kp_trace_collector *rt, uint32_t k)
 /* ------------------------------------------------------------------ */
 
 static int open_trace(kp_trace_collector *rt, const char *id, const erlang_pid *pid, int64_t ts,
-                      uint64_t max_events, uint64_t max_duration_ms, int untimed)
+                      uint64_t max_events, uint64_t max_duration_ms, int untimed, uint32_t no,
+                      uint64_t max_followed)
 {
     int k = 0;
     while (k < MAX_TRACES && rt->traces[k].used)
@@ -399,18 +613,24 @@ static int open_trace(kp_trace_collector *rt, const char *id, const erlang_pid *
     t->max_events = max_events ? max_events : rt->o.max_events;
     uint64_t ms = max_duration_ms ? max_duration_ms : rt->o.max_duration_ms;
     t->max_duration_ns = ms > UINT64_MAX / 2000000 ? UINT64_MAX / 2 : ms * 1000000;
+    t->max_followed = max_followed ? max_followed : rt->o.max_processes;
     t->stacks = kp_stacks_create();
     if (!t->stacks || !add_proc(rt, (uint32_t)k, pid, ts, RUNNING)) {
         free_trace(t);
         return -1;
     }
+    /* a number in use (a stale mark) is not followed twice */
+    uint32_t other;
+    if (no && !kp_u64_map_get(&rt->by_no, no, &other) &&
+        kp_u64_map_put(&rt->by_no, no, (uint32_t)k) == 0)
+        t->no = no;
     return 0;
 }
 
 int kp_trace_collector_open(kp_trace_collector *rt, const char *id, const erlang_pid *pid,
                             int64_t ts_ns)
 {
-    return open_trace(rt, id, pid, ts_ns, 0, 0, 0);
+    return open_trace(rt, id, pid, ts_ns, 0, 0, 0, 0, 0);
 }
 
 void kp_trace_collector_close(kp_trace_collector *rt, const char *id, const char *cut)
@@ -473,7 +693,7 @@ static proc *adopt(kp_trace_collector *rt, const kp_trace_event *ev)
         return NULL;
     char id[64];
     snprintf(id, sizeof id, "%s.%u.%llu", "CALL", ev->pid.num, (unsigned long long)rt->adopted + 1);
-    if (open_trace(rt, id, &ev->pid, 0, 0, 0, 1) != 0)
+    if (open_trace(rt, id, &ev->pid, 0, 0, 0, 1, 0, 0) != 0)
         return NULL;
     rt->adopted++;
     proc *p = proc_of(rt, &ev->pid);
@@ -487,7 +707,8 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
     if (ev->ts_ns > CLOCK_LIMIT || ev->ts_ns < -CLOCK_LIMIT)
         return 0; /* no node's clock: see CLOCK_LIMIT */
     if (ev->kind == KP_TRACE_BEGIN) {
-        open_trace(rt, ev->id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms, 0);
+        open_trace(rt, ev->id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms, 0,
+                   ev->trace_no, ev->max_processes);
         return 0;
     }
     if (ev->kind == KP_TRACE_END && ev->cut[0]) { /* the node cut it: by id, from its server */
@@ -499,7 +720,22 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
             }
         return 0;
     }
+    if (ev->kind == KP_TRACE_SEND) {
+        on_send(rt, ev);
+        return 0;
+    }
     proc *p = proc_of(rt, &ev->pid);
+    if (p && p->followed)
+        return followed_event(rt, p, ev);
+    if (ev->kind == KP_TRACE_LABEL) { /* kept for when it is taken in */
+        if (!p && ev->trace_no)
+            return kp_u64_map_put(&rt->labels, pack(&ev->pid), ev->trace_no) == 0 ? 0 : -1;
+        if (!p)
+            kp_u64_map_del(&rt->labels, pack(&ev->pid));
+        return 0;
+    }
+    if (!p && ev->kind == KP_TRACE_EXIT)
+        kp_u64_map_del(&rt->labels, pack(&ev->pid));
     if (!p && ev->kind != KP_TRACE_RETURN_FROM)
         p = adopt(rt, ev);
     if (!p)
@@ -517,7 +753,7 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
     trace *t = &rt->traces[k];
     if (ev->ts_ns > t->last)
         t->last = ev->ts_ns;
-    if (account(rt, p, ev->ts_ns) != 0) {
+    if (account(rt, p, t, ev->ts_ns) != 0) {
         t->cut = "out_of_memory";
         finish(rt, k);
         return -1;
@@ -543,7 +779,7 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
             uint32_t from = p->frames[0]; /* p moves if add_proc grows the slots */
             proc *child = add_proc(rt, k, &ev->child, ev->ts_ns, OUT);
             if (child)
-                add_link(t, from, child->frames[0], ev->ts_ns);
+                add_link(t, from, child->frames[0], ev->ts_ns, 0);
         }
         break;
     case KP_TRACE_EXIT:

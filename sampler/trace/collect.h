@@ -14,6 +14,16 @@
  * there. The time
  * between two events of a process goes to its stack at the first one.
  *
+ * Following: a trace whose BEGIN has a trace_no (its process's seq_trace
+ * token is labelled {kprof, N}) takes in the processes its messages reach
+ * (SEND events; at most max_processes of them), each for the stretches
+ * during which its token is the trace's (LABEL events): from taking in a
+ * message of the request until it replies (calls gen:reply/2, as
+ * gen_server, gen_statem and gen_event do) or takes in a message without
+ * the token.
+ * Such a process may serve several traces; its time goes to the one its
+ * token names, and its work for anything else to none.
+ *
  * A trace begins with the mark of kprof_rtrace_mark:begin_trace/1 in its
  * process (or kp_trace_collector_open() for a process traced from the shell), takes in
  * the processes it spawns, and ends with the end mark, or is cut past its
@@ -39,6 +49,8 @@ typedef enum {
     KP_TRACE_RETURN_FROM,
     KP_TRACE_SEQ_CALL,       /* tier tracing's NIF records; the collector skips them */
     KP_TRACE_EXCEPTION_FROM, /* as RETURN_FROM, by an exception */
+    KP_TRACE_LABEL,          /* the process's token changed: trace_no */
+    KP_TRACE_SEND,           /* pid sent child a message, with token trace_no */
     KP_TRACE_OTHER
 } kp_trace_event_kind;
 
@@ -47,10 +59,15 @@ typedef struct {
     erlang_pid pid;
     char module[256], function[256]; /* CALL, RETURN_TO, RETURN_FROM */
     unsigned arity;
-    erlang_pid child;                     /* SPAWN */
+    erlang_pid child; /* SPAWN; SEND: the receiver */
+    /* LABEL, SEND: the request trace the process's seq_trace token is for
+     * (N of its label {kprof, N}; 0: none); BEGIN: the trace's own N (0:
+     * its messages are not followed) */
+    uint32_t trace_no;
     char id[64];                          /* BEGIN, END */
     char cut[32];                         /* END sent by the node's server: why it cut */
     uint64_t max_events, max_duration_ms; /* BEGIN; 0 = the collector's default */
+    uint64_t max_processes;               /* BEGIN: followed at most; 0 = default */
     int64_t ts_ns;                        /* 0 when the event has none (meta events) */
     uint32_t dropped;                     /* KP_TRACE_OTHER from the NIF: events it dropped */
     /* SEQ_CALL: the seq_trace token's label when a pid, and the identity of
@@ -86,7 +103,8 @@ typedef struct {
     const char *dir;     /* where files go; created if missing */
     uint64_t max_events; /* defaults for traces that give none */
     uint64_t max_duration_ms;
-    unsigned max_depth; /* frames kept per process */
+    unsigned max_depth;     /* frames kept per process */
+    uint64_t max_processes; /* followed per trace, for traces that give none */
 } kp_trace_collector_options;
 
 /* Returns a collector, or NULL when out of memory. */

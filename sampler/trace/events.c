@@ -26,7 +26,7 @@ static int decode_mfa(const char *buf, int *i, kp_trace_event *ev)
     return 0;
 }
 
-/* {Id, #{max_events => N, max_duration_ms => N, ...}} */
+/* {Id, #{max_events => N, max_duration_ms => N, follow => N, ...}} */
 static int decode_begin(const char *buf, int *i, kp_trace_event *ev)
 {
     int arity, n;
@@ -48,6 +48,10 @@ static int decode_begin(const char *buf, int *i, kp_trace_event *ev)
             ev->max_events = v;
         else if (strcmp(key, "max_duration_ms") == 0)
             ev->max_duration_ms = v;
+        else if (strcmp(key, "max_processes") == 0)
+            ev->max_processes = v;
+        else if (strcmp(key, "follow") == 0 && v < UINT32_MAX)
+            ev->trace_no = (uint32_t)v;
     }
     return 0;
 }

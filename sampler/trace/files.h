@@ -19,10 +19,13 @@ typedef struct {
     int64_t start, dur; /* node monotonic ns */
 } kp_trace_interval;
 
-/* One process spawning another within the trace, at `ts`. */
+/* One process spawning another within the trace (at `ts`; `ts_to` is the
+ * same), or sending it a message of the request at `ts` that it took in at
+ * `ts_to`. */
 typedef struct {
     uint32_t from, to; /* the processes' pseudo-frames */
-    int64_t ts;
+    int64_t ts, ts_to;
+    int message; /* 0: a spawn */
 } kp_trace_link;
 
 typedef struct {
@@ -35,7 +38,7 @@ typedef struct {
     int64_t start, last; /* of the trace */
     erlang_pid root;
     const char *cut;            /* why the trace was cut, or NULL */
-    const kp_trace_link *links; /* spawns, for the timeline's flow arrows */
+    const kp_trace_link *links; /* spawns and messages, for the timeline's flow arrows */
     size_t n_links;
 } kp_trace_data;
 
@@ -55,7 +58,8 @@ kp_status kp_trace_write_perf(kp_trace_data *trace, const char *path);
  * chrome://tracing and speedscope open it): one lane per process, named
  * "<0.N.S>", with a complete event per stretch of time each frame spent on
  * its stack, nested as the calls were, and a flow arrow from each spawn to
- * the new process's lane; frames `sleep` (scheduled out or
+ * the new process's lane (category "spawn") and from each message that
+ * carried the request on to where its receiver took it in ("message"); frames `sleep` (scheduled out or
  * waiting to run) and `garbage_collection` have the categories "sleep" and
  * "gc", function frames "call". Times in microseconds from the trace's
  * start. Past 200,000 intervals, slices shorter than 1/200,000 of the trace

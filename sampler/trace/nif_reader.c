@@ -212,6 +212,42 @@ static long read_seq_call(kp_nif_reader *s, const unsigned char *p, size_t n, kp
     return on_event(ctx, &ev) == 0 ? (long)(KPT_SEQ_CALL_HEAD + len) : -1;
 }
 
+/* LABEL: the process's token now belongs to request trace `trace_no` (0: none) */
+static long read_label(kp_nif_reader *s, const unsigned char *p, size_t n, kp_event_fn on_event,
+                       void *ctx)
+{
+    if (n < KPT_LABEL_SIZE)
+        return 0;
+    uint32_t pid = u32(p + 1);
+    if (pid >= KPT_MAX_IDS)
+        return -1;
+    kp_trace_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = KP_TRACE_LABEL;
+    ev.pid = s->pids[pid];
+    ev.trace_no = u32(p + 5);
+    ev.ts_ns = i64(p + 9);
+    return on_event(ctx, &ev) == 0 ? KPT_LABEL_SIZE : -1;
+}
+
+static long read_send(kp_nif_reader *s, const unsigned char *p, size_t n, kp_event_fn on_event,
+                      void *ctx)
+{
+    if (n < KPT_SEND_SIZE)
+        return 0;
+    uint32_t from = u32(p + 1), to = u32(p + 5);
+    if (from >= KPT_MAX_IDS || to >= KPT_MAX_IDS)
+        return -1;
+    kp_trace_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = KP_TRACE_SEND;
+    ev.pid = s->pids[from];
+    ev.child = s->pids[to];
+    ev.trace_no = u32(p + 9);
+    ev.ts_ns = i64(p + 13);
+    return on_event(ctx, &ev) == 0 ? KPT_SEND_SIZE : -1;
+}
+
 static long read_drop(const unsigned char *p, size_t n, kp_event_fn on_event, void *ctx)
 {
     if (n < KPT_DROP_SIZE)
@@ -235,6 +271,8 @@ static long read_record(kp_nif_reader *s, const unsigned char *p, size_t n, kp_e
     case KPT_SEQ_CALL: return read_seq_call(s, p, n, on_event, ctx);
     case KPT_RESET: return 1;
     case KPT_DROP: return read_drop(p, n, on_event, ctx);
+    case KPT_LABEL: return read_label(s, p, n, on_event, ctx);
+    case KPT_SEND: return read_send(s, p, n, on_event, ctx);
     default: return -1;
     }
 }

@@ -479,7 +479,8 @@ int kp_trace_run(const kp_trace_options *o)
     int code = attach(&r);
     if (code != KP_EXIT_OK)
         return code;
-    kp_trace_collector_options ro = {.dir = r.dir, .max_events = 1000000, .max_duration_ms = 5000};
+    kp_trace_collector_options ro = {
+        .dir = r.dir, .max_events = 1000000, .max_duration_ms = 5000, .max_processes = 16};
     kp_trace_collector_handler h = {.ctx = &r, .on_done = on_done};
     r.rt = kp_trace_collector_create(&ro, &h);
     char err[4096], id[64] = "";

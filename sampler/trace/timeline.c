@@ -127,8 +127,9 @@ static int by_frame(const void *key, const void *elem)
 }
 
 /* Link k: an arrow from the spawn in the parent's lane to the child's lane
- * (both ends at the spawn; the child's lane begins there). */
-static void spawn_arrow(writer *w, const uint32_t *lanes, size_t k)
+ * (both ends at the spawn; the child's lane begins there), or from the send
+ * of a message of the request to where its receiver took it in. */
+static void arrow(writer *w, const uint32_t *lanes, size_t k)
 {
     const kp_trace_link *l = &w->t->links[k];
     const uint32_t *from = bsearch(&l->from, lanes, w->lane, sizeof *lanes, by_frame);
@@ -140,8 +141,9 @@ static void spawn_arrow(writer *w, const uint32_t *lanes, size_t k)
         snprintf(head, sizeof head, ",\n{\"ph\":\"%s\",\"id\":%zu,\"pid\":1,\"tid\":%zu,\"ts\":",
                  end ? "f\",\"bp\":\"e" : "s", k + 1, (size_t)((end ? to : from) - lanes) + 1);
         text(w, head);
-        us(w, l->ts - w->t->start);
-        text(w, ",\"cat\":\"spawn\",\"name\":\"spawn\"}");
+        us(w, (end ? l->ts_to : l->ts) - w->t->start);
+        text(w, l->message ? ",\"cat\":\"message\",\"name\":\"message\"}"
+                           : ",\"cat\":\"spawn\",\"name\":\"spawn\"}");
     }
 }
 
@@ -184,7 +186,7 @@ kp_status kp_trace_write_timeline(const kp_trace_data *t, const char *path, cons
         k = e;
     }
     for (size_t k = 0; k < t->n_links && w.st == KP_OK; k++)
-        spawn_arrow(&w, lanes, k);
+        arrow(&w, lanes, k);
     text(&w, "\n]}\n");
     kp_free(lanes);
     kp_free(iv);

@@ -1,0 +1,121 @@
+%%% @doc Workload of the `follow' integration test: a request handler that
+%%% calls two gen_servers (a cache and a db) and a worker from a pool, as a
+%%% Kazoo crossbar request calls its clients. The servers do `traced_work'
+%%% for requests made with the tag `traced' and `untraced_work' for the
+%%% others, so a trace shows whose work it holds.
+-module(kpt_follow).
+-behaviour(gen_server).
+
+-export([main/1, http_start/0, req/3, handle/1, load_start/1, load_stop/0, servers/0,
+         traced_work/0, untraced_work/0, concurrent/1, flags_left/0]).
+-export([init/1, handle_call/3, handle_cast/2]).
+
+%% @doc Starts the servers and the pool, then writes `Ready'.
+-spec main(string()) -> ok.
+main(Ready) ->
+    {ok, _} = gen_server:start({local, kpt_cache}, ?MODULE, server, []),
+    {ok, _} = gen_server:start({local, kpt_db}, ?MODULE, server, []),
+    Workers = [element(2, gen_server:start(?MODULE, server, [])) || _ <- lists:seq(1, 3)],
+    {ok, _} = gen_server:start({local, kpt_pool}, ?MODULE, {pool, Workers}, []),
+    ok = file:write_file(Ready, "ready").
+
+%% @doc inets httpd on loopback with kprof_httpd first, and `/f' mapped to
+%% req/3; its port.
+-spec http_start() -> inet:port_number().
+http_start() ->
+    ok = application:ensure_started(inets),
+    Root = filename:basedir(user_cache, "kpt_follow_httpd"),
+    ok = filelib:ensure_dir(filename:join(Root, "x")),
+    {ok, Pid} = inets:start(httpd, [{port, 0}, {bind_address, {127, 0, 0, 1}},
+                                    {server_name, "kpt"}, {server_root, Root},
+                                    {document_root, Root},
+                                    {modules, [kprof_httpd, mod_alias, mod_esi, mod_get]},
+                                    {customize, kprof_httpd},
+                                    {erl_script_alias, {"/f", [?MODULE]}}]),
+    proplists:get_value(port, httpd:info(Pid)).
+
+%% @doc The ESI script: a traced-kind request.
+-spec req(term(), list(), string()) -> ok | {error, term()}.
+req(SessionID, _Env, _Input) ->
+    ok = handle(traced),
+    mod_esi:deliver(SessionID, "content-type: text/plain\r\n\r\nok\n").
+
+%% @doc One request: the cache, the db, then a pooled worker.
+-spec handle(traced | untraced) -> ok.
+handle(Tag) ->
+    ok = gen_server:call(kpt_cache, Tag),
+    ok = gen_server:call(kpt_db, Tag),
+    Worker = gen_server:call(kpt_pool, checkout),
+    ok = gen_server:call(Worker, Tag),
+    gen_server:cast(kpt_pool, {checkin, Worker}).
+
+%% @doc Work done for a traced request.
+-spec traced_work() -> ok.
+traced_work() -> spin(300).
+
+%% @doc Work done for an untraced one.
+-spec untraced_work() -> ok.
+untraced_work() -> spin(300).
+
+spin(0) -> ok;
+spin(N) -> _ = erlang:phash2(N), spin(N - 1).
+
+%% @doc `N' processes making untraced requests in a loop until load_stop/0.
+-spec load_start(pos_integer()) -> ok.
+load_start(N) ->
+    Pids = [spawn(fun Loop() -> ok = handle(untraced), Loop() end) || _ <- lists:seq(1, N)],
+    persistent_term:put(kpt_follow_load, Pids).
+
+-spec load_stop() -> ok.
+load_stop() ->
+    [exit(P, kill) || P <- persistent_term:get(kpt_follow_load, [])],
+    _ = persistent_term:erase(kpt_follow_load),
+    ok.
+
+%% @doc "Cache,Db,Worker1+Worker2+Worker3": the servers' pids, as text
+%% (erl_call loses spaces).
+-spec servers() -> string().
+servers() ->
+    {ok, Workers} = gen_server:call(kpt_pool, workers),
+    lists:flatten(io_lib:format("~p,~p,~s", [whereis(kpt_cache), whereis(kpt_db),
+                                              lists:join("+", [pid_to_list(W) || W <- Workers])])).
+
+%% @doc `N' traced requests at once, each in its own process; their ids.
+-spec concurrent(pos_integer()) -> string().
+concurrent(N) ->
+    Self = self(),
+    Ps = [spawn(fun() ->
+                        Id = kprof:trace_request(fun() -> ok = handle(traced), kprof:trace_id() end),
+                        Self ! {self(), Id}
+                end) || _ <- lists:seq(1, N)],
+    Ids = [receive {P, Id} -> Id after 30000 -> timeout end || P <- Ps],
+    lists:flatten(lists:join(",", [binary_to_list(I) || I <- Ids, is_binary(I)])).
+
+%% @doc "clean", or the processes that still carry trace flags and whether
+%% the send pattern is still set.
+-spec flags_left() -> string().
+flags_left() ->
+    Traced = [P || P <- processes(), {flags, F} <- [erlang:trace_info(P, flags)], F =/= []],
+    case {Traced, erlang:trace_info(send, match_spec)} of
+        {[], {match_spec, true}} -> "clean";
+        Other -> lists:flatten(io_lib:format("~p", [Other]))
+    end.
+
+%%% gen_server: the cache, the db and the workers (`server'), and the pool
+
+-spec init(server | {pool, [pid()]}) -> {ok, term()}.
+init(server) -> {ok, server};
+init({pool, Workers}) -> {ok, {Workers, Workers}}.
+
+-spec handle_call(term(), gen_server:from(), term()) -> {reply, term(), term()}.
+handle_call(traced, _From, server) -> {reply, traced_work(), server};
+handle_call(untraced, _From, server) -> {reply, untraced_work(), server};
+handle_call(workers, _From, S = {All, _}) -> {reply, {ok, All}, S};
+handle_call(checkout, From, {All, []}) ->
+    %% all busy: wait a little, as a pool with a queue would
+    timer:sleep(1),
+    handle_call(checkout, From, {All, All});
+handle_call(checkout, _From, {All, [W | Free]}) -> {reply, W, {All, Free}}.
+
+-spec handle_cast(term(), term()) -> {noreply, term()}.
+handle_cast({checkin, W}, {All, Free}) -> {noreply, {All, [W | lists:delete(W, Free)]}}.

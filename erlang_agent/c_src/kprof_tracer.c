@@ -48,6 +48,19 @@ static uint64_t dropped;
 /* request traces: the label of each pid id's last call (KPT_NO_ID: not
  * known since the last RESET), so that a LABEL record marks each change */
 static uint32_t pid_labels[TABLE];
+/* Following (request traces): a process a traced one sent a message of a
+ * request to got the trace flags from the send pattern. It loses them here,
+ * in its own context (enabled/3 says `remove`), once it has taken in every
+ * such message (`pending`, counted from SEND, down at each change of its
+ * label to a trace's) and then a message without kprof's token: its work
+ * is then no request's. Not through kprof_rtrace: by the time it had its
+ * say, a new message of a request may have reached the process. The
+ * processes of a trace itself (its first, and those they spawn) keep
+ * theirs, whatever their token. */
+enum { ROLE_NONE, ROLE_MEMBER, ROLE_FOLLOWED };
+static unsigned char pid_roles[TABLE];
+static uint16_t pid_pending[TABLE];
+static uint32_t n_followed;  /* pids with ROLE_FOLLOWED */
 static int seq_calls;        /* tier tracing: SEQ_CALL and exception records */
 static size_t fill_mark;     /* tier tracing: trip past this much waiting */
 static volatile int tripped; /* read without the lock by enabled/3 */
@@ -169,6 +182,9 @@ static void reset_tables_locked(void)
     memset(pid_keys, 0, sizeof pid_keys);
     memset(mfa_keys, 0, sizeof mfa_keys);
     memset(pid_labels, 0xff, sizeof pid_labels);
+    memset(pid_roles, 0, sizeof pid_roles);
+    memset(pid_pending, 0, sizeof pid_pending);
+    n_followed = 0;
     n_pids = n_mfas = 0;
     if (room(1))
         put8(KPT_RESET);
@@ -180,6 +196,22 @@ static size_t slot(uint64_t key)
     key *= 0xff51afd7ed558ccdULL;
     key ^= key >> 33;
     return (size_t)key & (TABLE - 1);
+}
+
+/* The pid's id, or KPT_NO_ID when it has none. */
+static uint32_t find_pid(ERL_NIF_TERM pid)
+{
+    uint64_t key = (uint64_t)pid | 1;
+    size_t s = slot(key);
+    while (pid_keys[s] && pid_keys[s] != key)
+        s = (s + 1) & (TABLE - 1);
+    return pid_keys[s] ? pid_ids[s] : KPT_NO_ID;
+}
+
+static void set_role(uint32_t id, unsigned role)
+{
+    n_followed += (role == ROLE_FOLLOWED) - (pid_roles[id] == ROLE_FOLLOWED);
+    pid_roles[id] = (unsigned char)role;
 }
 
 /* Returns the pid's id, defining it in the stream the first time. */
@@ -256,6 +288,17 @@ static ERL_NIF_TERM enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         return argv[0] == a_trace_status ? a_remove : a_discard;
     if (tripped) /* tier tracing's breaker: build no more events */
         return argv[0] == a_trace_status ? a_trace : a_discard;
+    if (n_followed) { /* read without the lock: see pid_roles */
+        enif_mutex_lock(mu);
+        uint32_t id = find_pid(argv[2]);
+        int done = id != KPT_NO_ID && pid_roles[id] == ROLE_FOLLOWED && pid_labels[id] == 0 &&
+                   pid_pending[id] == 0;
+        if (done)
+            set_role(id, ROLE_NONE);
+        enif_mutex_unlock(mu);
+        if (done)
+            return a_remove;
+    }
     return a_trace;
 }
 
@@ -357,6 +400,8 @@ static void label_call(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t 
         label = rtrace_label(env, token);
     if (pid_labels[pid] == label)
         return;
+    if (label && pid_roles[pid] == ROLE_FOLLOWED && pid_pending[pid])
+        pid_pending[pid]--; /* it took in a message of a request */
     if (room(32)) {
         put8(KPT_LABEL);
         put32(pid);
@@ -379,6 +424,11 @@ static void send_event(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t 
     if (enif_get_map_value(env, opts, a_match_spec_result, &token))
         label = rtrace_label(env, token);
     to_id = pid_id(env, to);
+    if (to_id != KPT_NO_ID && pid_roles[to_id] != ROLE_MEMBER) {
+        set_role(to_id, ROLE_FOLLOWED);
+        if (pid_pending[to_id] < UINT16_MAX)
+            pid_pending[to_id]++;
+    }
     if (to_id != KPT_NO_ID && room(32)) {
         put8(KPT_SEND);
         put32(pid);
@@ -433,6 +483,7 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
             if (room(ext.size + 32)) {
                 put8(KPT_MARK);
                 put8(t[1] == a_begin_trace ? KPT_MARK_BEGIN : KPT_MARK_END);
+                set_role(pid, t[1] == a_begin_trace ? ROLE_MEMBER : ROLE_NONE);
                 put32(pid);
                 put64(ts);
                 put32((uint32_t)ext.size);
@@ -445,9 +496,11 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         uint32_t arg = KPT_NO_ID;
         if (kind == KPT_CALL)
             label_call(env, pid, argv[4], ts);
-        if (kind == KPT_SPAWN)
+        if (kind == KPT_SPAWN) {
             arg = pid_id(env, argv[3]);
-        else if (kind != KPT_GC_START && kind != KPT_GC_END && kind != KPT_EXIT)
+            if (arg != KPT_NO_ID && pid_roles[pid] == ROLE_MEMBER)
+                set_role(arg, ROLE_MEMBER);
+        } else if (kind != KPT_GC_START && kind != KPT_GC_END && kind != KPT_EXIT)
             arg = mfa_id(env, argv[3]);
         if (room(32)) {
             put8((unsigned)kind);
@@ -495,6 +548,9 @@ static ERL_NIF_TERM nif_connect(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     memset(pid_keys, 0, sizeof pid_keys);
     memset(mfa_keys, 0, sizeof mfa_keys);
     memset(pid_labels, 0xff, sizeof pid_labels);
+    memset(pid_roles, 0, sizeof pid_roles);
+    memset(pid_pending, 0, sizeof pid_pending);
+    n_followed = 0;
     n_pids = n_mfas = 0;
     seq_calls = argc == 2;
     fill_mark = mark;

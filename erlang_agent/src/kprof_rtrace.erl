@@ -469,7 +469,7 @@ start_trace(Pid, Settings, S = #state{traces = Traces}) ->
     S1 = arm(S),
     Seq = S1#state.seq + 1,
     Id = trace_id(Seq),
-    Follow = following(S1),
+    Follow = following(S1) andalso maps:get(max_processes, Settings) > 0,
     try erlang:trace(Pid, true, [tracer(S1) | ?FLAGS] ++ [send || Follow]) of
         _ ->
             Timer = erlang:send_after(maps:get(max_duration_ms, Settings), self(),

@@ -89,6 +89,8 @@ kp_trace_collector *kp_trace_collector_create(const kp_trace_collector_options *
         return NULL;
     rt->o = *o;
     rt->h = *h;
+    if (!rt->o.max_processes)
+        rt->o.max_processes = 16;
     if (!rt->o.max_depth || rt->o.max_depth > 1000)
         rt->o.max_depth = 512; /* account() builds stacks on the C stack */
     rt->frames = kp_frames_create(0);
@@ -444,8 +446,14 @@ static void on_send(kp_trace_collector *rt, const kp_trace_event *ev)
         kp_u64_map_del(&rt->labels, pack(&ev->child));
     }
     int linked = add_link(t, from, r->frames[0], ev->ts_ns, 1);
-    r->replied = 0;          /* a new message of the request: it works for it again */
-    if (r->label == t->no) { /* it took the message in already */
+    if (r->label == t->no && r->replied) {
+        /* it replied, and waits: a new message of the request, which its
+         * token will not tell (it stays the trace's), makes it work for it
+         * again from here */
+        r->replied = 0;
+        r->last = ev->ts_ns;
+        r->link = 0;
+    } else if (r->label == t->no) { /* it took the message in already */
         r->link = 0;
     } else if (linked) {
         r->link = (uint32_t)t->n_links;
@@ -473,8 +481,9 @@ static int on_label(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
 }
 
 /* A finished trace's followed processes: those no other trace holds leave
- * the collector, and join its pids (their flags are cleared with those of
- * its other processes). */
+ * the collector. Their flags stay: the NIF removes them once they take in a
+ * message that is no request's (kprof_tracer.c, pid_roles), which no
+ * message from here could do without racing a new request's message. */
 static void release_followed(kp_trace_collector *rt, uint32_t k)
 {
     trace *t = &rt->traces[k];
@@ -486,15 +495,6 @@ static void release_followed(kp_trace_collector *rt, uint32_t k)
         if (elsewhere || !p || !p->followed)
             continue;
         remove_proc(rt, &t->followed[f]);
-        if (t->n_pids == t->cap_pids) {
-            size_t cap = t->cap_pids ? t->cap_pids * 2 : 8;
-            erlang_pid *pids = kp_realloc_array(t->pids, cap, sizeof *pids);
-            if (!pids)
-                continue;
-            t->pids = pids;
-            t->cap_pids = cap;
-        }
-        t->pids[t->n_pids++] = t->followed[f];
     }
     if (t->no)
         kp_u64_map_del(&rt->by_no, t->no);

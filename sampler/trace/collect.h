@@ -104,7 +104,7 @@ typedef struct {
     uint64_t max_events; /* defaults for traces that give none */
     uint64_t max_duration_ms;
     unsigned max_depth;     /* frames kept per process */
-    uint64_t max_processes; /* followed per trace, for traces that give none */
+    uint64_t max_processes; /* followed per trace, for traces that give none; 0: 16 */
 } kp_trace_collector_options;
 
 /* Returns a collector, or NULL when out of memory. */

@@ -7,7 +7,7 @@
 -behaviour(gen_server).
 
 -export([main/1, http_start/0, req/3, handle/1, load_start/1, load_stop/0, servers/0,
-         traced_work/0, untraced_work/0, concurrent/1, flags_left/0]).
+         traced_work/0, untraced_work/0, concurrent/1, flags_left/0, traced_servers/0]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
 %% @doc Starts the servers and the pool, then writes `Ready'.
@@ -100,6 +100,13 @@ flags_left() ->
         {[], {match_spec, true}} -> "clean";
         Other -> lists:flatten(io_lib:format("~p", [Other]))
     end.
+
+%% @doc How many of the servers (cache, db, pool, workers) carry trace flags.
+-spec traced_servers() -> non_neg_integer().
+traced_servers() ->
+    {ok, Workers} = gen_server:call(kpt_pool, workers),
+    Servers = [whereis(kpt_cache), whereis(kpt_db), whereis(kpt_pool) | Workers],
+    length([P || P <- Servers, erlang:trace_info(P, flags) =/= {flags, []}]).
 
 %%% gen_server: the cache, the db and the workers (`server'), and the pool
 

@@ -1,7 +1,7 @@
 /* The request-trace collector (sampler/trace/collect.c): stacks rebuilt from
  * call/return_to events, sleep and garbage-collection leaves, spawned
- * processes, cuts with their marker frame, adopted calls (--mfa), and the
- * files it writes (checked with the project's format checker). */
+ * processes, cuts with their marker frame, adopted calls (--mfa), processes
+ * followed by the request's messages, and the files it writes (checked with the project's format checker). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -247,6 +247,107 @@ static void adopted_calls_start_and_end_with_the_function(void **state)
     assert_string_equal(slurp(f->written[0]), "<0.50.0>;kv:request/1;kv:parse/1 30\n");
 }
 
+/* following: a traced process's message to another process (SEND), whose
+ * token then names the trace (LABEL) */
+static void followed(fixture *f, unsigned p, const char *id, uint32_t no, uint64_t max_processes)
+{
+    kp_trace_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = KP_TRACE_BEGIN;
+    e.pid = pid(p);
+    e.trace_no = no;
+    e.max_processes = max_processes;
+    snprintf(e.id, sizeof e.id, "%s", id);
+    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
+}
+
+static void send_to(fixture *f, unsigned from, unsigned to, uint32_t no, int64_t ts)
+{
+    kp_trace_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = KP_TRACE_SEND;
+    e.pid = pid(from);
+    e.child = pid(to);
+    e.trace_no = no;
+    e.ts_ns = ts;
+    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
+}
+
+static void label(fixture *f, unsigned p, uint32_t no, int64_t ts)
+{
+    kp_trace_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = KP_TRACE_LABEL;
+    e.pid = pid(p);
+    e.trace_no = no;
+    e.ts_ns = ts;
+    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
+}
+
+/* A server serves trace 1, then trace 2, then an untraced request: each
+ * trace holds its own stretch, from taking the message in to the reply. */
+static void two_traces_share_a_server(void **state)
+{
+    fixture *f = *state;
+    followed(f, 10, "F1", 1, 0);
+    followed(f, 20, "F2", 2, 0);
+    send_to(f, 10, 30, 1, 100 * US);
+    label(f, 30, 1, 150 * US); /* takes it in */
+    ev(f, KP_TRACE_CALL, 30, "s:handle_call/3", 150 * US);
+    ev(f, KP_TRACE_CALL, 30, "w:work/0", 200 * US);    /* 50 us in handle_call */
+    ev(f, KP_TRACE_CALL, 30, "gen:reply/2", 400 * US); /* 200 us in work; replies */
+    ev(f, KP_TRACE_OUT, 30, NULL, 450 * US);           /* waits: no trace's */
+    send_to(f, 20, 30, 2, 500 * US);
+    ev(f, KP_TRACE_IN, 30, NULL, 600 * US);
+    label(f, 30, 2, 600 * US);
+    ev(f, KP_TRACE_CALL, 30, "s:handle_call/3", 600 * US);
+    ev(f, KP_TRACE_CALL, 30, "w:work/0", 650 * US);    /* 50 us */
+    ev(f, KP_TRACE_CALL, 30, "gen:reply/2", 950 * US); /* 300 us */
+    label(f, 30, 0, 1000 * US);                        /* an untraced request */
+    ev(f, KP_TRACE_CALL, 30, "s:handle_call/3", 1000 * US);
+    ev(f, KP_TRACE_CALL, 30, "w:other/0", 1050 * US);
+    send_to(f, 30, 31, 0, 1100 * US); /* not for a trace: 31 is not taken in */
+    ev(f, KP_TRACE_CALL, 31, "x:y/0", 1150 * US);
+    end(f, 10, "F1", 2000 * US);
+    assert_int_equal(f->last_pids, 1); /* the server stays: trace 2 holds it */
+    assert_string_equal(slurp(f->written[0]), "<0.10.0> 2000\n"
+                                              "<0.30.0>;s:handle_call/3 50\n"
+                                              "<0.30.0>;s:handle_call/3;w:work/0 200\n");
+    end(f, 20, "F2", 2100 * US);
+    assert_int_equal(f->last_pids, 1); /* its flags are the NIF's to remove */
+    assert_string_equal(slurp(f->written[1]), "<0.20.0> 2100\n"
+                                              "<0.30.0>;s:handle_call/3 50\n"
+                                              "<0.30.0>;s:handle_call/3;w:work/0 300\n");
+    /* the message's arrow: from its send to where the server took it in */
+    char json[4400];
+    snprintf(json, sizeof json, "%.*s.trace.json", (int)(strlen(f->written[1]) - 7), f->written[1]);
+    const char *timeline = slurp(json);
+    assert_non_null(strstr(timeline, "{\"ph\":\"s\",\"id\":1,\"pid\":1,\"tid\":1,\"ts\":500,"
+                                     "\"cat\":\"message\",\"name\":\"message\"}"));
+    assert_non_null(strstr(timeline, "{\"ph\":\"f\",\"bp\":\"e\",\"id\":1,\"pid\":1,\"tid\":2,"
+                                     "\"ts\":600,\"cat\":\"message\",\"name\":\"message\"}"));
+}
+
+/* max_processes: past it, a process the request's messages reach is not
+ * taken in; a process that took in the trace's message before its SEND was
+ * read (another scheduler) works for it from then. */
+static void at_most_max_processes_are_followed(void **state)
+{
+    fixture *f = *state;
+    followed(f, 10, "F3", 7, 1);
+    label(f, 41, 7, 90 * US); /* ahead of the send that reached it */
+    send_to(f, 10, 41, 7, 100 * US);
+    ev(f, KP_TRACE_CALL, 41, "a:b/0", 100 * US);
+    send_to(f, 10, 42, 7, 200 * US);
+    label(f, 42, 7, 210 * US);
+    ev(f, KP_TRACE_CALL, 42, "c:d/0", 210 * US);
+    ev(f, KP_TRACE_CALL, 41, "a:e/0", 300 * US); /* 200 us in a:b */
+    ev(f, KP_TRACE_CALL, 42, "c:f/0", 400 * US);
+    end(f, 10, "F3", 500 * US);
+    assert_string_equal(slurp(f->written[0]), "<0.10.0> 500\n"
+                                              "<0.41.0>;a:b/0 200\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +357,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(sub_microsecond_parts_count_one, setup, teardown),
         cmocka_unit_test_setup_teardown(adopted_calls_start_and_end_with_the_function, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(two_traces_share_a_server, setup, teardown),
+        cmocka_unit_test_setup_teardown(at_most_max_processes_are_followed, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

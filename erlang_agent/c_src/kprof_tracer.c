@@ -49,14 +49,16 @@ static uint64_t dropped;
  * known since the last RESET), so that a LABEL record marks each change */
 static uint32_t pid_labels[TABLE];
 /* Following (request traces): a process a traced one sent a message of a
- * request to got the trace flags from the send pattern. It loses them here,
- * in its own context (enabled/3 says `remove`), once it has taken in every
- * such message (`pending`, counted from SEND, down at each change of its
- * label to a trace's) and then a message without kprof's token: its work
- * is then no request's. Not through kprof_rtrace: by the time it had its
- * say, a new message of a request may have reached the process. The
- * processes of a trace itself (its first, and those they spawn) keep
- * theirs, whatever their token. */
+ * request to got the trace flags from the send pattern. Once it has taken
+ * in every such message (`pending`, counted from SEND, down at each change
+ * of its label to a trace's) and then a message without kprof's token, its
+ * work is no request's: it is idle here, and its events are discarded
+ * (enabled/3), but for its calls, whose token says when it takes in a
+ * message of a request again. Its flags stay: removing them (enabled/3's
+ * `remove`) would race a request's send, whose pattern gives them anew but
+ * whose SEND comes here only after; kprof_rtrace removes them when no
+ * trace runs. The processes of a trace itself (its first, and those they
+ * spawn) are never idle, whatever their token. */
 enum { ROLE_NONE, ROLE_MEMBER, ROLE_FOLLOWED };
 static unsigned char pid_roles[TABLE];
 static uint16_t pid_pending[TABLE];
@@ -208,6 +210,12 @@ static uint32_t find_pid(ERL_NIF_TERM pid)
     return pid_keys[s] ? pid_ids[s] : KPT_NO_ID;
 }
 
+/* A followed process that works for no request now (see pid_roles). */
+static int is_idle(uint32_t id)
+{
+    return pid_roles[id] == ROLE_FOLLOWED && pid_labels[id] == 0 && pid_pending[id] == 0;
+}
+
 static void set_role(uint32_t id, unsigned role)
 {
     n_followed += (role == ROLE_FOLLOWED) - (pid_roles[id] == ROLE_FOLLOWED);
@@ -288,16 +296,15 @@ static ERL_NIF_TERM enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         return argv[0] == a_trace_status ? a_remove : a_discard;
     if (tripped) /* tier tracing's breaker: build no more events */
         return argv[0] == a_trace_status ? a_trace : a_discard;
-    if (n_followed) { /* read without the lock: see pid_roles */
+    /* calls say when an idle process works for a request again; sends, that
+     * it gave the flags to another (see send_event) */
+    if (n_followed && argv[0] != a_call && argv[0] != a_send) { /* read without the lock */
         enif_mutex_lock(mu);
         uint32_t id = find_pid(argv[2]);
-        int done = id != KPT_NO_ID && pid_roles[id] == ROLE_FOLLOWED && pid_labels[id] == 0 &&
-                   pid_pending[id] == 0;
-        if (done)
-            set_role(id, ROLE_NONE);
+        int idle = id != KPT_NO_ID && is_idle(id);
         enif_mutex_unlock(mu);
-        if (done)
-            return a_remove;
+        if (idle)
+            return a_discard;
     }
     return a_trace;
 }
@@ -391,15 +398,16 @@ static uint32_t rtrace_label(ErlNifEnv *env, ERL_NIF_TERM token)
 }
 
 /* A request trace's call: a LABEL record first when the process's token
- * changed since its last call (its pattern's message is the token). */
-static void label_call(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t ts)
+ * changed since its last call (its pattern's message is the token).
+ * Returns 0 when the call is not to be written: an idle process's. */
+static int label_call(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t ts)
 {
     ERL_NIF_TERM token;
     uint32_t label = 0;
     if (enif_get_map_value(env, opts, a_match_spec_result, &token))
         label = rtrace_label(env, token);
     if (pid_labels[pid] == label)
-        return;
+        return !is_idle(pid);
     if (label && pid_roles[pid] == ROLE_FOLLOWED && pid_pending[pid])
         pid_pending[pid]--; /* it took in a message of a request */
     if (room(32)) {
@@ -411,6 +419,7 @@ static void label_call(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t 
     } else {
         count_drop();
     }
+    return !is_idle(pid);
 }
 
 /* A message sent by a process of a request trace (send's pattern followed
@@ -425,8 +434,10 @@ static void send_event(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t 
         label = rtrace_label(env, token);
     to_id = pid_id(env, to);
     if (to_id != KPT_NO_ID && pid_roles[to_id] != ROLE_MEMBER) {
+        /* the send pattern gave it the flags (the message has a token); it
+         * has a message of a request to take in when the token is kprof's */
         set_role(to_id, ROLE_FOLLOWED);
-        if (pid_pending[to_id] < UINT16_MAX)
+        if (label && pid_pending[to_id] < UINT16_MAX)
             pid_pending[to_id]++;
     }
     if (to_id != KPT_NO_ID && room(32)) {
@@ -492,10 +503,10 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
             }
             enif_release_binary(&ext);
         }
+    } else if (kind == KPT_CALL && !label_call(env, pid, argv[4], ts)) {
+        /* an idle followed process's call: its label's change is written */
     } else {
         uint32_t arg = KPT_NO_ID;
-        if (kind == KPT_CALL)
-            label_call(env, pid, argv[4], ts);
         if (kind == KPT_SPAWN) {
             arg = pid_id(env, argv[3]);
             if (arg != KPT_NO_ID && pid_roles[pid] == ROLE_MEMBER)

@@ -255,7 +255,8 @@ ensure_started(Mode) ->
                 flush_timer = false :: boolean(),  % a retry of flush/1 is due
                 guard :: pid(),                    % undoes `owned' if this server dies
                 owned = ?NOTHING_OWNED :: owned(), % the local patterns kprof set
-                linger :: reference() | undefined}). % armed, no trace: see release/1
+                linger :: reference() | undefined, % armed, no trace: see release/1
+                reached = [] :: [pid()] | all}).    % see add_reached/2
 
 %% `all': every loaded function (no one else had a call pattern); else
 %% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
@@ -272,6 +273,7 @@ ensure_started(Mode) ->
 %% Past this many processes traced by another tracer, `--mfa' refuses: each
 %% is excluded by a guard in the call's match spec.
 -define(MAX_FOREIGN, 1000).
+-define(MAX_REACHED, 100000).
 
 %% @private
 -spec init(pid(), internal | {external, node()}) -> no_return().
@@ -336,8 +338,8 @@ loop(S = #state{settings = Settings}) ->
             loop(disarm(S#state{linger = undefined}));
         watch ->
             loop(watch(S));
-        sweep ->
-            loop(sweep(S));
+        {reached, Pids} when is_list(Pids); Pids =:= all ->
+            loop(untrace_reached(add_reached(Pids, S)));
         flush ->
             loop(flush(S#state{flush_timer = false}));
         {untrace, Pids} when is_list(Pids) ->
@@ -525,15 +527,26 @@ untrace_all(Port) ->
     _ = [untrace(P, Port) || P <- erlang:processes()],
     ok.
 
-%% Once no trace runs and no calls are traced, no process should carry
-%% kprof's flags: processes that following reached but no trace took in
-%% (past its max_processes, or reached by a message with someone else's
-%% token) still may, and lose them here. Not on the path of end_trace/1,
-%% which a request waits for: it passes over every process.
-sweep(S = #state{traces = Traces, calls = []}) when map_size(Traces) =:= 0 ->
-    untrace_all(S#state.port),
-    S;
-sweep(S) ->
+%% The processes following reached (the collector lists them, `all' past
+%% ?MAX_REACHED) keep the flags the send pattern gave them until no trace
+%% runs: only then can no request's message be on its way to one of them,
+%% giving it the flags anew while they are taken away.
+add_reached(_, S = #state{reached = all}) -> S;
+add_reached(all, S) -> S#state{reached = all};
+add_reached(Pids, S = #state{reached = R}) ->
+    case length(R) + length(Pids) > ?MAX_REACHED of
+        true -> S#state{reached = all};
+        false -> S#state{reached = Pids ++ R}
+    end.
+
+untrace_reached(S = #state{traces = Traces, reached = R, port = Port})
+  when map_size(Traces) =:= 0, R =/= [] ->
+    _ = case R of
+            all -> untrace_all(Port);
+            _ -> [untrace(P, Port) || P <- R, is_pid(P)]
+        end,
+    S#state{reached = []};
+untrace_reached(S) ->
     S.
 
 %% Removes kprof's meta pattern on `MFA', unless someone replaced it.
@@ -548,7 +561,7 @@ finish(Id, S = #state{traces = Traces}) ->
         {#trace{root = Root, timer = Timer}, Rest} ->
             _ = erlang:cancel_timer(Timer),
             untrace(Root, S#state.port),
-            S1 = flush(S#state{traces = Rest}),
+            S1 = untrace_reached(flush(S#state{traces = Rest})),
             case {maps:size(Rest), S1#state.calls} of
                 {0, []} -> release(S1);
                 _ -> S1
@@ -788,7 +801,6 @@ is_kprofs(_, _) -> false.
 %% patterns cost untraced code a breakpoint check per call meanwhile
 %% (tests/bench/rtrace_overhead measures it).
 release(S = #state{settings = Settings}) ->
-    self() ! sweep,
     case maps:get(linger_ms, Settings, 0) of
         Ms when is_integer(Ms), Ms > 0 ->
             Ref = make_ref(),
@@ -801,6 +813,12 @@ release(S = #state{settings = Settings}) ->
 disarm(S = #state{armed = false}) -> S;
 disarm(S) ->
     disarm_owned(S#state.owned),
+    %% the tokens of followed requests, left in the servers they reached,
+    %% and the flags of processes it reached that the collector could not
+    %% name (a SEND it lost): one pass over the processes, when tracing
+    %% goes quiet
+    element(3, S#state.owned) andalso kprof_tiers:clear_tokens(),
+    element(3, S#state.owned) andalso untrace_all(S#state.port),
     S#state.guard ! {owned, ?NOTHING_OWNED, S#state.calls},
     S#state{armed = false, owned = ?NOTHING_OWNED}.
 

@@ -46,7 +46,8 @@
 %%% leaves processes another tracer traces alone when it sets flags).
 -module(kprof_tiers).
 
--export([start/2, start/3, stop/0, parse_text/1, normalize/1, report/0, open_trace_port/1]).
+-export([start/2, start/3, stop/0, parse_text/1, normalize/1, report/0, open_trace_port/1,
+         clear_tokens/0]).
 %% spawned
 -export([agent_init/3, guard_init/4]).
 
@@ -472,6 +473,8 @@ close_nif(?NIF_TRACER) ->
 close_nif(_) ->
     ok.
 
+%% @doc Removes the seq_trace tokens kprof's requests left (tier tracing's,
+%% and request traces' that followed messages), when no one else's is there.
 %% kprof's requests leave seq_trace tokens behind however they were marked:
 %% the entry's and the marks' match specs set them, and every message a
 %% request sends carries one on, so a server that answered a request keeps
@@ -480,6 +483,7 @@ close_nif(_) ->
 %% a user's too: it runs only when every token in the node is one of kprof's
 %% (kprof_token/1). Otherwise the user's tokens and kprof's stay, and the
 %% logger says so.
+-spec clear_tokens() -> ok.
 clear_tokens() ->
     Tokens = [T || P <- erlang:processes(),
                    {sequential_trace_token, T} <- [process_info(P, sequential_trace_token)],
@@ -488,7 +492,8 @@ clear_tokens() ->
         {[], _} ->
             ok;
         {_, []} ->
-            seq_trace:reset_trace();
+            seq_trace:reset_trace(),
+            ok;
         {Ours, Others} ->
             logger:warning("kprof: ~b seq_trace tokens of kprof's requests stay in this node: "
                            "~b processes hold tokens of another seq_trace user, which "
@@ -497,7 +502,9 @@ clear_tokens() ->
     end.
 
 %% kprof's tokens: labelled with a pid (the request's process, see
-%% entry_spec/2), no trace flags (kprof sets only the label).
+%% entry_spec/2) or, from a request trace, {kprof, N} (kprof:trace_begin/1);
+%% no trace flags (kprof sets only the label).
+kprof_token({0, {kprof, N}, _Serial, _From, _LastCnt}) -> is_integer(N);
 kprof_token({0, Label, _Serial, _From, _LastCnt}) -> is_pid(Label);
 kprof_token(_) -> false.
 

@@ -17,6 +17,7 @@
 #define MAX_TRACES 1024
 #define MAX_LINKS 16384 /* spawns and messages kept per trace, for the timeline */
 #define NOT_A_MEMBER UINT32_MAX
+#define MAX_REACHED 65536 /* listed for on_reached between two calls; then "all" */
 
 enum { RUNNING, OUT, GC };
 
@@ -65,6 +66,10 @@ struct kp_trace_collector {
     kp_u64_map procs;  /* packed pid -> index into ps */
     kp_u64_map by_no;  /* a followed trace's no -> its index */
     kp_u64_map labels; /* packed pid -> its token's no, for processes not (yet) in procs */
+    kp_u64_map reached_set; /* the processes in `reached` */
+    erlang_pid *reached;    /* SEND receivers since the last on_reached */
+    size_t n_reached, cap_reached;
+    int reached_all; /* more than MAX_REACHED */
     proc *ps;          /* slots; free ones are listed in `free` */
     size_t n_ps, cap_ps;
     uint32_t *free;
@@ -126,6 +131,8 @@ void kp_trace_collector_free(kp_trace_collector *rt)
     kp_u64_map_free(&rt->procs);
     kp_u64_map_free(&rt->by_no);
     kp_u64_map_free(&rt->labels);
+    kp_u64_map_free(&rt->reached_set);
+    kp_free(rt->reached);
     kp_frames_free(rt->frames);
     kp_free(rt);
 }
@@ -418,9 +425,32 @@ static int take_in(trace *t, const erlang_pid *pid)
  * for that trace, the receiver is taken in (within the trace's bound) and
  * the message becomes an arrow of the timeline, ending where the receiver
  * takes it in (its token becomes the trace's: on_label). */
+static void note_reached(kp_trace_collector *rt, const erlang_pid *pid)
+{
+    uint32_t seen;
+    if (rt->reached_all || kp_u64_map_get(&rt->reached_set, pack(pid), &seen))
+        return;
+    if (rt->n_reached == rt->cap_reached) {
+        size_t cap = rt->cap_reached ? rt->cap_reached * 2 : 64;
+        erlang_pid *r = cap <= MAX_REACHED ? kp_realloc_array(rt->reached, cap, sizeof *r) : NULL;
+        if (!r) {
+            rt->reached_all = 1;
+            return;
+        }
+        rt->reached = r;
+        rt->cap_reached = cap;
+    }
+    if (kp_u64_map_put(&rt->reached_set, pack(pid), 1) != 0) {
+        rt->reached_all = 1;
+        return;
+    }
+    rt->reached[rt->n_reached++] = *pid;
+}
+
 static void on_send(kp_trace_collector *rt, const kp_trace_event *ev)
 {
     uint32_t k;
+    note_reached(rt, &ev->child);
     if (!ev->trace_no || !kp_u64_map_get(&rt->by_no, ev->trace_no, &k))
         return;
     trace *t = &rt->traces[k];
@@ -481,9 +511,9 @@ static int on_label(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
 }
 
 /* A finished trace's followed processes: those no other trace holds leave
- * the collector. Their flags stay: the NIF removes them once they take in a
- * message that is no request's (kprof_tracer.c, pid_roles), which no
- * message from here could do without racing a new request's message. */
+ * the collector. Their flags stay until no trace runs (on_reached): then no
+ * request's message can be on its way to them, giving them the flags anew
+ * while they are taken away. */
 static void release_followed(kp_trace_collector *rt, uint32_t k)
 {
     trace *t = &rt->traces[k];
@@ -587,6 +617,11 @@ static void finish(kp_trace_collector *rt, uint32_t k)
     release_followed(rt, k);
     if (rt->h.on_done)
         rt->h.on_done(rt->h.ctx, t->id, t->pids, t->n_pids, st == KP_OK ? folded : NULL, why);
+    if (rt->h.on_reached && (rt->n_reached || rt->reached_all))
+        rt->h.on_reached(rt->h.ctx, rt->reached, rt->n_reached, rt->reached_all);
+    rt->n_reached = 0;
+    rt->reached_all = 0;
+    kp_u64_map_clear(&rt->reached_set);
     for (size_t p = 0; p < t->n_pids; p++)
         remove_proc(rt, &t->pids[p]);
     free_trace(t);

@@ -97,6 +97,12 @@ typedef struct {
      * NULL when writing failed (`why` says why) */
     void (*on_done)(void *ctx, const char *id, const erlang_pid *pids, size_t n_pids,
                     const char *written, const char *why);
+    /* after on_done: the processes messages with a token reached since the
+     * last call (SEND events): the send pattern gave them the trace flags,
+     * which they keep until no trace runs; `all` when there were too many
+     * to list (every process kprof traces should then lose its flags). May
+     * be NULL. */
+    void (*on_reached)(void *ctx, const erlang_pid *pids, size_t n_pids, int all);
 } kp_trace_collector_handler;
 
 typedef struct {

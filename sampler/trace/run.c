@@ -73,6 +73,27 @@ static void on_done(void *ctx, const char *id, const erlang_pid *pids, size_t n,
     ei_x_free(&x);
 }
 
+/* {reached, Pids | all}: processes the send pattern gave the trace flags
+ * (following); kprof_rtrace clears them when no trace runs. */
+static void on_reached(void *ctx, const erlang_pid *pids, size_t n, int all)
+{
+    run *r = ctx;
+    ei_x_buff x;
+    ei_x_new_with_version(&x);
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, "reached");
+    if (all) {
+        ei_x_encode_atom(&x, "all");
+    } else {
+        ei_x_encode_list_header(&x, (long)n);
+        for (size_t k = 0; k < n; k++)
+            ei_x_encode_pid(&x, &pids[k]);
+        ei_x_encode_empty_list(&x);
+    }
+    ei_reg_send(&r->node.ec, r->node.fd, "kprof_rtrace", x.buff, x.index);
+    ei_x_free(&x);
+}
+
 static void on_drop(void *ctx, uint32_t count);
 
 static int on_nif_event(void *ctx, const kp_trace_event *ev)
@@ -481,7 +502,7 @@ int kp_trace_run(const kp_trace_options *o)
         return code;
     kp_trace_collector_options ro = {
         .dir = r.dir, .max_events = 1000000, .max_duration_ms = 5000, .max_processes = 16};
-    kp_trace_collector_handler h = {.ctx = &r, .on_done = on_done};
+    kp_trace_collector_handler h = {.ctx = &r, .on_done = on_done, .on_reached = on_reached};
     r.rt = kp_trace_collector_create(&ro, &h);
     char err[4096], id[64] = "";
     if (!r.rt) {

@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         made = 1;
     }
     kp_trace_collector_options o = {dir, 1000, 1000, 16, 4};
-    kp_trace_collector_handler h = {NULL, done};
+    kp_trace_collector_handler h = {NULL, done, NULL};
     kp_trace_collector *c = kp_trace_collector_create(&o, &h);
     /* one reader for every input: creating its tables costs more than the
      * input's decoding */

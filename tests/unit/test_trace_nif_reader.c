@@ -146,6 +146,16 @@ static void a_trace(rec *r)
     mark_record(r, KPT_MARK_BEGIN, 0, "t1");
     mfa_record(r, 3, "lists", "seq", 2);
     event_record(r, KPT_CALL, 0, 3, 1000);
+    pid_record(r, 1, 43);
+    put8(r, KPT_LABEL); /* its token is trace 7's */
+    put32(r, 0);
+    put32(r, 7);
+    put64(r, 1050);
+    put8(r, KPT_SEND); /* it sends <0.43.0> a message of trace 7 */
+    put32(r, 0);
+    put32(r, 1);
+    put32(r, 7);
+    put64(r, 1060);
     event_record(r, KPT_OUT, 0, 3, 1100);
     event_record(r, KPT_SPAWN, 0, KPT_NO_ID, 1200); /* a child the NIF could not name */
     put8(r, KPT_DROP);
@@ -156,7 +166,7 @@ static void a_trace(rec *r)
 
 static void check_trace(const got *g)
 {
-    assert_int_equal(g->n, 6);
+    assert_int_equal(g->n, 8);
     assert_int_equal(g->ev[0].kind, KP_TRACE_BEGIN);
     assert_string_equal(g->ev[0].id, "t1");
     assert_int_equal(g->ev[0].pid.num, 42);
@@ -165,12 +175,21 @@ static void check_trace(const got *g)
     assert_string_equal(g->ev[1].function, "seq");
     assert_int_equal(g->ev[1].arity, 2);
     assert_int_equal((int)g->ev[1].ts_ns, 1000);
-    assert_int_equal(g->ev[2].kind, KP_TRACE_OUT);
-    assert_int_equal(g->ev[3].kind, KP_TRACE_OTHER);
-    assert_int_equal(g->ev[4].kind, KP_TRACE_OTHER);
-    assert_int_equal(g->ev[4].dropped, 9);
-    assert_int_equal(g->ev[5].kind, KP_TRACE_END);
-    assert_int_equal((int)g->ev[5].ts_ns, 500);
+    assert_int_equal(g->ev[2].kind, KP_TRACE_LABEL);
+    assert_int_equal(g->ev[2].pid.num, 42);
+    assert_int_equal(g->ev[2].trace_no, 7);
+    assert_int_equal((int)g->ev[2].ts_ns, 1050);
+    assert_int_equal(g->ev[3].kind, KP_TRACE_SEND);
+    assert_int_equal(g->ev[3].pid.num, 42);
+    assert_int_equal(g->ev[3].child.num, 43);
+    assert_int_equal(g->ev[3].trace_no, 7);
+    assert_int_equal((int)g->ev[3].ts_ns, 1060);
+    assert_int_equal(g->ev[4].kind, KP_TRACE_OUT);
+    assert_int_equal(g->ev[5].kind, KP_TRACE_OTHER);
+    assert_int_equal(g->ev[6].kind, KP_TRACE_OTHER);
+    assert_int_equal(g->ev[6].dropped, 9);
+    assert_int_equal(g->ev[7].kind, KP_TRACE_END);
+    assert_int_equal((int)g->ev[7].ts_ns, 500);
 }
 
 static void decodes_records(void **state)
@@ -204,7 +223,8 @@ static void splits_anywhere(void **state)
 static void refuses_malformed(void **state)
 {
     (void)state;
-    rec bad_kind = {.n = 0}, big_id = {.n = 0}, bad_pid = {.n = 0}, bad_mark = {.n = 0};
+    rec bad_kind = {.n = 0}, big_id = {.n = 0}, bad_pid = {.n = 0}, bad_mark = {.n = 0},
+        bad_send = {.n = 0};
     put8(&bad_kind, 99);
     event_record(&big_id, KPT_CALL, KPT_MAX_IDS, 0, 1);
     put8(&bad_pid, KPT_PID); /* a pid record whose term claims more than it holds */
@@ -214,8 +234,13 @@ static void refuses_malformed(void **state)
     put8(&bad_pid, 109); /* a binary of 2^32-1 bytes, in one byte */
     put8(&bad_pid, 255);
     mark_record(&bad_mark, 7, 0, "x"); /* neither begin nor end */
-    rec *all[] = {&bad_kind, &big_id, &bad_pid, &bad_mark};
-    for (size_t k = 0; k < 4; k++) {
+    put8(&bad_send, KPT_SEND);         /* to a pid id past the tables */
+    put32(&bad_send, 0);
+    put32(&bad_send, KPT_MAX_IDS);
+    put32(&bad_send, 1);
+    put64(&bad_send, 1);
+    rec *all[] = {&bad_kind, &big_id, &bad_pid, &bad_mark, &bad_send};
+    for (size_t k = 0; k < 5; k++) {
         kp_nif_reader *rd = kp_nif_reader_create(-1);
         got g = {.n = 0};
         assert_int_equal(kp_nif_reader_feed(rd, all[k]->b, all[k]->n, collect, &g), -1);

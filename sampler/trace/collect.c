@@ -10,81 +10,9 @@
 #include <time.h>
 
 #include "common/pid_text.h"
-#include "common/u64_map.h"
 #include "kp/alloc.h"
-#include "trace/files.h"
 
-#define MAX_TRACES 1024
-#define MAX_LINKS 16384 /* spawns and messages kept per trace, for the timeline */
-#define NOT_A_MEMBER UINT32_MAX
-#define MAX_REACHED 65536 /* listed for on_reached between two calls; then "all" */
-
-enum { RUNNING, OUT, GC };
-
-typedef struct {
-    char id[64];
-    int used;
-    int untimed; /* adopted: the start is the first timed event */
-    erlang_pid root;
-    int64_t start, last;
-    uint64_t events, max_events, max_duration_ns;
-    const char *cut;
-    kp_stacks *stacks;
-    uint64_t *ns; /* per stack id */
-    size_t n_ns;
-    kp_trace_interval *iv;
-    size_t n_iv, cap_iv;
-    erlang_pid *pids; /* every process of the trace, root first */
-    size_t n_pids, cap_pids;
-    kp_trace_link *links; /* its spawns and messages (at most MAX_LINKS kept) */
-    size_t n_links, cap_links;
-    uint32_t no; /* N of its processes' token label {kprof, N}; 0: not followed */
-    uint64_t max_followed;
-    erlang_pid *followed; /* processes its messages reached, taken in */
-    size_t n_followed, cap_followed;
-} trace;
-
-typedef struct {
-    uint32_t trace; /* NOT_A_MEMBER for a followed process */
-    int followed;   /* reached by a trace's message: `label` says which trace has its time */
-    uint32_t label;
-    int replied;               /* a followed process called gen:reply/2: its stretch is over */
-    uint32_t link, link_trace; /* 1 + the message link whose arrival it waits for; 0: none */
-    int state;
-    int timed; /* `last` holds a time (an adopted call starts without) */
-    int64_t last;
-    uint32_t *frames; /* [0] is the process's pseudo-frame */
-    size_t depth;
-} proc;
-
-struct kp_trace_collector {
-    kp_trace_collector_options o;
-    kp_trace_collector_handler h;
-    kp_frames *frames;
-    uint32_t sleep_frame, gc_frame;
-    trace traces[MAX_TRACES];
-    kp_u64_map procs;  /* packed pid -> index into ps */
-    kp_u64_map by_no;  /* a followed trace's no -> its index */
-    kp_u64_map labels; /* packed pid -> its token's no, for processes not (yet) in procs */
-    kp_u64_map reached_set; /* the processes in `reached` */
-    erlang_pid *reached;    /* SEND receivers since the last on_reached */
-    size_t n_reached, cap_reached;
-    int reached_all; /* more than MAX_REACHED */
-    proc *ps;          /* slots; free ones are listed in `free` */
-    size_t n_ps, cap_ps;
-    uint32_t *free;
-    size_t n_free;
-    uint64_t written;
-    /* kp_trace_collector_adopt */
-    int adopting;
-    kp_trace_event adopt_fn;
-    uint64_t adopted, max_adopted;
-};
-
-static uint64_t pack(const erlang_pid *p)
-{
-    return ((uint64_t)p->num << 32) | p->serial;
-}
+#include "trace/collect_internal.h"
 
 kp_trace_collector *kp_trace_collector_create(const kp_trace_collector_options *o,
                                               const kp_trace_collector_handler *h)
@@ -97,7 +25,7 @@ kp_trace_collector *kp_trace_collector_create(const kp_trace_collector_options *
     if (!rt->o.max_processes)
         rt->o.max_processes = 16;
     if (!rt->o.max_depth || rt->o.max_depth > 1000)
-        rt->o.max_depth = 512; /* account() builds stacks on the C stack */
+        rt->o.max_depth = 512; /* kp_tc_account() builds stacks on the C stack */
     rt->frames = kp_frames_create(0);
     if (!rt->frames || kp_frames_intern_pseudo(rt->frames, "sleep", 5, "state", &rt->sleep_frame) ||
         kp_frames_intern_pseudo(rt->frames, "garbage_collection", 18, "state", &rt->gc_frame)) {
@@ -153,14 +81,14 @@ size_t kp_trace_collector_running(const kp_trace_collector *rt)
 /* ------------------------------------------------------------------ */
 /* processes */
 
-static proc *proc_of(kp_trace_collector *rt, const erlang_pid *pid)
+proc *kp_tc_proc_of(kp_trace_collector *rt, const erlang_pid *pid)
 {
     uint32_t k;
     return kp_u64_map_get(&rt->procs, pack(pid), &k) ? &rt->ps[k] : NULL;
 }
 
 /* A process slot for `pid`, not yet in any trace. */
-static proc *new_proc(kp_trace_collector *rt, const erlang_pid *pid, int64_t ts, int state)
+proc *kp_tc_new_proc(kp_trace_collector *rt, const erlang_pid *pid, int64_t ts, int state)
 {
     size_t slot;
     if (rt->n_free) {
@@ -207,7 +135,7 @@ static proc *new_proc(kp_trace_collector *rt, const erlang_pid *pid, int64_t ts,
 static proc *add_proc(kp_trace_collector *rt, uint32_t t, const erlang_pid *pid, int64_t ts,
                       int state)
 {
-    proc *p = new_proc(rt, pid, ts, state);
+    proc *p = kp_tc_new_proc(rt, pid, ts, state);
     if (!p)
         return NULL;
     p->trace = t;
@@ -227,7 +155,7 @@ static proc *add_proc(kp_trace_collector *rt, uint32_t t, const erlang_pid *pid,
 }
 
 /* The slot is kept (with its frame array) for the next process. */
-static void remove_proc(kp_trace_collector *rt, const erlang_pid *pid)
+void kp_tc_remove_proc(kp_trace_collector *rt, const erlang_pid *pid)
 {
     uint32_t k;
     if (!kp_u64_map_get(&rt->procs, pack(pid), &k))
@@ -236,24 +164,12 @@ static void remove_proc(kp_trace_collector *rt, const erlang_pid *pid)
     rt->free[rt->n_free++] = k;
 }
 
-/* A node's monotonic clock in ns starts near -2^59 and would take a
- * century to pass 2^61: a reading beyond +-2^61 comes from a broken stream
- * only. Such events are dropped, which keeps every difference of two
- * readings, and the sums the writers make of them, within int64_t. */
-#define CLOCK_LIMIT ((int64_t)1 << 61)
-
-/* Whether `d` ns exceed `limit` ns (unsigned: a bound may be huge). */
-static int longer_than(int64_t d, uint64_t limit)
-{
-    return d > 0 && (uint64_t)d > limit;
-}
-
 /* ------------------------------------------------------------------ */
 /* time attribution */
 
 /* The time since the process's last event goes to its stack in trace `t`
  * (a followed process's time outside the trace's stretches: to none, NULL). */
-static int account(kp_trace_collector *rt, proc *p, trace *t, int64_t ts)
+int kp_tc_account(kp_trace_collector *rt, proc *p, trace *t, int64_t ts)
 {
     if (!t) {
         p->last = ts;
@@ -307,7 +223,7 @@ static int account(kp_trace_collector *rt, proc *p, trace *t, int64_t ts)
 
 /* Keeps a spawn or a message for the timeline's arrows; past MAX_LINKS, or
  * out of memory, the arrow is left out (the lanes stay). Returns 1 if kept. */
-static int add_link(trace *t, uint32_t from, uint32_t to, int64_t ts, int message)
+int kp_tc_add_link(trace *t, uint32_t from, uint32_t to, int64_t ts, int message)
 {
     if (t->n_links == t->cap_links) {
         size_t cap = t->cap_links ? t->cap_links * 2 : 16;
@@ -338,7 +254,7 @@ static int frame_of(kp_trace_collector *rt, const kp_trace_event *ev, uint32_t *
     return kp_frames_intern_mfa(rt->frames, &mfa, id) == KP_OK ? 0 : -1;
 }
 
-static int push(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
+int kp_tc_push(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
 {
     uint32_t id;
     if (machinery(ev))
@@ -359,7 +275,7 @@ static int push(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
     return 0;
 }
 
-static int pop_to(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
+int kp_tc_pop_to(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
 {
     uint32_t id;
     if (!ev->module[0] || machinery(ev))
@@ -378,205 +294,7 @@ static int pop_to(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
     return 0;
 }
 
-/* ------------------------------------------------------------------ */
-/* following */
-
-static void finish(kp_trace_collector *rt, uint32_t k);
-
-static int follows(const trace *t, const erlang_pid *pid)
-{
-    for (size_t f = 0; f < t->n_followed; f++)
-        if (pack(&t->followed[f]) == pack(pid))
-            return 1;
-    return 0;
-}
-
-/* The index of the trace a followed process works for now: the one its
- * token names, if that trace took it in; else -1. */
-static int working_for(kp_trace_collector *rt, const proc *p, const erlang_pid *pid)
-{
-    uint32_t k;
-    if (!p->label || p->replied || !kp_u64_map_get(&rt->by_no, p->label, &k) ||
-        !follows(&rt->traces[k], pid))
-        return -1;
-    return (int)k;
-}
-
-/* Whether trace `k` holds `pid` now, or takes it in within its bound. */
-static int take_in(trace *t, const erlang_pid *pid)
-{
-    if (follows(t, pid))
-        return 1;
-    if (t->n_followed >= t->max_followed)
-        return 0;
-    if (t->n_followed == t->cap_followed) {
-        size_t cap = t->cap_followed ? t->cap_followed * 2 : 8;
-        erlang_pid *f = kp_realloc_array(t->followed, cap, sizeof *f);
-        if (!f)
-            return 0;
-        t->followed = f;
-        t->cap_followed = cap;
-    }
-    t->followed[t->n_followed++] = *pid;
-    return 1;
-}
-
-/* A message of trace `no` from ev->pid to ev->child: when the sender works
- * for that trace, the receiver is taken in (within the trace's bound) and
- * the message becomes an arrow of the timeline, ending where the receiver
- * takes it in (its token becomes the trace's: on_label). */
-static void note_reached(kp_trace_collector *rt, const erlang_pid *pid)
-{
-    uint32_t seen;
-    if (rt->reached_all || kp_u64_map_get(&rt->reached_set, pack(pid), &seen))
-        return;
-    if (rt->n_reached == rt->cap_reached) {
-        size_t cap = rt->cap_reached ? rt->cap_reached * 2 : 64;
-        erlang_pid *r = cap <= MAX_REACHED ? kp_realloc_array(rt->reached, cap, sizeof *r) : NULL;
-        if (!r) {
-            rt->reached_all = 1;
-            return;
-        }
-        rt->reached = r;
-        rt->cap_reached = cap;
-    }
-    if (kp_u64_map_put(&rt->reached_set, pack(pid), 1) != 0) {
-        rt->reached_all = 1;
-        return;
-    }
-    rt->reached[rt->n_reached++] = *pid;
-}
-
-static void on_send(kp_trace_collector *rt, const kp_trace_event *ev)
-{
-    uint32_t k;
-    note_reached(rt, &ev->child);
-    if (!ev->trace_no || !kp_u64_map_get(&rt->by_no, ev->trace_no, &k))
-        return;
-    trace *t = &rt->traces[k];
-    proc *s = proc_of(rt, &ev->pid);
-    if (!s || t->cut || (s->followed ? working_for(rt, s, &ev->pid) != (int)k : s->trace != k))
-        return;
-    uint32_t from = s->frames[0]; /* s moves if new_proc grows the slots */
-    proc *r = proc_of(rt, &ev->child);
-    if (r && !r->followed) { /* a process of a trace: its own or another's */
-        if (r->trace == k)
-            add_link(t, from, r->frames[0], ev->ts_ns, 1);
-        return;
-    }
-    if (!take_in(t, &ev->child))
-        return;
-    if (!r) {
-        r = new_proc(rt, &ev->child, ev->ts_ns, RUNNING);
-        if (!r)
-            return;
-        uint32_t label;
-        r->followed = 1;
-        r->label = kp_u64_map_get(&rt->labels, pack(&ev->child), &label) ? label : 0;
-        kp_u64_map_del(&rt->labels, pack(&ev->child));
-    }
-    int linked = add_link(t, from, r->frames[0], ev->ts_ns, 1);
-    if (r->label == t->no && r->replied) {
-        /* it replied, and waits: a new message of the request, which its
-         * token will not tell (it stays the trace's), makes it work for it
-         * again from here */
-        r->replied = 0;
-        r->last = ev->ts_ns;
-        r->link = 0;
-    } else if (r->label == t->no) { /* it took the message in already */
-        r->link = 0;
-    } else if (linked) {
-        r->link = (uint32_t)t->n_links;
-        r->link_trace = k;
-    }
-}
-
-/* The process's token changed (it took in a message): what it worked for
- * until now has the time up to here. */
-static int on_label(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
-{
-    int k = working_for(rt, p, &ev->pid);
-    if (account(rt, p, k >= 0 ? &rt->traces[k] : NULL, ev->ts_ns) != 0)
-        return -1;
-    p->label = ev->trace_no;
-    p->replied = 0;
-    k = working_for(rt, p, &ev->pid);
-    if (k >= 0 && p->link && p->link_trace == (uint32_t)k) {
-        trace *t = &rt->traces[k];
-        if (p->link <= t->n_links)
-            t->links[p->link - 1].ts_to = ev->ts_ns;
-        p->link = 0;
-    }
-    return 0;
-}
-
-/* A finished trace's followed processes: those no other trace holds leave
- * the collector. Their flags stay until no trace runs (on_reached): then no
- * request's message can be on its way to them, giving them the flags anew
- * while they are taken away. */
-static void release_followed(kp_trace_collector *rt, uint32_t k)
-{
-    trace *t = &rt->traces[k];
-    for (size_t f = 0; f < t->n_followed; f++) {
-        int elsewhere = 0;
-        for (uint32_t o = 0; o < MAX_TRACES && !elsewhere; o++)
-            elsewhere = o != k && rt->traces[o].used && follows(&rt->traces[o], &t->followed[f]);
-        proc *p = proc_of(rt, &t->followed[f]);
-        if (elsewhere || !p || !p->followed)
-            continue;
-        remove_proc(rt, &t->followed[f]);
-    }
-    if (t->no)
-        kp_u64_map_del(&rt->by_no, t->no);
-}
-
-/* An event of a followed process: its stack and state always follow it;
- * its time goes to the trace it works for, if any. */
-static int followed_event(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
-{
-    if (ev->kind == KP_TRACE_LABEL)
-        return on_label(rt, p, ev);
-    if (!ev->ts_ns)
-        return 0;
-    int k = working_for(rt, p, &ev->pid);
-    trace *t = k >= 0 ? &rt->traces[k] : NULL;
-    if (account(rt, p, t, ev->ts_ns) != 0) {
-        t->cut = "out_of_memory";
-        finish(rt, (uint32_t)k);
-        return -1;
-    }
-    if (t) {
-        if (ev->ts_ns > t->last)
-            t->last = ev->ts_ns;
-        if (++t->events > t->max_events && !t->cut)
-            t->cut = "max_events";
-        else if (longer_than(ev->ts_ns - t->start, t->max_duration_ns) && !t->cut)
-            t->cut = "max_duration";
-        if (t->cut) {
-            finish(rt, (uint32_t)k);
-            return 0; /* p may be gone */
-        }
-    }
-    switch (ev->kind) {
-    case KP_TRACE_CALL:
-        /* a server's reply ends what it does for the request: its wait for
-         * the next message is not the request's */
-        if (t && strcmp(ev->function, "reply") == 0 && ev->arity == 2 &&
-            strcmp(ev->module, "gen") == 0)
-            p->replied = 1;
-        return push(rt, p, ev);
-    case KP_TRACE_RETURN_TO: return pop_to(rt, p, ev);
-    case KP_TRACE_OUT: p->state = OUT; break;
-    case KP_TRACE_IN: p->state = RUNNING; break;
-    case KP_TRACE_GC_START: p->state = GC; break;
-    case KP_TRACE_GC_END: p->state = RUNNING; break;
-    case KP_TRACE_EXIT: remove_proc(rt, &ev->pid); break;
-    default: break;
-    }
-    return 0;
-}
-
-static void finish(kp_trace_collector *rt, uint32_t k)
+void kp_tc_finish(kp_trace_collector *rt, uint32_t k)
 {
     trace *t = &rt->traces[k];
     char stamp[32], base[4200], folded[4300], perf[4300], svg[4300], timeline[4320], why[4500] = "";
@@ -614,7 +332,7 @@ static void finish(kp_trace_collector *rt, uint32_t k)
                  st == KP_ERR_IO ? strerror(errno) : kp_strerror(st));
     if (st == KP_OK)
         rt->written++;
-    release_followed(rt, k);
+    kp_tc_follow_release(rt, k);
     if (rt->h.on_done)
         rt->h.on_done(rt->h.ctx, t->id, t->pids, t->n_pids, st == KP_OK ? folded : NULL, why);
     if (rt->h.on_reached && (rt->n_reached || rt->reached_all))
@@ -623,7 +341,7 @@ static void finish(kp_trace_collector *rt, uint32_t k)
     rt->reached_all = 0;
     kp_u64_map_clear(&rt->reached_set);
     for (size_t p = 0; p < t->n_pids; p++)
-        remove_proc(rt, &t->pids[p]);
+        kp_tc_remove_proc(rt, &t->pids[p]);
     free_trace(t);
 }
 
@@ -636,7 +354,7 @@ static int open_trace(kp_trace_collector *rt, const char *id, const erlang_pid *
     int k = 0;
     while (k < MAX_TRACES && rt->traces[k].used)
         k++;
-    if (k == MAX_TRACES || proc_of(rt, pid))
+    if (k == MAX_TRACES || kp_tc_proc_of(rt, pid))
         return -1;
     trace *t = &rt->traces[k];
     memset(t, 0, sizeof *t);
@@ -675,7 +393,7 @@ void kp_trace_collector_close(kp_trace_collector *rt, const char *id, const char
         if (t->used && (!id || strcmp(t->id, id) == 0)) {
             if (cut && !t->cut)
                 t->cut = cut;
-            finish(rt, k);
+            kp_tc_finish(rt, k);
         }
     }
 }
@@ -689,7 +407,7 @@ void kp_trace_collector_sweep(kp_trace_collector *rt, int64_t now_ns)
             longer_than(now_ns - t->start, t->max_duration_ns + 1000000000)) {
             if (!t->cut)
                 t->cut = "max_duration";
-            finish(rt, k);
+            kp_tc_finish(rt, k);
         }
     }
 }
@@ -731,9 +449,9 @@ static proc *adopt(kp_trace_collector *rt, const kp_trace_event *ev)
     if (open_trace(rt, id, &ev->pid, 0, 0, 0, 1, 0, 0) != 0)
         return NULL;
     rt->adopted++;
-    proc *p = proc_of(rt, &ev->pid);
+    proc *p = kp_tc_proc_of(rt, &ev->pid);
     if (p)
-        push(rt, p, &rt->adopt_fn);
+        kp_tc_push(rt, p, &rt->adopt_fn);
     return NULL; /* this event has no time: the next one starts the clock */
 }
 
@@ -751,17 +469,17 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
             if (rt->traces[k].used && strcmp(rt->traces[k].id, ev->id) == 0) {
                 rt->traces[k].cut =
                     strcmp(ev->cut, "node_backlog") == 0 ? "node_backlog" : "cut_by_node";
-                finish(rt, k);
+                kp_tc_finish(rt, k);
             }
         return 0;
     }
     if (ev->kind == KP_TRACE_SEND) {
-        on_send(rt, ev);
+        kp_tc_follow_send(rt, ev);
         return 0;
     }
-    proc *p = proc_of(rt, &ev->pid);
+    proc *p = kp_tc_proc_of(rt, &ev->pid);
     if (p && p->followed)
-        return followed_event(rt, p, ev);
+        return kp_tc_follow_event(rt, p, ev);
     if (ev->kind == KP_TRACE_LABEL) { /* kept for when it is taken in */
         if (!p && ev->trace_no)
             return kp_u64_map_put(&rt->labels, pack(&ev->pid), ev->trace_no) == 0 ? 0 : -1;
@@ -779,7 +497,7 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
         uint32_t k = p->trace;
         if (rt->adopting && pack(&ev->pid) == pack(&rt->traces[k].root) &&
             same_fn(ev, &rt->adopt_fn))
-            finish(rt, k);
+            kp_tc_finish(rt, k);
         return 0;
     }
     if (!ev->ts_ns)
@@ -788,9 +506,9 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
     trace *t = &rt->traces[k];
     if (ev->ts_ns > t->last)
         t->last = ev->ts_ns;
-    if (account(rt, p, t, ev->ts_ns) != 0) {
+    if (kp_tc_account(rt, p, t, ev->ts_ns) != 0) {
         t->cut = "out_of_memory";
-        finish(rt, k);
+        kp_tc_finish(rt, k);
         return -1;
     }
     if (++t->events > t->max_events && !t->cut)
@@ -798,32 +516,32 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
     else if (longer_than(ev->ts_ns - t->start, t->max_duration_ns) && !t->cut)
         t->cut = "max_duration";
     if (t->cut) {
-        finish(rt, k);
+        kp_tc_finish(rt, k);
         return 0;
     }
     int rc = 0;
     switch (ev->kind) {
-    case KP_TRACE_CALL: rc = push(rt, p, ev); break;
-    case KP_TRACE_RETURN_TO: rc = pop_to(rt, p, ev); break;
+    case KP_TRACE_CALL: rc = kp_tc_push(rt, p, ev); break;
+    case KP_TRACE_RETURN_TO: rc = kp_tc_pop_to(rt, p, ev); break;
     case KP_TRACE_OUT: p->state = OUT; break;
     case KP_TRACE_IN: p->state = RUNNING; break;
     case KP_TRACE_GC_START: p->state = GC; break;
     case KP_TRACE_GC_END: p->state = RUNNING; break;
     case KP_TRACE_SPAWN:
-        if (!proc_of(rt, &ev->child)) {   /* runnable until it first runs */
-            uint32_t from = p->frames[0]; /* p moves if add_proc grows the slots */
+        if (!kp_tc_proc_of(rt, &ev->child)) { /* runnable until it first runs */
+            uint32_t from = p->frames[0];     /* p moves if add_proc grows the slots */
             proc *child = add_proc(rt, k, &ev->child, ev->ts_ns, OUT);
             if (child)
-                add_link(t, from, child->frames[0], ev->ts_ns, 0);
+                kp_tc_add_link(t, from, child->frames[0], ev->ts_ns, 0);
         }
         break;
     case KP_TRACE_EXIT:
         if (pack(&ev->pid) != pack(&t->root))
-            remove_proc(rt, &ev->pid);
+            kp_tc_remove_proc(rt, &ev->pid);
         break;
     case KP_TRACE_END:
         if (strcmp(ev->id, t->id) == 0)
-            finish(rt, k);
+            kp_tc_finish(rt, k);
         break;
     default: break;
     }

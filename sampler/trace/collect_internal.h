@@ -1,0 +1,127 @@
+/* The request-trace collector's insides, shared by trace/collect.c (traces,
+ * processes, stacks, time) and trace/follow.c (processes reached by a
+ * request's messages); nothing else includes it. The contracts are those of
+ * trace/collect.h. */
+#ifndef KP_TRACE_COLLECT_INTERNAL_H
+#define KP_TRACE_COLLECT_INTERNAL_H
+
+#include <kp/intern.h>
+#include <stdint.h>
+
+#include "common/u64_map.h"
+#include "trace/collect.h"
+#include "trace/files.h"
+
+#define MAX_TRACES 1024
+#define MAX_LINKS 16384 /* spawns and messages kept per trace, for the timeline */
+#define NOT_A_MEMBER UINT32_MAX
+#define MAX_REACHED 65536 /* listed for on_reached between two calls; then "all" */
+
+enum { RUNNING, OUT, GC };
+
+typedef struct {
+    char id[64];
+    int used;
+    int untimed; /* adopted: the start is the first timed event */
+    erlang_pid root;
+    int64_t start, last;
+    uint64_t events, max_events, max_duration_ns;
+    const char *cut;
+    kp_stacks *stacks;
+    uint64_t *ns; /* per stack id */
+    size_t n_ns;
+    kp_trace_interval *iv;
+    size_t n_iv, cap_iv;
+    erlang_pid *pids; /* every process of the trace, root first */
+    size_t n_pids, cap_pids;
+    kp_trace_link *links; /* its spawns and messages (at most MAX_LINKS kept) */
+    size_t n_links, cap_links;
+    uint32_t no; /* N of its processes' token label {kprof, N}; 0: not followed */
+    uint64_t max_followed;
+    erlang_pid *followed; /* processes its messages reached, taken in */
+    size_t n_followed, cap_followed;
+} trace;
+
+typedef struct {
+    uint32_t trace; /* NOT_A_MEMBER for a followed process */
+    int followed;   /* reached by a trace's message: `label` says which trace has its time */
+    uint32_t label;
+    int replied;               /* a followed process called gen:reply/2: its stretch is over */
+    uint32_t link, link_trace; /* 1 + the message link whose arrival it waits for; 0: none */
+    int state;
+    int timed; /* `last` holds a time (an adopted call starts without) */
+    int64_t last;
+    uint32_t *frames; /* [0] is the process's pseudo-frame */
+    size_t depth;
+} proc;
+
+struct kp_trace_collector {
+    kp_trace_collector_options o;
+    kp_trace_collector_handler h;
+    kp_frames *frames;
+    uint32_t sleep_frame, gc_frame;
+    trace traces[MAX_TRACES];
+    kp_u64_map procs;       /* packed pid -> index into ps */
+    kp_u64_map by_no;       /* a followed trace's no -> its index */
+    kp_u64_map labels;      /* packed pid -> its token's no, for processes not (yet) in procs */
+    kp_u64_map reached_set; /* the processes in `reached` */
+    erlang_pid *reached;    /* SEND receivers since the last on_reached */
+    size_t n_reached, cap_reached;
+    int reached_all; /* more than MAX_REACHED */
+    proc *ps;        /* slots; free ones are listed in `free` */
+    size_t n_ps, cap_ps;
+    uint32_t *free;
+    size_t n_free;
+    uint64_t written;
+    /* kp_trace_collector_adopt */
+    int adopting;
+    kp_trace_event adopt_fn;
+    uint64_t adopted, max_adopted;
+};
+
+static inline uint64_t pack(const erlang_pid *p)
+{
+    return ((uint64_t)p->num << 32) | p->serial;
+}
+
+/* A node's monotonic clock in ns starts near -2^59 and would take a
+ * century to pass 2^61: a reading beyond +-2^61 comes from a broken stream
+ * only. Such events are dropped, which keeps every difference of two
+ * readings, and the sums the writers make of them, within int64_t. */
+#define CLOCK_LIMIT ((int64_t)1 << 61)
+
+/* Whether `d` ns exceed `limit` ns (unsigned: a bound may be huge). */
+static inline int longer_than(int64_t d, uint64_t limit)
+{
+    return d > 0 && (uint64_t)d > limit;
+}
+
+/* trace/collect.c */
+
+/* The process's slot, or NULL when it is in no trace. */
+proc *kp_tc_proc_of(kp_trace_collector *rt, const erlang_pid *pid);
+/* A slot for `pid`, in no trace yet (NULL when out of memory); slots move
+ * when one is added: pointers to others are stale after. */
+proc *kp_tc_new_proc(kp_trace_collector *rt, const erlang_pid *pid, int64_t ts, int state);
+void kp_tc_remove_proc(kp_trace_collector *rt, const erlang_pid *pid);
+/* The time since the process's last event to its stack in trace `t` (NULL:
+ * to none). Returns 0, or -1 when out of memory. */
+int kp_tc_account(kp_trace_collector *rt, proc *p, trace *t, int64_t ts);
+/* Keeps an arrow for the timeline; returns 1 if kept. */
+int kp_tc_add_link(trace *t, uint32_t from, uint32_t to, int64_t ts, int message);
+/* A call pushes its frame, a return_to pops back to it. 0, or -1. */
+int kp_tc_push(kp_trace_collector *rt, proc *p, const kp_trace_event *ev);
+int kp_tc_pop_to(kp_trace_collector *rt, proc *p, const kp_trace_event *ev);
+/* Writes trace `k`'s files, tells the handler, and frees it. */
+void kp_tc_finish(kp_trace_collector *rt, uint32_t k);
+
+/* trace/follow.c */
+
+/* A SEND: its receiver may be taken in by the sender's trace. */
+void kp_tc_follow_send(kp_trace_collector *rt, const kp_trace_event *ev);
+/* An event (LABEL included) of a process taken in by following. 0, or -1. */
+int kp_tc_follow_event(kp_trace_collector *rt, proc *p, const kp_trace_event *ev);
+/* Trace `k` ends: its followed processes no other trace holds go. */
+void kp_tc_follow_release(kp_trace_collector *rt, uint32_t k);
+
+#endif

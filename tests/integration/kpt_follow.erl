@@ -6,7 +6,7 @@
 -module(kpt_follow).
 -behaviour(gen_server).
 
--export([main/1, http_start/0, req/3, handle/1, load_start/1, load_stop/0, servers/0,
+-export([main/1, req/3, handle/1, load_start/1, load_stop/0, servers/0,
          traced_work/0, untraced_work/0, concurrent/1, flags_left/0, traced_servers/0]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
@@ -18,21 +18,6 @@ main(Ready) ->
     Workers = [element(2, gen_server:start(?MODULE, server, [])) || _ <- lists:seq(1, 3)],
     {ok, _} = gen_server:start({local, kpt_pool}, ?MODULE, {pool, Workers}, []),
     ok = file:write_file(Ready, "ready").
-
-%% @doc inets httpd on loopback with kprof_httpd first, and `/f' mapped to
-%% req/3; its port.
--spec http_start() -> inet:port_number().
-http_start() ->
-    ok = application:ensure_started(inets),
-    Root = filename:basedir(user_cache, "kpt_follow_httpd"),
-    ok = filelib:ensure_dir(filename:join(Root, "x")),
-    {ok, Pid} = inets:start(httpd, [{port, 0}, {bind_address, {127, 0, 0, 1}},
-                                    {server_name, "kpt"}, {server_root, Root},
-                                    {document_root, Root},
-                                    {modules, [kprof_httpd, mod_alias, mod_esi, mod_get]},
-                                    {customize, kprof_httpd},
-                                    {erl_script_alias, {"/f", [?MODULE]}}]),
-    proplists:get_value(port, httpd:info(Pid)).
 
 %% @doc The ESI script: a traced-kind request.
 -spec req(term(), list(), string()) -> ok | {error, term()}.

@@ -16,7 +16,7 @@
 
 -export([main/1, load/4, start_load/3, scenarios/1, identity/1, step/0, rec/1, remote_step/0,
          triple/0, recurse/0, spawner/0, reload/1, clean/0, in_node/2,
-         http_start/0, kv/3, rtrace_setup/4, fast/0, fast_traces/1, patterns_left/0,
+         http_start/0, http_start/2, kv/3, rtrace_setup/4, fast/0, fast_traces/1, patterns_left/0,
          stop_rtrace/0, backlog_trace/1, tracer_kind/0, stats_requests/0, hold_user_token/0,
          user_token/1, stop_holder/1, late_module_trace/0]).
 
@@ -127,15 +127,21 @@ in_node(Exe, StatsFile) ->
 %% /kv/kpt_tiers:kv; returns the port.
 -spec http_start() -> inet:port_number().
 http_start() ->
+    http_start("/kv", ?MODULE).
+
+%% @doc inets httpd on loopback with kprof_httpd first, and `Alias' mapped
+%% to the ESI functions of `Module'; its port.
+-spec http_start(string(), module()) -> inet:port_number().
+http_start(Alias, Module) ->
     ok = application:ensure_started(inets),
-    Root = filename:basedir(user_cache, "kpt_tiers_httpd"),
+    Root = filename:basedir(user_cache, "kpt_httpd_" ++ atom_to_list(Module)),
     ok = filelib:ensure_dir(filename:join(Root, "x")),
     {ok, Pid} = inets:start(httpd, [{port, 0}, {bind_address, {127, 0, 0, 1}},
                                     {server_name, "kpt"}, {server_root, Root},
                                     {document_root, Root},
                                     {modules, [kprof_httpd, mod_alias, mod_esi, mod_get]},
                                     {customize, kprof_httpd},
-                                    {erl_script_alias, {"/kv", [kpt_tiers]}}]),
+                                    {erl_script_alias, {Alias, [Module]}}]),
     proplists:get_value(port, httpd:info(Pid)).
 
 %% @doc The ESI script: one `step' tier call, then the answer.

@@ -86,7 +86,9 @@ static void ev(fixture *f, kp_trace_event_kind kind, unsigned p, const char *mfa
     assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
 }
 
-static void begin(fixture *f, unsigned p, const char *id, int64_t ts, uint64_t max_events)
+/* a trace begins; with `no`, its messages are followed (see followed()) */
+static void begin_following(fixture *f, unsigned p, const char *id, int64_t ts, uint64_t max_events,
+                            uint32_t no, uint64_t max_processes)
 {
     kp_trace_event e;
     memset(&e, 0, sizeof e);
@@ -94,8 +96,15 @@ static void begin(fixture *f, unsigned p, const char *id, int64_t ts, uint64_t m
     e.pid = pid(p);
     e.ts_ns = ts;
     e.max_events = max_events;
+    e.trace_no = no;
+    e.max_processes = max_processes;
     snprintf(e.id, sizeof e.id, "%s", id);
     assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
+}
+
+static void begin(fixture *f, unsigned p, const char *id, int64_t ts, uint64_t max_events)
+{
+    begin_following(f, p, id, ts, max_events, 0, 0);
 }
 
 static void end(fixture *f, unsigned p, const char *id, int64_t ts)
@@ -247,18 +256,12 @@ static void adopted_calls_start_and_end_with_the_function(void **state)
     assert_string_equal(slurp(f->written[0]), "<0.50.0>;kv:request/1;kv:parse/1 30\n");
 }
 
-/* following: a traced process's message to another process (SEND), whose
- * token then names the trace (LABEL) */
+/* following: a trace whose process's token is labelled {kprof, no}; its
+ * messages to other processes (SEND), whose token then names the trace
+ * (LABEL) */
 static void followed(fixture *f, unsigned p, const char *id, uint32_t no, uint64_t max_processes)
 {
-    kp_trace_event e;
-    memset(&e, 0, sizeof e);
-    e.kind = KP_TRACE_BEGIN;
-    e.pid = pid(p);
-    e.trace_no = no;
-    e.max_processes = max_processes;
-    snprintf(e.id, sizeof e.id, "%s", id);
-    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
+    begin_following(f, p, id, 0, 0, no, max_processes);
 }
 
 static void send_to(fixture *f, unsigned from, unsigned to, uint32_t no, int64_t ts)

@@ -203,11 +203,11 @@ static size_t slot(uint64_t key)
 /* The pid's id, or KPT_NO_ID when it has none. */
 static uint32_t find_pid(ERL_NIF_TERM pid)
 {
-    uint64_t key = (uint64_t)pid | 1;
+    uint64_t key = (uint64_t)pid | 1, k;
     size_t s = slot(key);
-    while (pid_keys[s] && pid_keys[s] != key)
+    while ((k = __atomic_load_n(&pid_keys[s], __ATOMIC_ACQUIRE)) && k != key)
         s = (s + 1) & (TABLE - 1);
-    return pid_keys[s] ? pid_ids[s] : KPT_NO_ID;
+    return k ? pid_ids[s] : KPT_NO_ID;
 }
 
 /* A followed process that works for no request now (see pid_roles). */
@@ -238,8 +238,9 @@ static uint32_t pid_id(ErlNifEnv *env, ERL_NIF_TERM pid)
         enif_release_binary(&ext);
         return KPT_NO_ID;
     }
-    pid_keys[s] = key;
     pid_ids[s] = n_pids++;
+    /* after its id: find_pid reads without the lock */
+    __atomic_store_n(&pid_keys[s], key, __ATOMIC_RELEASE);
     put8(KPT_PID);
     put32(pid_ids[s]);
     put16((unsigned)ext.size);
@@ -298,12 +299,12 @@ static ERL_NIF_TERM enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         return argv[0] == a_trace_status ? a_trace : a_discard;
     /* calls say when an idle process works for a request again; sends, that
      * it gave the flags to another (see send_event) */
-    if (n_followed && argv[0] != a_call && argv[0] != a_send) { /* read without the lock */
-        enif_mutex_lock(mu);
+    /* without the lock, on every event: a stale answer costs at most one
+     * event of a process that is just now going idle or busy; a process's
+     * own label, which makes it busy, changes in its own calls */
+    if (n_followed && argv[0] != a_call && argv[0] != a_send) {
         uint32_t id = find_pid(argv[2]);
-        int idle = id != KPT_NO_ID && is_idle(id);
-        enif_mutex_unlock(mu);
-        if (idle)
+        if (id < TABLE && is_idle(id))
             return a_discard;
     }
     return a_trace;
@@ -398,14 +399,16 @@ static uint32_t rtrace_label(ErlNifEnv *env, ERL_NIF_TERM token)
 }
 
 /* A request trace's call: a LABEL record first when the process's token
- * changed since its last call (its pattern's message is the token).
+ * changed since its last such call. Only the calls an OTP behaviour makes
+ * right after taking a message in carry the token (kprof_rtrace's DISPATCH
+ * functions: their pattern's message is the token; the others' is true).
  * Returns 0 when the call is not to be written: an idle process's. */
 static int label_call(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t ts)
 {
     ERL_NIF_TERM token;
-    uint32_t label = 0;
-    if (enif_get_map_value(env, opts, a_match_spec_result, &token))
-        label = rtrace_label(env, token);
+    if (!enif_get_map_value(env, opts, a_match_spec_result, &token) || enif_is_atom(env, token))
+        return !is_idle(pid); /* no token here: true */
+    uint32_t label = rtrace_label(env, token);
     if (pid_labels[pid] == label)
         return !is_idle(pid);
     if (label && pid_roles[pid] == ROLE_FOLLOWED && pid_pending[pid])

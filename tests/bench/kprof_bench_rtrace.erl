@@ -61,10 +61,19 @@ latency(N) ->
     Cold = median([element(1, timer:tc(Traced)) || _ <- lists:seq(1, N)]),
     ok = application:set_env(kprof, request_trace, Env),
     Warm = median([element(1, timer:tc(Traced)) || _ <- lists:seq(1, N)]),
+    %% the request's process alone: its messages not followed into the
+    %% handler, db and accounting servers
+    ok = application:set_env(kprof, request_trace, Env#{max_processes => 0}),
+    Alone = median([element(1, timer:tc(Traced)) || _ <- lists:seq(1, N)]),
+    %% what beginning and ending a trace cost: a request that does nothing
+    Empty = median([element(1, timer:tc(fun() -> kprof:trace_request(fun() -> ok end) end))
+                    || _ <- lists:seq(1, N)]),
+    ok = application:set_env(kprof, request_trace, Env),
+    timer:sleep(200), % the servers lose the flags following gave them
     UArmed = median([element(1, timer:tc(Req)) || _ <- lists:seq(1, N)]),
     LoopArmed = loop_ns(),
-    lists:flatten(io_lib:format("~p,~p,~p,~p,~.2f,~.2f",
-                                [U, Cold, Warm, UArmed, Loop, LoopArmed])).
+    lists:flatten(io_lib:format("~p,~p,~p,~p,~.2f,~.2f,~p,~p",
+                                [U, Cold, Warm, UArmed, Loop, LoopArmed, Alone, Empty])).
 
 %% @doc Waits until no request-trace pattern is armed (they linger after a
 %% trace): then untraced code is untraced. "ok" or "timeout".

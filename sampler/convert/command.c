@@ -15,6 +15,7 @@
 #include "kp/flame_svg.h"
 #include "kp/folded.h"
 #include "kp/perf_reader.h"
+#include "kp/pprof.h"
 #include "kp/sink.h"
 #include "kp/source.h"
 
@@ -25,7 +26,8 @@ static const char convert_usage[] =
     "follow the file names: INPUT ends in .perf or .folded, optionally followed\n"
     "by .gz or .zst (compression is recognised from the content, too); OUTPUT\n"
     "ends in .folded, .folded.gz or .folded.zst, or is - for standard output,\n"
-    "or ends in .svg for a flame graph to open in a web browser. The folded\n"
+    "or ends in .svg for a flame graph to open in a web browser, or in .pb.gz\n"
+    "for a pprof profile (go tool pprof, Pyroscope, Parca, Grafana). The folded\n"
     "lines are those stackcollapse-perf.pl prints for the same input, merged\n"
     "and sorted, ready for flamegraph.pl or speedscope.\n"
     "\n"
@@ -49,6 +51,7 @@ static const char convert_usage[] =
     "  kprof convert kprof-app/*.perf.gz -o memory.folded --weight memory\n"
     "  kprof convert a.folded b.folded -o merged.folded\n"
     "  kprof convert kprof-app/*.perf.gz -o cpu.svg\n"
+    "  kprof convert kprof-app/*.perf.gz -o profile.pb.gz && go tool pprof -top profile.pb.gz\n"
     "  flamegraph.pl --hash cpu.folded > cpu.svg\n"
     "\n"
     "Exit status: 0 success, 1 I/O failure, 2 usage error, 3 unusable input.\n";
@@ -276,6 +279,38 @@ static kp_status write_flame_graph(kp_sink *sink, const kp_folded *folded, const
     return kp_flame_svg_write(folded, &fo, sink);
 }
 
+static kp_status add_sample(void *ctx, const char *stack, size_t len, uint64_t weight)
+{
+    int64_t v = weight > INT64_MAX ? INT64_MAX : (int64_t)weight;
+    return kp_pprof_add(ctx, stack, len, &v);
+}
+
+/* `folded` as a pprof profile: one sample per stack, its value what the
+ * weights count (the flame graph's name for it, e.g. samples or
+ * memory_growth, in units of "count"). */
+static kp_status write_pprof(kp_sink *sink, const kp_folded *folded, const weight_spec *w,
+                             const totals *t)
+{
+    char counts[128];
+    count_name(w, folded, t, counts, sizeof counts);
+    for (char *c = counts; *c; c++)
+        if (*c == ' ')
+            *c = '_';
+    kp_pprof_type type = {counts, "count"};
+    kp_pprof *p = kp_pprof_create(&type, 1);
+    if (!p)
+        return KP_ERR_NOMEM;
+    kp_buf out = KP_BUF_INIT;
+    kp_status st = kp_folded_each_by_frame(folded, add_sample, p);
+    if (st == KP_OK)
+        st = kp_pprof_encode(p, 0, 0, &out);
+    if (st == KP_OK)
+        st = kp_sink_write(sink, out.data, out.len);
+    kp_buf_free(&out);
+    kp_pprof_free(p);
+    return st;
+}
+
 static int write_output(const char *path, const kp_folded *folded, const weight_spec *w,
                         const totals *t, char **inputs, int n_inputs, const char *from)
 {
@@ -289,7 +324,8 @@ static int write_output(const char *path, const kp_folded *folded, const weight_
     if (st == KP_OK) {
         st = kp_ends_with(path, ".svg")
                  ? write_flame_graph(sink, folded, w, t, inputs, n_inputs, from)
-                 : kp_folded_write(folded, sink);
+             : kp_ends_with(path, ".pb.gz") ? write_pprof(sink, folded, w, t)
+                                            : kp_folded_write(folded, sink);
         if (st == KP_OK) {
             st = kp_sink_commit(sink);
         } else {
@@ -353,9 +389,9 @@ static int check_options(const convert_options *o, char **inputs, int n_inputs)
         return KP_EXIT_USAGE;
     }
     if (strcmp(o->output, "-") != 0 && format_of(o->output) != FORMAT_FOLDED &&
-        !kp_ends_with(o->output, ".svg")) {
+        !kp_ends_with(o->output, ".svg") && !kp_ends_with(o->output, ".pb.gz")) {
         kp_error("cannot write '%s': the output name must end in .folded, .folded.gz, "
-                 ".folded.zst or .svg, or be - for standard output",
+                 ".folded.zst, .svg or .pb.gz, or be - for standard output",
                  o->output);
         return KP_EXIT_USAGE;
     }

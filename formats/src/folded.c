@@ -63,12 +63,11 @@ kp_status kp_folded_add(kp_folded *f, const char *stack, size_t len, uint64_t we
     return KP_OK;
 }
 
-kp_status kp_folded_add_stack(kp_folded *f, const kp_frames *frames, const kp_stacks *stacks,
-                              uint32_t stack_id, const char *root, uint64_t weight)
+kp_status kp_folded_stack_text(const kp_frames *frames, const kp_stacks *stacks, uint32_t stack_id,
+                               const char *root, kp_buf *b)
 {
     if (stack_id >= kp_stacks_count(stacks))
         return KP_ERR_INVAL;
-    kp_buf *b = &f->scratch;
     kp_buf_clear(b);
     kp_status st = KP_OK;
     if (root && *root)
@@ -87,7 +86,14 @@ kp_status kp_folded_add_stack(kp_folded *f, const kp_frames *frames, const kp_st
         return st;
     if (b->len == 0) /* no root and no frame: the line would have no frame */
         return KP_ERR_INVAL;
-    return kp_folded_add(f, b->data, b->len, weight);
+    return KP_OK;
+}
+
+kp_status kp_folded_add_stack(kp_folded *f, const kp_frames *frames, const kp_stacks *stacks,
+                              uint32_t stack_id, const char *root, uint64_t weight)
+{
+    kp_status st = kp_folded_stack_text(frames, stacks, stack_id, root, &f->scratch);
+    return st == KP_OK ? kp_folded_add(f, f->scratch.data, f->scratch.len, weight) : st;
 }
 
 size_t kp_folded_lines(const kp_folded *f)

@@ -271,6 +271,11 @@ kp_status kp_segment_close(kp_segment_writer *w, kp_segment_stats *stats)
     return st;
 }
 
+const char *kp_segment_current_path(const kp_segment_writer *w)
+{
+    return w->current ? w->current_path : "";
+}
+
 const kp_segment_stats *kp_segment_stats_get(const kp_segment_writer *w)
 {
     return &w->stats;

@@ -50,6 +50,9 @@ static const char record_usage[] =
     "      --rotate-time T      start a new segment after T of samples [60s]\n"
     "      --keep N             keep the newest N segments, 0 = all [0]\n"
     "      --compress C         none | gzip | zstd [gzip]\n"
+    "      --pprof              beside each segment, its pprof profile (SEGMENT.pb.gz:\n"
+    "                           samples and every metric, for go tool pprof,\n"
+    "                           Pyroscope, Parca, Grafana)\n"
     "  -q, --quiet              print errors only\n"
     "  -h, --help               show this help and exit\n"
     "\n"
@@ -79,7 +82,8 @@ enum {
     OPT_RTIME,
     OPT_KEEP,
     OPT_COMPRESS,
-    OPT_CPU_RATE
+    OPT_CPU_RATE,
+    OPT_PPROF
 };
 
 static const struct option options[] = {{"node", required_argument, NULL, 'n'},
@@ -99,6 +103,7 @@ static const struct option options[] = {{"node", required_argument, NULL, 'n'},
                                         {"keep", required_argument, NULL, OPT_KEEP},
                                         {"compress", required_argument, NULL, OPT_COMPRESS},
                                         {"cpu-rate", required_argument, NULL, OPT_CPU_RATE},
+                                        {"pprof", no_argument, NULL, OPT_PPROF},
                                         {"quiet", no_argument, NULL, 'q'},
                                         {"help", no_argument, NULL, 'h'},
                                         {NULL, 0, NULL, 0}};
@@ -196,6 +201,7 @@ static int parse_output(int opt, const char *arg, kp_record_options *o)
         o->compression = (kp_compression)c;
         return KP_EXIT_OK;
     }
+    case OPT_PPROF: o->pprof = 1; return KP_EXIT_OK;
     case OPT_CPU_RATE:
         if (kp_parse_uint(arg, 0, 10000, &v) != 0)
             return kp_bad_value("--cpu-rate", arg,

@@ -12,6 +12,7 @@
 #include "kp/flame_svg.h"
 #include "kp/folded.h"
 #include "kp/perf_writer.h"
+#include "record/segment_pprof.h"
 
 const char *const kp_weight_names[KP_WEIGHT_COUNT] = {
     "samples",   "reductions",       "memory",           "message_queue_len",
@@ -41,10 +42,14 @@ struct kp_record_files {
     kp_status error;
     int error_errno;
     kp_compression compression;
+    kp_segment_pprof *pprof; /* --pprof */
+    unsigned keep;           /* --keep: the profiles go with their segments */
+    uint64_t pprof_segments; /* segments with their profile written */
+    char pprof_error[512];   /* the first profile that could not be written */
 };
 
 kp_record_files *kp_record_files_open(const kp_segment_config *segments, const kp_frames *frames,
-                                      const kp_stacks *stacks)
+                                      const kp_stacks *stacks, int pprof)
 {
     kp_record_files *o = kp_calloc(1, sizeof *o);
     if (!o)
@@ -53,9 +58,13 @@ kp_record_files *kp_record_files_open(const kp_segment_config *segments, const k
     o->stacks = stacks;
     snprintf(o->dir, sizeof o->dir, "%s", segments->dir);
     o->compression = segments->compression;
+    o->keep = segments->keep;
+    if (pprof)
+        o->pprof = kp_segment_pprof_create(frames, stacks);
     if (kp_perf_writer_create("beam.smp", "cpu-clock", frames, stacks, &o->perf) != KP_OK ||
-        kp_segment_open(segments, &o->segments) != KP_OK) {
+        kp_segment_open(segments, &o->segments) != KP_OK || (pprof && !o->pprof)) {
         kp_perf_writer_free(o->perf);
+        kp_segment_pprof_free(o->pprof);
         kp_free(o);
         return NULL;
     }
@@ -105,15 +114,32 @@ int kp_record_files_add(kp_record_files *o, uint32_t os_pid, uint64_t time_us,
     }
     int64_t bin = s->value[KP_METRIC_BIN_VHEAP] + s->value[KP_METRIC_BIN_OLD_VHEAP];
     int64_t bin_delta = s->delta[KP_METRIC_BIN_VHEAP] + s->delta[KP_METRIC_BIN_OLD_VHEAP];
-    if (add_weight(o, KP_WEIGHT_SAMPLES, s->stack, 1) ||
-        add_weight(o, KP_WEIGHT_REDUCTIONS, s->stack, s->delta[KP_METRIC_REDUCTIONS]) ||
-        add_weight(o, KP_WEIGHT_MEMORY, s->stack, s->value[KP_METRIC_MEMORY]) ||
-        add_weight(o, KP_WEIGHT_QUEUE, s->stack, s->value[KP_METRIC_QUEUE]) ||
-        add_weight(o, KP_WEIGHT_BIN_VHEAP, s->stack, bin) ||
-        add_weight(o, KP_WEIGHT_BIN_GROWTH, s->stack, bin_delta) ||
-        add_weight(o, KP_WEIGHT_BIN_RELEASE, s->stack, -bin_delta))
-        return -1;
+    const int64_t w[KP_WEIGHT_COUNT] = {[KP_WEIGHT_SAMPLES] = 1,
+                                        [KP_WEIGHT_REDUCTIONS] = s->delta[KP_METRIC_REDUCTIONS],
+                                        [KP_WEIGHT_MEMORY] = s->value[KP_METRIC_MEMORY],
+                                        [KP_WEIGHT_QUEUE] = s->value[KP_METRIC_QUEUE],
+                                        [KP_WEIGHT_BIN_VHEAP] = bin,
+                                        [KP_WEIGHT_BIN_GROWTH] = bin_delta,
+                                        [KP_WEIGHT_BIN_RELEASE] = -bin_delta};
+    for (int k = 0; k < KP_WEIGHT_COUNT; k++)
+        if (add_weight(o, k, s->stack, w[k]))
+            return -1;
     o->samples++;
+    if (o->pprof && o->error == KP_OK) {
+        if (kp_segment_pprof_add(o->pprof, s->stack, w, time_us) != 0)
+            return -1;
+        const kp_segment_stats *ss = kp_segment_stats_get(o->segments);
+        /* a segment completed with this write: the two newest samples are
+         * the next one's (kp/segment.h) */
+        if (ss->segments > o->pprof_segments) {
+            o->pprof_segments = ss->segments;
+            char err[512];
+            if (kp_segment_pprof_write(o->pprof, kp_segment_last_path(o->segments), 2, o->keep, err,
+                                       sizeof err) != 0 &&
+                !o->pprof_error[0])
+                snprintf(o->pprof_error, sizeof o->pprof_error, "%s", err);
+        }
+    }
     return 0;
 }
 
@@ -191,6 +217,8 @@ static void readme_text(char *text, size_t cap, const char *caption, const char 
              "    flame_prof FlameScope fork draws as heat maps. Stacks end (at the root)\n"
              "    with the process status, the pid and its registered name or initial call\n"
              "    (and the node name, when several nodes were recorded).\n"
+             "    With --pprof, samples-NNNNNN.pb.gz beside each: the segment as a pprof\n"
+             "    profile (go tool pprof -top samples-000001.pb.gz; Pyroscope, Parca).\n"
              "%s"
              "\n"
              "Folded stacks for flamegraph.pl (FlameGraph) or speedscope:\n"
@@ -231,7 +259,17 @@ int kp_record_files_close(kp_record_files *o, const char *caption, const char *c
                           size_t err_len)
 {
     int rc = 0;
-    kp_status st = kp_segment_close(o->segments, stats);
+    char last[4096];
+    snprintf(last, sizeof last, "%s", kp_segment_current_path(o->segments));
+    kp_segment_stats closed;
+    kp_status st = kp_segment_close(o->segments, &closed);
+    if (stats)
+        *stats = closed;
+    /* the last segment's profile, unless it was dropped (a single sample);
+     * a profile that could not be written is reported once the rest is */
+    if (o->pprof && o->error == KP_OK && closed.segments > o->pprof_segments && last[0] &&
+        !o->pprof_error[0])
+        kp_segment_pprof_write(o->pprof, last, 0, o->keep, o->pprof_error, sizeof o->pprof_error);
     if (st != KP_OK && st != KP_ERR_EMPTY && o->error == KP_OK) {
         snprintf(err, err_len, "cannot complete the last segment in %s: %s", o->dir,
                  kp_status_reason(st, errno));
@@ -250,8 +288,13 @@ int kp_record_files_close(kp_record_files *o, const char *caption, const char *c
         readme_text(readme, sizeof readme, caption, cpu_note ? cpu_note : "", o->compression);
         rc = write_text(o->dir, "README.txt", readme, err, err_len);
     }
+    if (rc == 0 && o->pprof_error[0]) {
+        snprintf(err, err_len, "%s", o->pprof_error);
+        rc = -1;
+    }
     for (int k = 0; k < KP_WEIGHT_COUNT; k++)
         kp_free(o->weights[k]);
+    kp_segment_pprof_free(o->pprof);
     kp_buf_free(&o->text);
     kp_perf_writer_free(o->perf);
     kp_free(o);

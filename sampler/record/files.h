@@ -25,9 +25,11 @@ enum {
 typedef struct kp_record_files kp_record_files;
 
 /* Opens the segment writer in `segments->dir` over shared frames and stacks
- * (borrowed). Returns NULL when out of memory or for a bad configuration. */
+ * (borrowed); with `pprof`, each completed segment gets its pprof profile
+ * (record/segment_pprof.h). Returns NULL when out of memory or for a bad
+ * configuration. */
 kp_record_files *kp_record_files_open(const kp_segment_config *segments, const kp_frames *frames,
-                                      const kp_stacks *stacks);
+                                      const kp_stacks *stacks, int pprof);
 
 /* Records one sample of the BEAM whose OS pid is `os_pid`, at `time_us`
  * (monotonic). Returns 0, or -1 when out of memory. A failed segment write

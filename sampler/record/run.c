@@ -256,7 +256,7 @@ static kp_record_files *open_outputs(const kp_record_options *o, const char *dir
     char header[5000], title[4100], err[256];
     snprintf(title, sizeof title, "kprof sampling of %.4000s", targets);
     kp_segment_config sc = segment_config(o, dir, "samples", title, header, sizeof header);
-    kp_record_files *out = kp_record_files_open(&sc, frames, stacks);
+    kp_record_files *out = kp_record_files_open(&sc, frames, stacks, o->pprof);
     for (size_t i = 0; i < n && out; i++) {
         s[i].outputs = out;
         s[i].procs = kp_processes_create(frames, stacks, s[i].wire.agent.wordsize,

@@ -24,6 +24,7 @@ typedef struct {
     uint64_t rotate_bytes;
     uint64_t rotate_us;
     unsigned keep;
+    int pprof; /* --pprof: a profile beside each segment */
     kp_compression compression;
     unsigned depth;
     unsigned cpu_rate; /* native CPU samples per second per thread; 0 = off */

@@ -270,6 +270,8 @@ check_output_dir() {
         check_perf "$work/segment.txt" "$f" || fail "$f is not valid perf-script"
         n=$((n + 1))
         ;;
+      samples-[0-9][0-9][0-9][0-9][0-9][0-9].pb.gz) # --pprof
+        gzip -t "$f" 2>/dev/null || fail "$f is not gzip" ;;
       *.folded) check_folded "$f" || fail "$f is not a valid folded file" ;;
       *.svg) check_svg "$f" || fail "$f is not the flame graph of $(basename "${f%.svg}").folded" ;;
       README.txt) [ -s "$f" ] || fail "$f is empty" ;;

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kp/buf.h"
 #include "kp/intern.h"
 #include "kp/sink.h"
 #include "kp/status.h"
@@ -28,8 +29,15 @@ void kp_folded_free(kp_folded *folded);
  * added. */
 kp_status kp_folded_add(kp_folded *folded, const char *stack, size_t len, uint64_t weight);
 
-/* Adds `weight` to interned stack `stack_id`: its frames' symbols joined with
- * ';', after `root` (e.g. "beam.smp"; NULL or "" for none). */
+/* The folded text of interned stack `stack_id`: its frames' symbols joined
+ * with ';', after `root` (e.g. "beam.smp"; NULL or "" for none), replacing
+ * what `out` held. Returns KP_OK, KP_ERR_NOMEM, or KP_ERR_INVAL for an
+ * unknown id or a text with no frame. */
+kp_status kp_folded_stack_text(const kp_frames *frames, const kp_stacks *stacks, uint32_t stack_id,
+                               const char *root, kp_buf *out);
+
+/* Adds `weight` to interned stack `stack_id`: its text as
+ * kp_folded_stack_text() makes it. */
 kp_status kp_folded_add_stack(kp_folded *folded, const kp_frames *frames, const kp_stacks *stacks,
                               uint32_t stack_id, const char *root, uint64_t weight);
 

@@ -68,5 +68,8 @@ kp_status kp_segment_close(kp_segment_writer *writer, kp_segment_stats *stats);
 /* Counters so far, and the path of the newest completed segment ("" if none). */
 const kp_segment_stats *kp_segment_stats_get(const kp_segment_writer *writer);
 const char *kp_segment_last_path(const kp_segment_writer *writer);
+/* The path of the segment being written ("" if none): the one
+ * kp_segment_close() completes. */
+const char *kp_segment_current_path(const kp_segment_writer *writer);
 
 #endif

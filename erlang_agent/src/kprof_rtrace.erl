@@ -17,10 +17,15 @@
 %%%   puts the trace id and bounds into the stream: the collector learns the
 %%%   process belongs to that trace. Processes it spawns inherit the flags;
 %%%   the collector learns them from `spawn' events.</li>
+%%% <li>Through the NIF, the request's messages are followed into the
+%%%   processes they reach (see follow_spec/2): kprof:trace_begin/1 labels
+%%%   the process's seq_trace token, and a send pattern gives a receiver the
+%%%   flags at the send.</li>
 %%% <li>At the end the process calls `kprof_rtrace_mark:end_trace/1' and
-%%%   `end_trace/1' clears its flags. The collector asks this server to clear
-%%%   the flags of the trace's other processes. After the last trace the
-%%%   patterns are removed.</li>
+%%%   `end_trace/1', a call in which this server clears its flags. The
+%%%   collector asks this server to clear the flags of the trace's other
+%%%   processes, and of those following reached once no trace runs. After
+%%%   the last trace the patterns linger `linger_ms', then go.</li>
 %%% </ol>
 %%% Bounds: concurrent traces (`max_concurrent'), duration (`max_duration_ms':
 %%% a timer here stops the trace; the request goes on untraced) and events
@@ -120,6 +125,10 @@ begin_trace(Pid, Options) when is_pid(Pid), is_map(Options) ->
     end.
 
 %% @doc Ends a trace (normally from the traced process, after its work).
+%% A call, not a message: the server clears the process's flags while it
+%% waits for the reply. Clearing the flags of a process that runs waits
+%% until it is scheduled out: with a message, the next traced request of a
+%% process that goes on at once took 3 ms more (tests/bench/rtrace_overhead).
 -spec end_trace(binary()) -> ok.
 end_trace(Id) ->
     case whereis(?MODULE) of
@@ -573,10 +582,7 @@ finish(Id, S = #state{traces = Traces}) ->
         {#trace{root = Root, timer = Timer}, Rest} ->
             _ = erlang:cancel_timer(Timer),
             untrace(Root, S#state.port),
-            %% the NIF's buffer goes out once end_trace/1's caller has its
-            %% reply (a socket write)
-            self() ! flush,
-            S1 = untrace_reached(S#state{traces = Rest}),
+            S1 = untrace_reached(flush(S#state{traces = Rest})),
             case {maps:size(Rest), S1#state.calls} of
                 {0, []} -> release(S1);
                 _ -> S1
@@ -817,8 +823,8 @@ is_kprofs(_, _) -> false.
 
 %% No trace runs and no calls are traced: the patterns stay armed for
 %% `linger_ms' more (0: none), so that a trace soon after does not pay for
-%% arming every loaded function, nor this one for disarming (together about
-%% 1 ms, on the request's path: begin_trace and end_trace are calls). Armed
+%% arming every loaded function (about 1 ms, on the request's path:
+%% begin_trace is a call), nor this server for disarming them. Armed
 %% patterns cost untraced code a breakpoint check per call meanwhile
 %% (tests/bench/rtrace_overhead measures it).
 release(S = #state{settings = Settings}) ->

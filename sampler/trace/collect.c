@@ -354,8 +354,11 @@ static int open_trace(kp_trace_collector *rt, const char *id, const erlang_pid *
     int k = 0;
     while (k < MAX_TRACES && rt->traces[k].used)
         k++;
-    if (k == MAX_TRACES || kp_tc_proc_of(rt, pid))
+    proc *was = kp_tc_proc_of(rt, pid);
+    if (k == MAX_TRACES || (was && !was->followed))
         return -1;
+    if (was) /* followed for others' requests until now: from here, its own */
+        kp_tc_remove_proc(rt, pid);
     trace *t = &rt->traces[k];
     memset(t, 0, sizeof *t);
     snprintf(t->id, sizeof t->id, "%s", id);

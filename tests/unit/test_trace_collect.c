@@ -351,6 +351,25 @@ static void at_most_max_processes_are_followed(void **state)
                                               "<0.41.0>;a:b/0 200\n");
 }
 
+/* A process followed for another trace's request begins its own trace:
+ * it is that trace's from then on. */
+static void a_followed_process_begins_its_own_trace(void **state)
+{
+    fixture *f = *state;
+    followed(f, 10, "F4", 3, 0);
+    send_to(f, 10, 50, 3, 100 * US);
+    label(f, 50, 3, 100 * US);
+    ev(f, KP_TRACE_CALL, 50, "s:handle_call/3", 100 * US);
+    ev(f, KP_TRACE_CALL, 50, "gen:reply/2", 200 * US);
+    begin(f, 50, "F5", 300 * US, 0);
+    ev(f, KP_TRACE_CALL, 50, "own:work/0", 400 * US);
+    end(f, 50, "F5", 600 * US);
+    assert_string_equal(f->last_id, "F5");
+    assert_string_equal(slurp(f->written[0]), "<0.50.0> 100\n<0.50.0>;own:work/0 200\n");
+    end(f, 10, "F4", 700 * US);
+    assert_string_equal(slurp(f->written[1]), "<0.10.0> 700\n<0.50.0>;s:handle_call/3 100\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +381,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(two_traces_share_a_server, setup, teardown),
         cmocka_unit_test_setup_teardown(at_most_max_processes_are_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_followed_process_begins_its_own_trace, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

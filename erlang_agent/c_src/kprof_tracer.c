@@ -107,7 +107,6 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     ATOM(a_send, "send");
     ATOM(a_extra, "extra");
     ATOM(a_kprof, "kprof");
-    memset(pid_labels, 0xff, sizeof pid_labels);
     return mu ? 0 : 1;
 }
 
@@ -179,7 +178,8 @@ static void put64(int64_t v)
     len += 8;
 }
 
-static void reset_tables_locked(void)
+/* Every pid and MFA id, and what is known of each pid, forgotten. */
+static void clear_tables(void)
 {
     memset(pid_keys, 0, sizeof pid_keys);
     memset(mfa_keys, 0, sizeof mfa_keys);
@@ -188,6 +188,11 @@ static void reset_tables_locked(void)
     memset(pid_pending, 0, sizeof pid_pending);
     n_followed = 0;
     n_pids = n_mfas = 0;
+}
+
+static void reset_tables_locked(void)
+{
+    clear_tables();
     if (room(1))
         put8(KPT_RESET);
 }
@@ -297,11 +302,12 @@ static ERL_NIF_TERM enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         return argv[0] == a_trace_status ? a_remove : a_discard;
     if (tripped) /* tier tracing's breaker: build no more events */
         return argv[0] == a_trace_status ? a_trace : a_discard;
-    /* calls say when an idle process works for a request again; sends, that
-     * it gave the flags to another (see send_event) */
-    /* without the lock, on every event: a stale answer costs at most one
-     * event of a process that is just now going idle or busy; a process's
-     * own label, which makes it busy, changes in its own calls */
+    /* an idle followed process's events are discarded, but for its calls
+     * (they say when it works for a request again) and sends (they gave
+     * another the flags: send_event). Read without the lock, on every
+     * event: a stale answer costs at most one event of a process just
+     * going idle or busy; its label, which makes it busy, changes in its
+     * own calls */
     if (n_followed && argv[0] != a_call && argv[0] != a_send) {
         uint32_t id = find_pid(argv[2]);
         if (id < TABLE && is_idle(id))
@@ -559,13 +565,7 @@ static ERL_NIF_TERM nif_connect(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     fd = s;
     head = len = 0;
     pending_drops = 0;
-    memset(pid_keys, 0, sizeof pid_keys);
-    memset(mfa_keys, 0, sizeof mfa_keys);
-    memset(pid_labels, 0xff, sizeof pid_labels);
-    memset(pid_roles, 0, sizeof pid_roles);
-    memset(pid_pending, 0, sizeof pid_pending);
-    n_followed = 0;
-    n_pids = n_mfas = 0;
+    clear_tables();
     seq_calls = argc == 2;
     fill_mark = mark;
     tripped = 0;

@@ -14,6 +14,18 @@
 
 #include "trace/collect_internal.h"
 
+/* A node's monotonic clock in ns starts near -2^59 and would take a
+ * century to pass 2^61: a reading beyond +-2^61 comes from a broken stream
+ * only. Such events are dropped, which keeps every difference of two
+ * readings, and the sums the writers make of them, within int64_t. */
+#define CLOCK_LIMIT ((int64_t)1 << 61)
+
+/* Whether `d` ns exceed `limit` ns (unsigned: a bound may be huge). */
+static int longer_than(int64_t d, uint64_t limit)
+{
+    return d > 0 && (uint64_t)d > limit;
+}
+
 kp_trace_collector *kp_trace_collector_create(const kp_trace_collector_options *o,
                                               const kp_trace_collector_handler *h)
 {
@@ -219,6 +231,37 @@ int kp_tc_account(kp_trace_collector *rt, proc *p, trace *t, int64_t ts)
     }
     t->iv[t->n_iv++] = (kp_trace_interval){stack, p->frames[0], p->last - dt, dt};
     return 0;
+}
+
+int kp_tc_timed_event(kp_trace_collector *rt, proc *p, uint32_t k, int64_t ts)
+{
+    trace *t = &rt->traces[k];
+    if (ts > t->last)
+        t->last = ts;
+    if (kp_tc_account(rt, p, t, ts) != 0) {
+        t->cut = "out_of_memory";
+        kp_tc_finish(rt, k);
+        return -1;
+    }
+    if (++t->events > t->max_events && !t->cut)
+        t->cut = "max_events";
+    else if (longer_than(ts - t->start, t->max_duration_ns) && !t->cut)
+        t->cut = "max_duration";
+    if (!t->cut)
+        return 0;
+    kp_tc_finish(rt, k);
+    return 1;
+}
+
+void kp_tc_set_state(proc *p, kp_trace_event_kind kind)
+{
+    switch (kind) {
+    case KP_TRACE_OUT: p->state = OUT; break;
+    case KP_TRACE_IN: p->state = RUNNING; break;
+    case KP_TRACE_GC_START: p->state = GC; break;
+    case KP_TRACE_GC_END: p->state = RUNNING; break;
+    default: break;
+    }
 }
 
 /* Keeps a spawn or a message for the timeline's arrows; past MAX_LINKS, or
@@ -507,29 +550,13 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
         return 0; /* another meta event (a nested call of the function) */
     uint32_t k = p->trace;
     trace *t = &rt->traces[k];
-    if (ev->ts_ns > t->last)
-        t->last = ev->ts_ns;
-    if (kp_tc_account(rt, p, t, ev->ts_ns) != 0) {
-        t->cut = "out_of_memory";
-        kp_tc_finish(rt, k);
-        return -1;
-    }
-    if (++t->events > t->max_events && !t->cut)
-        t->cut = "max_events";
-    else if (longer_than(ev->ts_ns - t->start, t->max_duration_ns) && !t->cut)
-        t->cut = "max_duration";
-    if (t->cut) {
-        kp_tc_finish(rt, k);
-        return 0;
-    }
+    int cut = kp_tc_timed_event(rt, p, k, ev->ts_ns);
+    if (cut)
+        return cut < 0 ? -1 : 0;
     int rc = 0;
     switch (ev->kind) {
     case KP_TRACE_CALL: rc = kp_tc_push(rt, p, ev); break;
     case KP_TRACE_RETURN_TO: rc = kp_tc_pop_to(rt, p, ev); break;
-    case KP_TRACE_OUT: p->state = OUT; break;
-    case KP_TRACE_IN: p->state = RUNNING; break;
-    case KP_TRACE_GC_START: p->state = GC; break;
-    case KP_TRACE_GC_END: p->state = RUNNING; break;
     case KP_TRACE_SPAWN:
         if (!kp_tc_proc_of(rt, &ev->child)) { /* runnable until it first runs */
             uint32_t from = p->frames[0];     /* p moves if add_proc grows the slots */
@@ -546,7 +573,7 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
         if (strcmp(ev->id, t->id) == 0)
             kp_tc_finish(rt, k);
         break;
-    default: break;
+    default: kp_tc_set_state(p, ev->kind); break;
     }
     return rc;
 }

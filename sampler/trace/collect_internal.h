@@ -84,18 +84,6 @@ static inline uint64_t pack(const erlang_pid *p)
     return ((uint64_t)p->num << 32) | p->serial;
 }
 
-/* A node's monotonic clock in ns starts near -2^59 and would take a
- * century to pass 2^61: a reading beyond +-2^61 comes from a broken stream
- * only. Such events are dropped, which keeps every difference of two
- * readings, and the sums the writers make of them, within int64_t. */
-#define CLOCK_LIMIT ((int64_t)1 << 61)
-
-/* Whether `d` ns exceed `limit` ns (unsigned: a bound may be huge). */
-static inline int longer_than(int64_t d, uint64_t limit)
-{
-    return d > 0 && (uint64_t)d > limit;
-}
-
 /* trace/collect.c */
 
 /* The process's slot, or NULL when it is in no trace. */
@@ -107,6 +95,14 @@ void kp_tc_remove_proc(kp_trace_collector *rt, const erlang_pid *pid);
 /* The time since the process's last event to its stack in trace `t` (NULL:
  * to none). Returns 0, or -1 when out of memory. */
 int kp_tc_account(kp_trace_collector *rt, proc *p, trace *t, int64_t ts);
+/* A timed event of the process in trace `k`: the time since its last event
+ * to the trace, counted against the trace's bounds. Returns 0, 1 when the
+ * trace was cut and written (its processes gone, `p` with them), or -1 when
+ * out of memory (cut too). */
+int kp_tc_timed_event(kp_trace_collector *rt, proc *p, uint32_t k, int64_t ts);
+/* Scheduled out or in, collecting garbage or done: the state its time
+ * shows in (sleep, garbage_collection); other kinds change nothing. */
+void kp_tc_set_state(proc *p, kp_trace_event_kind kind);
 /* Keeps an arrow for the timeline; returns 1 if kept. */
 int kp_tc_add_link(trace *t, uint32_t from, uint32_t to, int64_t ts, int message);
 /* A call pushes its frame, a return_to pops back to it. 0, or -1. */

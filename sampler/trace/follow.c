@@ -162,39 +162,24 @@ int kp_tc_follow_event(kp_trace_collector *rt, proc *p, const kp_trace_event *ev
     if (!ev->ts_ns)
         return 0;
     int k = working_for(rt, p, &ev->pid);
-    trace *t = k >= 0 ? &rt->traces[k] : NULL;
-    if (kp_tc_account(rt, p, t, ev->ts_ns) != 0) {
-        t->cut = "out_of_memory";
-        kp_tc_finish(rt, (uint32_t)k);
-        return -1;
-    }
-    if (t) {
-        if (ev->ts_ns > t->last)
-            t->last = ev->ts_ns;
-        if (++t->events > t->max_events && !t->cut)
-            t->cut = "max_events";
-        else if (longer_than(ev->ts_ns - t->start, t->max_duration_ns) && !t->cut)
-            t->cut = "max_duration";
-        if (t->cut) {
-            kp_tc_finish(rt, (uint32_t)k);
-            return 0; /* p may be gone */
-        }
+    if (k < 0) {
+        kp_tc_account(rt, p, NULL, ev->ts_ns);
+    } else {
+        int cut = kp_tc_timed_event(rt, p, (uint32_t)k, ev->ts_ns);
+        if (cut)
+            return cut < 0 ? -1 : 0; /* p may be gone */
     }
     switch (ev->kind) {
     case KP_TRACE_CALL:
         /* a server's reply ends what it does for the request: its wait for
          * the next message is not the request's */
-        if (t && strcmp(ev->function, "reply") == 0 && ev->arity == 2 &&
+        if (k >= 0 && strcmp(ev->function, "reply") == 0 && ev->arity == 2 &&
             strcmp(ev->module, "gen") == 0)
             p->replied = 1;
         return kp_tc_push(rt, p, ev);
     case KP_TRACE_RETURN_TO: return kp_tc_pop_to(rt, p, ev);
-    case KP_TRACE_OUT: p->state = OUT; break;
-    case KP_TRACE_IN: p->state = RUNNING; break;
-    case KP_TRACE_GC_START: p->state = GC; break;
-    case KP_TRACE_GC_END: p->state = RUNNING; break;
     case KP_TRACE_EXIT: kp_tc_remove_proc(rt, &ev->pid); break;
-    default: break;
+    default: kp_tc_set_state(p, ev->kind); break;
     }
     return 0;
 }

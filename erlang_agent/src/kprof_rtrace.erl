@@ -99,8 +99,8 @@
 -define(DISPATCH, [{gen_server, decode_msg, 9}, {gen_statem, loop_receive_result, 4},
                    {gen_event, decode_msg, 7}]).
 -define(CALL_TIMEOUT, 10000).
--define(WATCH_MS, 20).
--define(MAX_LINGER_MS, 600000). % also how often the NIF's buffer is flushed
+-define(WATCH_MS, 20). % also how often the NIF's buffer is flushed
+-define(MAX_LINGER_MS, 600000).
 
 %% @doc The settings and their defaults.
 -spec defaults() -> settings().
@@ -349,7 +349,7 @@ loop(S = #state{settings = Settings}) ->
         {timeout, Id} ->
             loop(finish(Id, S));
         {linger, Ref} when Ref =:= S#state.linger ->
-            loop(disarm(S#state{linger = undefined}));
+            loop(disarm(quiet(S#state{linger = undefined})));
         watch ->
             loop(watch(S));
         {reached, Pids} when is_list(Pids); Pids =:= all ->
@@ -840,14 +840,21 @@ release(S = #state{settings = Settings}) ->
 disarm(S = #state{armed = false}) -> S;
 disarm(S) ->
     disarm_owned(S#state.owned),
-    %% the tokens of followed requests, left in the servers they reached,
-    %% and the flags of processes it reached that the collector could not
-    %% name (a SEND it lost): one pass over the processes, when tracing
-    %% goes quiet
-    element(3, S#state.owned) andalso kprof_tiers:clear_tokens(),
-    element(3, S#state.owned) andalso untrace_all(S#state.port),
     S#state.guard ! {owned, ?NOTHING_OWNED, S#state.calls},
     S#state{armed = false, owned = ?NOTHING_OWNED}.
+
+%% Tracing went quiet (the patterns' linger ended): what following left
+%% goes, the tokens of followed requests in the servers they reached and
+%% the flags of processes it reached that the collector could not name (a
+%% SEND it lost). One pass over the processes: never on a request's path
+%% (with `linger_ms' 0, the patterns go at each trace's end_trace/1; then
+%% this waits for shutdown/1).
+quiet(S = #state{owned = {_, _, true}, port = Port}) ->
+    kprof_tiers:clear_tokens(),
+    untrace_all(Port),
+    S;
+quiet(S) ->
+    S.
 
 %% Removes exactly what arm/1 set: the on_load pattern first (no module
 %% gets kprof's pattern any more), then the armed set, then the patterns of
@@ -878,8 +885,12 @@ disarm_owned({Set, LoadedThen, false}) ->
 shutdown(S = #state{traces = Traces, calls = Calls, port = Port}) ->
     _ = [stop_meta(MFA, Port) || MFA <- Calls],
     _ = [untrace(R, Port) || #trace{root = R} <- maps:values(Traces)],
-    %% processes spawned by traced ones inherited the flags
-    untrace_all(Port),
+    %% processes spawned by traced ones inherited the flags; quiet/1 does
+    %% it too, with the tokens following left
+    _ = case S#state.owned of
+            {_, _, true} -> quiet(S);
+            _ -> untrace_all(Port)
+        end,
     _ = disarm(S#state{armed = true}),
     S#state.guard ! done,
     S#state.nif andalso (catch kprof_tracer:close()),

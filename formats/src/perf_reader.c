@@ -19,6 +19,8 @@ struct kp_perf_reader {
     kp_buf pname;    /* COMM with ' ' -> '_' */
     uint64_t period; /* $m_period */
     uint64_t header_line;
+    uint64_t time_ns; /* of the header being read */
+    int has_time;
     kp_buf event_filter; /* "" until the first event is seen */
     int have_filter;
     kp_buf frames;  /* cleaned frame groups of the current sample */
@@ -460,6 +462,42 @@ static kp_status parse_metrics(kp_perf_reader *r, const char *s, size_t len)
     return KP_OK;
 }
 
+/* The TIME column: the first whitespace-separated token after COMM of the
+ * form DIGITS.DIGITS: (perf prints microseconds, or nanoseconds with --ns).
+ * Returns 1 with the time in ns, 0 when there is none. */
+static int parse_time(const unsigned char *s, size_t len, size_t from, uint64_t *ns)
+{
+    size_t i = from;
+    while (i < len) {
+        while (i < len && is_ws(s[i]))
+            i++;
+        size_t t = i;
+        uint64_t secs = 0, frac = 0;
+        unsigned frac_digits = 0;
+        while (i < len && is_digit(s[i]) && secs < UINT64_MAX / 10 / 1000000000u)
+            secs = secs * 10 + (uint64_t)(s[i++] - '0');
+        if (i > t && i < len && s[i] == '.') {
+            size_t f = ++i;
+            while (i < len && is_digit(s[i])) {
+                if (frac_digits < 9) {
+                    frac = frac * 10 + (uint64_t)(s[i] - '0');
+                    frac_digits++;
+                }
+                i++;
+            }
+            if (i > f && i < len && s[i] == ':' && (i + 1 == len || is_ws(s[i + 1]))) {
+                while (frac_digits++ < 9)
+                    frac *= 10;
+                *ns = secs * 1000000000u + frac;
+                return 1;
+            }
+        }
+        while (i < len && !is_ws(s[i]))
+            i++;
+    }
+    return 0;
+}
+
 static kp_status on_header(kp_perf_reader *r, const unsigned char *s, size_t len, size_t comm_len)
 {
     const unsigned char *event, *period;
@@ -488,6 +526,8 @@ static kp_status on_header(kp_perf_reader *r, const unsigned char *s, size_t len
     }
     r->period = has_period ? value : 1;
     r->header_line = r->stats.lines;
+    r->time_ns = 0;
+    r->has_time = parse_time(s, len, comm_len, &r->time_ns);
     kp_buf_clear(&r->pname);
     kp_status st = kp_buf_append(&r->pname, s, comm_len);
     if (st != KP_OK)
@@ -518,6 +558,8 @@ static kp_status on_blank(kp_perf_reader *r, const kp_perf_sample **sample)
         r->sample.metrics = r->metrics;
         r->sample.n_metrics = r->n_metrics;
         r->sample.header_line = r->header_line;
+        r->sample.time_ns = r->time_ns;
+        r->sample.has_time = r->has_time;
         r->stats.samples++;
         *sample = &r->sample;
     }

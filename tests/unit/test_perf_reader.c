@@ -505,6 +505,34 @@ static void test_out_of_memory(void **state)
     }
 }
 
+static void collect_time(const kp_perf_sample *s, void *ctx)
+{
+    uint64_t *t = ctx;
+    t[t[0] + 1] = s->has_time ? s->time_ns : UINT64_MAX;
+    t[0]++;
+}
+
+/* The TIME column, in ns, whatever its precision; none when absent; a number
+ * in COMM or a "secs.frac" not followed by ':' is not taken for it. */
+static void test_sample_time(void **state)
+{
+    (void)state;
+    kp_perf_reader *r = kp_perf_reader_create();
+    uint64_t t[8] = {0};
+    feed(r,
+         "beam.smp 4242/123 [001] 1700000000.012345: 1 cpu-clock:\n\t1 a (m)\n\n"
+         "java 12.5 77 42.000000001: 3 cpu-clock:\n\t1 b (m)\n\n"
+         "comm 1 2.5 cpu-clock:\n\t1 c (m)\n\n"
+         "comm 1 3: 1 cpu-clock:\n\t1 d (m)\n\n",
+         collect_time, t);
+    assert_int_equal(t[0], 4);
+    assert_true(t[1] == 1700000000012345000ull);
+    assert_true(t[2] == 42000000001ull);
+    assert_true(t[3] == UINT64_MAX);
+    assert_true(t[4] == UINT64_MAX);
+    kp_perf_reader_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -516,6 +544,7 @@ int main(void)
         cmocka_unit_test_teardown(test_frame_lines_and_sample_boundaries, reset_faults),
         cmocka_unit_test_teardown(test_malformed_lines, reset_faults),
         cmocka_unit_test_teardown(test_metric_fields, reset_faults),
+        cmocka_unit_test_teardown(test_sample_time, reset_faults),
         cmocka_unit_test_teardown(test_out_of_memory, reset_faults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

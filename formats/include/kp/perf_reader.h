@@ -17,7 +17,8 @@
  * malformed (stackcollapse warns "Unrecognized line") and otherwise ignored.
  *
  * The `metric_NAME: VALUE, DELTA` fields of a header (FORMATS.md) are parsed
- * too, so a caller can weight stacks by a metric.
+ * too, so a caller can weight stacks by a metric, and so is its TIME column
+ * (the first "DIGITS.DIGITS:" after COMM), so a caller can place it in time.
  */
 #ifndef KP_PERF_READER_H
 #define KP_PERF_READER_H
@@ -41,6 +42,8 @@ typedef struct {
     const kp_perf_metric *metrics; /* from the header line, in file order */
     size_t n_metrics;
     uint64_t header_line; /* 1-based line number of the sample's header */
+    uint64_t time_ns;     /* the header's TIME ("secs.frac:"), in ns; 0 when absent */
+    int has_time;         /* the header had a TIME column */
 } kp_perf_sample;
 
 typedef struct {

@@ -14,11 +14,6 @@
 #include "kp/perf_writer.h"
 #include "record/segment_pprof.h"
 
-const char *const kp_weight_names[KP_WEIGHT_COUNT] = {
-    "samples",   "reductions",       "memory",           "message_queue_len",
-    "bin_vheap", "bin_vheap_growth", "bin_vheap_release"};
-const char *const kp_weight_units[KP_WEIGHT_COUNT] = {"samples", "reductions", "bytes", "messages",
-                                                      "bytes",   "bytes",      "bytes"};
 /* The headings of the flame graphs. */
 static const char *const weight_titles[KP_WEIGHT_COUNT] = {
     "Where the processes spend their time (samples)",

@@ -9,18 +9,8 @@
 
 #include "kp/intern.h"
 #include "kp/segment.h"
+#include "kp/weights.h"
 #include "record/processes.h"
-
-enum {
-    KP_WEIGHT_SAMPLES,
-    KP_WEIGHT_REDUCTIONS,
-    KP_WEIGHT_MEMORY,
-    KP_WEIGHT_QUEUE,
-    KP_WEIGHT_BIN_VHEAP,
-    KP_WEIGHT_BIN_GROWTH,
-    KP_WEIGHT_BIN_RELEASE,
-    KP_WEIGHT_COUNT
-};
 
 typedef struct kp_record_files kp_record_files;
 
@@ -52,9 +42,5 @@ const kp_segment_stats *kp_record_files_segment_stats(const kp_record_files *out
 int kp_record_files_close(kp_record_files *outputs, const char *caption, const char *cpu_note,
                           int written[KP_WEIGHT_COUNT], kp_segment_stats *stats, char *err,
                           size_t err_len);
-
-/* "samples", "reductions", ... and their units. */
-extern const char *const kp_weight_names[KP_WEIGHT_COUNT];
-extern const char *const kp_weight_units[KP_WEIGHT_COUNT];
 
 #endif

@@ -14,6 +14,7 @@ static const char usage[] =
     "\n"
     "Commands:\n"
     "  record --node NODE           sample a live node's busiest processes\n"
+    "  report DIR [DIR_B]           one HTML page: heat maps, range flame graphs, diffs\n"
     "  dump --node NODE             print the stacks of its busiest processes, once\n"
     "  tiers --node NODE --tiers F  time each layer of its requests, per kind of request\n"
     "  trace --node NODE --pid PID  trace one process into an eflame-compatible flame graph\n"
@@ -51,6 +52,8 @@ int main(int argc, char **argv)
         return kp_cmd_convert(argc - 1, argv + 1);
     if (strcmp(cmd, "record") == 0)
         return kp_cmd_record(argc - 1, argv + 1);
+    if (strcmp(cmd, "report") == 0)
+        return kp_cmd_report(argc - 1, argv + 1);
     if (strcmp(cmd, "dump") == 0)
         return kp_cmd_dump(argc - 1, argv + 1);
     if (strcmp(cmd, "tiers") == 0)

@@ -1,0 +1,82 @@
+/* The data of kprof's HTML report: samples placed in time, aggregated for a
+ * heat map and for the flame graph of any range of it.
+ *
+ * A report holds one or two recordings (two for a comparison, `kprof report
+ * A B`), each with up to two sources: the cooperative samples (perf-script
+ * segments with metric fields) and the native CPU samples. Every stack of
+ * every source goes into ONE tree of frames (a node per distinct path from
+ * the root), so the page can compare any two selections node by node.
+ *
+ * Samples are not shipped one by one. Time is cut into slices: FlameScope's
+ * grid of 50 rows a second (20 ms) when the recording is small, coarser when
+ * it is large (25, 5 or 1 rows a second), so that a source never holds more
+ * than about `KP_REPORT_ENTRY_BUDGET` entries, an entry being one (slice,
+ * stack) pair with its sample count and summed weights. The heat map is drawn
+ * from the same entries, so it always agrees with the flame graph of a range.
+ *
+ *     kp_report *r = kp_report_create();
+ *     kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
+ *     kp_report_add(r, s, time_ns, "beam.smp;running;<0.1.0>;m:f/1", len, w);
+ *     kp_report_write_html(r, &options, sink);
+ *     kp_report_free(r);
+ */
+#ifndef KP_REPORT_H
+#define KP_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kp/sink.h"
+#include "kp/status.h"
+#include "kp/weights.h"
+
+typedef enum { KP_REPORT_SAMPLES, KP_REPORT_CPU, KP_REPORT_KINDS } kp_report_kind;
+
+/* Entries a source keeps before it coarsens its slices. */
+#define KP_REPORT_ENTRY_BUDGET (2u << 20)
+
+typedef struct kp_report kp_report;
+typedef struct kp_report_source kp_report_source;
+
+/* A new empty report; NULL when out of memory. */
+kp_report *kp_report_create(void);
+void kp_report_free(kp_report *report);
+
+/* The source of `kind` of recording `recording` (0 or 1), created empty on
+ * first use; NULL when out of memory or out of range. */
+kp_report_source *kp_report_get_source(kp_report *report, unsigned recording, kp_report_kind kind);
+
+/* Names recording `recording` (a directory name, shown in the page). */
+kp_status kp_report_set_name(kp_report *report, unsigned recording, const char *name);
+
+/* Adds one sample taken at `time_ns` (any clock, the same for the whole
+ * source) with folded stack `stack[0..len)` (root first, ';'-separated, as
+ * kp_perf_reader gives it) and weights `w` (KP_WEIGHT_COUNT of them (kp/weights.h) for
+ * the cooperative source, 1 for CPU; a weight of 0 or less adds nothing, as in
+ * the folded files). Samples may come in any order. Returns KP_OK,
+ * KP_ERR_NOMEM or KP_ERR_LIMIT (more than 2^32 - 1 frames or nodes). */
+kp_status kp_report_add(kp_report *report, kp_report_source *source, uint64_t time_ns,
+                        const char *stack, size_t len, const int64_t *w);
+
+/* What a source holds, for messages and tests. */
+typedef struct {
+    uint64_t samples;
+    uint64_t entries;
+    unsigned rows_per_second; /* 50, 25, 5 or 1 */
+    uint64_t first_ns, last_ns;
+} kp_report_source_stats;
+void kp_report_source_stats_get(const kp_report_source *source, kp_report_source_stats *stats);
+
+typedef struct {
+    const char *title;    /* heading; NULL for "kprof report" */
+    const char *subtitle; /* e.g. the node and the time; NULL for none */
+} kp_report_options;
+
+/* Writes the report as one self-contained HTML page (no network, no external
+ * file): the page's script and style, and the data, gzip-compressed and
+ * base64-encoded, that it decodes in the browser. Returns KP_OK, KP_ERR_EMPTY
+ * when no source has a sample, KP_ERR_NOMEM, or the sink's error. The sink is
+ * neither committed nor aborted. */
+kp_status kp_report_write_html(kp_report *report, const kp_report_options *options, kp_sink *sink);
+
+#endif

@@ -1,0 +1,347 @@
+"use strict";
+/* kprof report, the view: heat maps (FlameScope's layout: a column per
+ * second, a row per offset within it, the colour by weight), ranges picked by
+ * dragging on them, the flame graph of a range or the difference of two, the
+ * filters, the search and the processes of the range. */
+
+const $ = (id) => document.getElementById(id);
+const fmt = (v) => (Math.round(v * 100) / 100).toLocaleString("en-US");
+const pct = (a, b) => (b > 0 ? (100 * a / b).toFixed(2) + "%" : "-");
+
+const state = {
+  model: null,
+  recording: 0,     /* shown recording; -1: B compared with A (two recordings) */
+  source: 0,        /* index into the recording's sources */
+  weight: 0,
+  statuses: null,   /* Set of status frame ids, null = all */
+  process: null,    /* RegExp, null = all */
+  search: null,     /* RegExp, null = none */
+  ranges: [],       /* up to two [fromCell, toCell) of the heat map's grid */
+  zoom: -1,         /* node the flame graph is zoomed on, -1 = the root */
+  mask: null,
+  boxes: [],        /* drawn flame boxes, for the mouse */
+};
+
+function recording() { return state.model.recordings[state.recording < 0 ? 1 : state.recording]; }
+function source() { return recording().sources[state.source]; }
+function weightName(src, k) { return src.weightNames[k] + (src.weightUnits[k] !== src.weightNames[k] ? " (" + src.weightUnits[k] + ")" : ""); }
+
+function cellTime(src, cell) {
+  const c = Math.floor(cell / src.rows), r = cell % src.rows;
+  return { second: src.firstSecond + c, ms: Math.round(1000 * r / src.rows) };
+}
+function rangeText(src, [a, b]) {
+  const t = (cell) => ((cell / src.rows)).toFixed(2);
+  return t(a) + " s to " + t(b) + " s";
+}
+
+/* ---- controls ---- */
+function fillControls() {
+  const m = state.model;
+  if (m.recordings.length > 1) {
+    $("recording-box").hidden = false;
+    const names = m.recordings.map((r) => r.name);
+    $("recording").innerHTML = "";
+    [["A: " + names[0], 0], ["B: " + names[1], 1], ["B compared with A", -1]].forEach(([t, v]) =>
+      $("recording").add(new Option(t, v)));
+    $("recording").value = String(state.recording);
+  }
+  const sel = $("source");
+  sel.innerHTML = "";
+  recording().sources.forEach((s, i) =>
+    sel.add(new Option(s.kind === "cpu" ? "native CPU samples" : "cooperative samples", i)));
+  sel.value = String(state.source);
+  fillWeights();
+  fillStatuses();
+}
+function fillWeights() {
+  const src = source(), sel = $("weight");
+  sel.innerHTML = "";
+  src.weightNames.forEach((_, k) => sel.add(new Option(weightName(src, k), k)));
+  state.weight = Math.min(state.weight, src.weightNames.length - 1);
+  sel.value = String(state.weight);
+}
+function fillStatuses() {
+  const box = $("status-filter");
+  box.innerHTML = source().kind === "cpu" ? "Threads: " : "Status: ";
+  for (const st of state.model.statuses(source())) {
+    const l = document.createElement("label"), c = document.createElement("input");
+    c.type = "checkbox"; c.checked = !state.statuses || state.statuses.has(st.frame);
+    c.dataset.frame = st.frame; c.name = st.name;
+    c.addEventListener("change", onStatusChange);
+    l.append(c, " " + st.name);
+    box.append(l);
+  }
+}
+function onStatusChange() {
+  const boxes = [...document.querySelectorAll("#status-filter input")];
+  state.statuses = boxes.every((b) => b.checked) ? null : new Set(boxes.filter((b) => b.checked).map((b) => +b.dataset.frame));
+  refresh();
+}
+function regexOf(text) {
+  if (!text) return null;
+  try { return new RegExp(text); } catch (e) { return new RegExp(text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")); }
+}
+
+/* ---- heat maps ---- */
+function heatColour(v, max) {
+  if (v <= 0 || max <= 0) return "#ffffff";
+  const x = Math.min(1, v / max);                  /* light yellow to dark red */
+  const r = 255 - Math.round(75 * x), g = Math.round(235 - 215 * x), b = Math.round(200 - 190 * Math.sqrt(x));
+  return "rgb(" + r + "," + g + "," + b + ")";
+}
+function drawHeatmaps() {
+  const box = $("heatmaps");
+  box.innerHTML = "";
+  const rec = recording();
+  /* one heat map per weight of every source: the metrics and the native CPU */
+  rec.sources.forEach((src, si) => src.weightNames.forEach((_, k) => {
+    const div = document.createElement("div");
+    div.className = "heatmap";
+    const h = document.createElement("h3");
+    h.textContent = (src.kind === "cpu" ? "native CPU samples" : weightName(src, k)) +
+      " \u00b7 " + src.columns + " s, " + src.rows + " rows a second";
+    const scroll = document.createElement("div"); scroll.className = "scroll";
+    const cv = document.createElement("canvas");
+    cv.id = "heatmap-" + src.kind + "-" + src.weightNames[k].replace(/\W+/g, "_");
+    scroll.append(cv);
+    div.append(h, scroll);
+    box.append(div);
+    drawHeat(cv, src, si, k);
+  }));
+}
+function drawHeat(cv, src, si, k) {
+  const mask = si === state.source ? state.mask : state.model.filterMask(null, state.process);
+  const cells = state.model.heat(src, k, mask);
+  /* two heat maps side by side, each scrolling on its own when long */
+  const width = Math.max(200, (document.documentElement.clientWidth - 80) / 2);
+  const cw = Math.max(3, Math.min(60, Math.floor(width / src.columns)));
+  const ch = Math.max(2, Math.min(12, Math.floor(150 / src.rows)));
+  cv.width = src.columns * cw; cv.height = src.rows * ch;
+  const g = cv.getContext("2d");
+  let max = 0;
+  for (const v of cells) max = Math.max(max, v);
+  for (let c = 0; c < src.columns; c++)
+    for (let r = 0; r < src.rows; r++) {
+      g.fillStyle = heatColour(cells[c * src.rows + r], max);
+      g.fillRect(c * cw, r * ch, cw - 1, ch - 1);
+    }
+  if (si === state.source)
+    state.ranges.forEach(([a, b], i) => {
+      g.fillStyle = i === 0 ? "rgba(40,90,255,0.35)" : "rgba(0,170,60,0.35)";
+      for (let cell = a; cell < b; cell++)
+        g.fillRect(Math.floor(cell / src.rows) * cw, (cell % src.rows) * ch, cw - 1, ch - 1);
+    });
+  const at = (e) => {
+    const rect = cv.getBoundingClientRect();
+    const c = Math.floor((e.clientX - rect.left) / cw), r = Math.floor((e.clientY - rect.top) / ch);
+    return Math.max(0, Math.min(src.columns - 1, c)) * src.rows + Math.max(0, Math.min(src.rows - 1, r));
+  };
+  cv.onmousemove = (e) => {
+    const cell = at(e), t = cellTime(src, cell);
+    tip(e, "second " + (t.second - src.firstSecond) + ", +" + t.ms + " ms: " + fmt(cells[cell]) + " " + src.weightUnits[k]);
+    if (drag) { drag.to = cell; showDrag(); }
+  };
+  cv.onmouseleave = () => { $("tooltip").hidden = true; };
+  cv.onmousedown = (e) => {
+    e.preventDefault();
+    if (si !== state.source) { state.source = si; state.ranges = []; fillControls(); }
+    drag = { from: at(e), to: at(e), second: e.shiftKey && state.ranges.length > 0 };
+  };
+}
+let drag = null;
+function dragRange() { return [Math.min(drag.from, drag.to), Math.max(drag.from, drag.to) + 1]; }
+function showDrag() { $("flame-info").textContent = "Range " + rangeText(source(), dragRange()) + "..."; }
+window.addEventListener("mouseup", () => {
+  if (!drag) return;
+  const r = dragRange();
+  state.ranges = drag.second ? [state.ranges[0], r] : [r];
+  drag = null; state.zoom = -1;
+  refresh();
+});
+
+function tip(e, text) {
+  const t = $("tooltip");
+  t.textContent = text; t.hidden = false;
+  t.style.left = Math.min(e.clientX + 12, window.innerWidth - 300) + "px";
+  t.style.top = (e.clientY + 14) + "px";
+}
+
+/* ---- the flame graph ---- */
+function hash(s) { let h = 0; for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) | 0; return h >>> 0; }
+function frameColour(name) {
+  const h = hash(name);
+  return "rgb(" + (205 + (h % 50)) + "," + (80 + ((h >> 8) % 130)) + "," + (40 + ((h >> 16) % 50)) + ")";
+}
+function diffColour(d, max) {
+  const x = max > 0 ? Math.min(1, Math.abs(d) / max) : 0, v = Math.round(235 - 175 * x);
+  return d > 0 ? "rgb(255," + v + "," + v + ")" : d < 0 ? "rgb(" + v + "," + v + ",255)" : "rgb(235,235,235)";
+}
+
+/* What the flame graph shows: `total` drawn, `base` (scaled) to compare. */
+function flameData() {
+  const m = state.model, k = state.weight;
+  if (state.recording < 0) {
+    const a = m.recordings[0].sources.find((s) => s.kind === source().kind);
+    const full = (src) => [0, src.columns * src.rows];
+    const total = m.totals(m.selfWeights(source(), k, state.mask, ...full(source())));
+    const base = a ? m.totals(m.selfWeights(a, k, state.mask, ...full(a))) : new Float64Array(m.nNodes);
+    return { total, base, label: "B compared with A, whole recordings" };
+  }
+  const src = source();
+  const r0 = state.ranges[0] || [0, src.columns * src.rows];
+  const t0 = m.totals(m.selfWeights(src, k, state.mask, r0[0], r0[1]));
+  if (state.ranges.length < 2)
+    return { total: t0, base: null, label: state.ranges.length ? "Range " + rangeText(src, r0) : "Whole recording" };
+  const r1 = state.ranges[1];
+  return { total: m.totals(m.selfWeights(src, k, state.mask, r1[0], r1[1])), base: t0,
+           label: "Range " + rangeText(src, r1) + " compared with " + rangeText(src, r0) };
+}
+
+function drawFlame() {
+  const m = state.model, cv = $("flame"), d = flameData(), src = source();
+  const total = d.total, rootTotal = m.rootTotal(total);
+  const baseTotal = d.base ? m.rootTotal(d.base) : 0;
+  /* the base scaled to the drawn total: shares are compared, not counts */
+  const scale = d.base && baseTotal > 0 ? rootTotal / baseTotal : 0;
+  const delta = (n) => (d.base ? total[n] - d.base[n] * scale : 0);
+  let maxDelta = 0;
+  if (d.base) for (let n = 0; n < m.nNodes; n++) maxDelta = Math.max(maxDelta, Math.abs(delta(n)));
+  const info = $("flame-info");
+  info.textContent = d.label + ": " + fmt(rootTotal) + " " + src.weightUnits[state.weight] +
+    (d.base ? " (compared with " + fmt(baseTotal) + ")" : "");
+  info.dataset.total = String(rootTotal);
+  info.dataset.baseTotal = String(baseTotal);
+
+  const W = cv.clientWidth || 1200, H = 16;
+  const zoomed = state.zoom >= 0 && total[state.zoom] > 0 ? state.zoom : -1;
+  const width = zoomed >= 0 ? total[zoomed] : rootTotal;
+  let maxDepth = 0;
+  for (let n = 0; n < m.nNodes; n++) if (total[n] > 0 && m.depth[n] > maxDepth) maxDepth = m.depth[n];
+  const rows = maxDepth + 2;
+  cv.width = W * devicePixelRatio; cv.height = rows * H * devicePixelRatio;
+  cv.style.height = rows * H + "px";
+  const g = cv.getContext("2d");
+  g.scale(devicePixelRatio, devicePixelRatio);
+  g.font = "11px sans-serif"; g.textBaseline = "middle";
+  state.boxes = [];
+  let matched = 0;
+  const box = (n, x, w, depth, name) => {
+    const y = (rows - 1 - depth) * H;
+    const hit = state.search && n >= 0 && state.search.test(name);
+    g.fillStyle = hit ? "rgb(230,0,230)" : d.base && n >= 0 ? diffColour(delta(n), maxDelta) : frameColour(name);
+    g.fillRect(x, y, Math.max(w - 0.5, 0.5), H - 1);
+    if (w > 30) {
+      g.fillStyle = "#000";
+      g.save(); g.beginPath(); g.rect(x, y, w - 2, H); g.clip();
+      g.fillText(name, x + 3, y + H / 2); g.restore();
+    }
+    state.boxes.push({ n, x, y, w, name });
+  };
+  /* the root, then the zoomed node's ancestors as full-width bars */
+  box(-1, 0, W, 0, "all");
+  let baseDepth = 1;
+  if (zoomed >= 0) {
+    const chain = [];
+    for (let n = zoomed; n >= 0; n = m.parent[n]) chain.unshift(n);
+    chain.forEach((n, i) => box(n, 0, W, i + 1, m.frames[m.frame[n]]));
+    baseDepth = chain.length;
+  }
+  const walk = (nodes, x0, depth) => {
+    let x = x0;
+    for (const n of nodes) {
+      if (total[n] <= 0) continue;
+      const w = (total[n] / width) * W;
+      if (w >= 0.1) {
+        const name = m.frames[m.frame[n]];
+        box(n, x, w, depth, name);
+        if (state.search && state.search.test(name) && !(m.parent[n] >= 0 && searchHit(m.parent[n]))) matched += total[n];
+        walk(m.kids[n], x, depth + 1);
+      }
+      x += w;
+    }
+  };
+  const searchHit = (n) => { for (; n >= 0; n = m.parent[n]) if (state.search.test(m.frames[m.frame[n]])) return true; return false; };
+  walk(zoomed >= 0 ? m.kids[zoomed] : m.rootKids, 0, baseDepth);
+  $("search-result").textContent = state.search ? "matched " + pct(matched, width) : "";
+  cv.onmousemove = (e) => {
+    const b = boxAt(e);
+    if (!b) { $("tooltip").hidden = true; return; }
+    const v = b.n < 0 ? rootTotal : total[b.n];
+    let text = b.name + ": " + fmt(v) + " " + src.weightUnits[state.weight] + " (" + pct(v, rootTotal) + ")";
+    if (d.base && b.n >= 0) text += "; compared: " + fmt(d.base[b.n]) + " (" + pct(d.base[b.n], baseTotal) + ")";
+    if (b.n >= 0 && m.pid[b.n] >= 0) text += " \u00b7 " + m.frames[m.pid[b.n]] + " " + m.processName(b.n);
+    tip(e, text);
+  };
+  cv.onmouseleave = () => { $("tooltip").hidden = true; };
+  cv.onclick = (e) => { const b = boxAt(e); if (b) { state.zoom = b.n; drawFlame(); } };
+  drawProcesses(total, rootTotal);
+}
+function boxAt(e) {
+  const r = $("flame").getBoundingClientRect(), x = e.clientX - r.left, y = e.clientY - r.top;
+  for (let i = state.boxes.length - 1; i >= 0; i--) {
+    const b = state.boxes[i];
+    if (x >= b.x && x < b.x + b.w && y >= b.y && y < b.y + 16) return b;
+  }
+  return null;
+}
+
+/* The processes of the range, by weight; a click filters on one. */
+function drawProcesses(total, rootTotal) {
+  const m = state.model, byPid = new Map();
+  for (let n = 0; n < m.nNodes; n++)
+    if (total[n] > 0 && m.pid[n] === m.frame[n]) byPid.set(n, (byPid.get(n) || 0) + total[n]);
+  const rows = [...byPid.entries()].map(([n, v]) => ({ pid: m.frames[m.frame[n]], name: m.processName(n), v }));
+  const merged = new Map();
+  for (const r of rows) { const x = merged.get(r.pid); if (x) x.v += r.v; else merged.set(r.pid, { ...r }); }
+  const tbody = $("processes").tBodies[0];
+  tbody.innerHTML = "";
+  [...merged.values()].sort((a, b) => b.v - a.v).slice(0, 30).forEach((r) => {
+    const tr = tbody.insertRow();
+    [r.pid, r.name, fmt(r.v), pct(r.v, rootTotal)].forEach((t, i) => {
+      const td = tr.insertCell(); td.textContent = t; if (i > 1) td.className = "num";
+    });
+    tr.onclick = () => { $("process-filter").value = "^" + r.pid.replace(/\./g, "\\.") + "$"; onProcess(); };
+  });
+}
+
+/* ---- wiring ---- */
+function refresh() {
+  state.mask = state.model.filterMask(state.statuses, state.process);
+  drawHeatmaps();
+  drawFlame();
+}
+function onProcess() { state.process = regexOf($("process-filter").value); refresh(); }
+
+async function main() {
+  try {
+    const model = await KpModel.load($("kprof-meta").textContent, $("kprof-data").textContent);
+    state.model = model;
+    $("title").textContent = model.meta.title;
+    $("subtitle").textContent = model.meta.subtitle;
+    $("summary").textContent = model.recordings.map((r, i) =>
+      (model.recordings.length > 1 ? "ABCD"[i] + ": " + r.name + ": " : "") +
+      r.sources.map((s) => s.samples.toLocaleString("en-US") + (s.kind === "cpu" ? " native CPU samples" : " samples") +
+        " over " + s.columns + " s").join(", ")).join(" \u00b7 ");
+    fillControls();
+    $("recording").onchange = () => { state.recording = +$("recording").value; state.source = 0; state.ranges = []; state.statuses = null; fillControls(); refresh(); };
+    $("source").onchange = () => { state.source = +$("source").value; state.ranges = []; state.statuses = null; fillWeights(); fillStatuses(); refresh(); };
+    $("weight").onchange = () => { state.weight = +$("weight").value; state.zoom = -1; drawFlame(); };
+    $("process-filter").oninput = onProcess;
+    $("search").oninput = () => { state.search = regexOf($("search").value); drawFlame(); };
+    $("clear").onclick = () => { state.ranges = []; state.zoom = -1; refresh(); };
+    window.addEventListener("keydown", (e) => {
+      if (e.key === "Escape") { state.zoom = -1; drawFlame(); }
+      if ((e.ctrlKey || e.metaKey) && e.key === "f") { e.preventDefault(); $("search").focus(); }
+    });
+    window.addEventListener("resize", () => refresh());
+    refresh();
+    $("loading").remove();
+    document.body.dataset.ready = "1";
+  } catch (e) {
+    $("loading").textContent = "This report could not be read: " + e;
+    $("loading").className = "error";
+    throw e;
+  }
+}
+main();

@@ -1,0 +1,304 @@
+/* The report's data: one tree of frames for every source, and per source
+ * the (slice, node) entries that the heat map and the range flame graphs are
+ * drawn from (kp/report.h). Writing the page is report_html.c's. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kp/alloc.h"
+#include "kp/strtab.h"
+#include "report_internal.h"
+
+/* Slices per second, finest first: each divides the previous, so a slice
+ * never straddles two coarser ones. */
+static const unsigned rows_steps[] = {50, 25, 5, 1};
+
+kp_report *kp_report_create(void)
+{
+    kp_report *r = kp_calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->frames = kp_strtab_create();
+    r->node_keys = kp_strtab_create();
+    r->stacks = kp_strtab_create();
+    if (!r->frames || !r->node_keys || !r->stacks) {
+        kp_report_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static void source_free(kp_report_source *s)
+{
+    if (!s)
+        return;
+    kp_strtab_free(s->keys);
+    kp_free(s->slice);
+    kp_free(s->node);
+    kp_free(s->count);
+    for (unsigned k = 0; k < KP_WEIGHT_COUNT; k++)
+        kp_free(s->w[k]);
+    kp_free(s);
+}
+
+void kp_report_free(kp_report *r)
+{
+    if (!r)
+        return;
+    for (unsigned i = 0; i < 2; i++) {
+        for (unsigned k = 0; k < KP_REPORT_KINDS; k++)
+            source_free(r->sources[i][k]);
+        kp_free(r->names[i]);
+    }
+    kp_strtab_free(r->frames);
+    kp_strtab_free(r->node_keys);
+    kp_strtab_free(r->stacks);
+    kp_free(r->node_parent);
+    kp_free(r->node_frame);
+    kp_free(r->stack_leaf);
+    kp_free(r);
+}
+
+kp_report_source *kp_report_get_source(kp_report *r, unsigned recording, kp_report_kind kind)
+{
+    if (recording > 1 || (unsigned)kind >= KP_REPORT_KINDS)
+        return NULL;
+    kp_report_source **slot = &r->sources[recording][kind];
+    if (!*slot) {
+        kp_report_source *s = kp_calloc(1, sizeof *s);
+        if (!s)
+            return NULL;
+        s->keys = kp_strtab_create();
+        if (!s->keys) {
+            kp_free(s);
+            return NULL;
+        }
+        s->n_weights = kind == KP_REPORT_SAMPLES ? KP_WEIGHT_COUNT : 1;
+        s->rows_per_second = rows_steps[0];
+        *slot = s;
+    }
+    return *slot;
+}
+
+kp_status kp_report_set_name(kp_report *r, unsigned recording, const char *name)
+{
+    if (recording > 1)
+        return KP_ERR_INVAL;
+    size_t n = strlen(name);
+    char *copy = kp_malloc(n + 1);
+    if (!copy)
+        return KP_ERR_NOMEM;
+    memcpy(copy, name, n + 1);
+    kp_free(r->names[recording]);
+    r->names[recording] = copy;
+    return KP_OK;
+}
+
+/* Grows `*array` (elements of `size` bytes) to hold index `need`. */
+static int grow(void *array, size_t *cap, size_t need, size_t size)
+{
+    if (need < *cap)
+        return 0;
+    size_t n = *cap ? *cap : 256;
+    while (n <= need)
+        n *= 2;
+    void *p = kp_realloc_array(*(void **)array, n, size);
+    if (!p)
+        return -1;
+    *(void **)array = p;
+    *cap = n;
+    return 0;
+}
+
+/* The node of frame `frame` under `parent` (UINT32_MAX: the root). */
+static kp_status node_of(kp_report *r, uint32_t parent, uint32_t frame, uint32_t *node)
+{
+    uint32_t key[2] = {parent, frame};
+    int is_new = 0;
+    kp_status st = kp_strtab_intern(r->node_keys, key, sizeof key, node, &is_new);
+    if (st != KP_OK || !is_new)
+        return st;
+    if (grow(&r->node_parent, &r->nodes_cap, *node, sizeof *r->node_parent) ||
+        grow(&r->node_frame, &r->node_frame_cap, *node, sizeof *r->node_frame))
+        return KP_ERR_NOMEM; /* the key stays interned: a retry finds no arrays for it */
+    r->node_parent[*node] = parent;
+    r->node_frame[*node] = frame;
+    r->n_nodes = *node + 1;
+    return KP_OK;
+}
+
+/* The leaf node of folded stack `stack`, interning its frames and path. */
+static kp_status leaf_of(kp_report *r, const char *stack, size_t len, uint32_t *leaf)
+{
+    uint32_t sid;
+    int is_new = 0;
+    kp_status st = kp_strtab_intern(r->stacks, stack, len, &sid, &is_new);
+    if (st != KP_OK)
+        return st;
+    if (!is_new && sid < r->n_stack_leaf) {
+        *leaf = r->stack_leaf[sid];
+        return KP_OK;
+    }
+    uint32_t node = UINT32_MAX;
+    size_t i = 0;
+    while (i <= len) {
+        size_t j = i;
+        while (j < len && stack[j] != ';')
+            j++;
+        uint32_t frame;
+        st = kp_strtab_intern(r->frames, stack + i, j - i, &frame, NULL);
+        if (st == KP_OK)
+            st = node_of(r, node, frame, &node);
+        if (st != KP_OK)
+            return st;
+        i = j + 1;
+    }
+    if (grow(&r->stack_leaf, &r->stack_leaf_cap, sid, sizeof *r->stack_leaf))
+        return KP_ERR_NOMEM;
+    r->stack_leaf[sid] = node;
+    if (sid >= r->n_stack_leaf)
+        r->n_stack_leaf = sid + 1;
+    *leaf = node;
+    return KP_OK;
+}
+
+/* Grows every entry array of `s` to hold index `need`. An array grown before
+ * a failure stays grown; `cap` moves only when all are. */
+static int grow_entries(kp_report_source *s, uint64_t need)
+{
+    if (need < s->cap)
+        return 0;
+    size_t n = s->cap ? s->cap * 2 : 1024;
+    void **arrays[3 + KP_WEIGHT_COUNT] = {(void **)&s->slice, (void **)&s->node,
+                                          (void **)&s->count};
+    size_t sizes[3 + KP_WEIGHT_COUNT] = {sizeof *s->slice, sizeof *s->node, sizeof *s->count};
+    for (unsigned k = 0; k < s->n_weights; k++) {
+        arrays[3 + k] = (void **)&s->w[k];
+        sizes[3 + k] = sizeof *s->w[k];
+    }
+    for (unsigned i = 0; i < 3 + s->n_weights; i++) {
+        void *p = kp_realloc_array(*arrays[i], n, sizes[i]);
+        if (!p)
+            return -1;
+        *arrays[i] = p;
+    }
+    s->cap = n;
+    return 0;
+}
+
+static kp_status entry_of(kp_report_source *s, uint32_t slice, uint32_t node, uint32_t *e)
+{
+    uint32_t key[2] = {slice, node};
+    int is_new = 0;
+    if (grow_entries(s, s->n_entries))
+        return KP_ERR_NOMEM;
+    kp_status st = kp_strtab_intern(s->keys, key, sizeof key, e, &is_new);
+    if (st != KP_OK || !is_new)
+        return st;
+    s->slice[*e] = slice;
+    s->node[*e] = node;
+    s->count[*e] = 0;
+    for (unsigned k = 0; k < s->n_weights; k++)
+        s->w[k][*e] = 0;
+    s->n_entries = *e + 1;
+    return KP_OK;
+}
+
+/* Merges the entries into slices `factor` times longer, in place: an entry's
+ * new index is never above its old one, since keys are numbered in order. */
+static kp_status coarsen(kp_report_source *s, unsigned factor)
+{
+    kp_strtab *keys = kp_strtab_create();
+    if (!keys)
+        return KP_ERR_NOMEM;
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < s->n_entries; i++) {
+        uint32_t key[2] = {s->slice[i] / factor, s->node[i]}, e;
+        int is_new = 0;
+        if (kp_strtab_intern(keys, key, sizeof key, &e, &is_new) != KP_OK) {
+            kp_strtab_free(keys);
+            return KP_ERR_NOMEM; /* nothing is lost: the old table still holds */
+        }
+        if (is_new) {
+            s->slice[e] = key[0];
+            s->node[e] = key[1];
+            s->count[e] = s->count[i];
+            for (unsigned k = 0; k < s->n_weights; k++)
+                s->w[k][e] = s->w[k][i];
+            n = e + 1;
+        } else {
+            s->count[e] += s->count[i];
+            for (unsigned k = 0; k < s->n_weights; k++)
+                s->w[k][e] += s->w[k][i];
+        }
+    }
+    kp_strtab_free(s->keys);
+    s->keys = keys;
+    s->n_entries = n;
+    s->rows_per_second /= factor;
+    return KP_OK;
+}
+
+kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, const char *stack,
+                        size_t len, const int64_t *w)
+{
+    uint32_t leaf;
+    kp_status st = leaf_of(r, stack, len, &leaf);
+    if (st != KP_OK)
+        return st;
+    if (s->samples == 0) {
+        s->first_ns = s->last_ns = time_ns;
+        s->origin_s = time_ns / 1000000000u;
+    } else if (time_ns < s->origin_s * 1000000000u) {
+        /* an earlier second than the first sample's: shift every slice */
+        uint64_t back = s->origin_s - time_ns / 1000000000u;
+        for (uint64_t i = 0; i < s->n_entries; i++)
+            s->slice[i] += (uint32_t)(back * s->rows_per_second);
+        kp_strtab *keys = kp_strtab_create();
+        if (!keys)
+            return KP_ERR_NOMEM;
+        for (uint64_t i = 0; i < s->n_entries; i++) {
+            uint32_t key[2] = {s->slice[i], s->node[i]}, e;
+            if (kp_strtab_intern(keys, key, sizeof key, &e, NULL) != KP_OK) {
+                kp_strtab_free(keys);
+                return KP_ERR_NOMEM;
+            }
+        }
+        kp_strtab_free(s->keys);
+        s->keys = keys;
+        s->origin_s -= back;
+    }
+    if (time_ns < s->first_ns)
+        s->first_ns = time_ns;
+    if (time_ns > s->last_ns)
+        s->last_ns = time_ns;
+    uint64_t rel = time_ns - s->origin_s * 1000000000u;
+    uint64_t slice = rel / 1000000000u * s->rows_per_second +
+                     rel % 1000000000u * s->rows_per_second / 1000000000u;
+    if (slice > UINT32_MAX - 1)
+        return KP_ERR_LIMIT;
+    uint32_t e;
+    st = entry_of(s, (uint32_t)slice, leaf, &e);
+    if (st != KP_OK)
+        return st;
+    s->count[e]++;
+    s->samples++;
+    for (unsigned k = 0; k < s->n_weights; k++)
+        if (w[k] > 0)
+            s->w[k][e] += (uint64_t)w[k];
+    unsigned step = 0;
+    while (rows_steps[step] != s->rows_per_second)
+        step++;
+    if (s->n_entries > 2 * (uint64_t)KP_REPORT_ENTRY_BUDGET &&
+        step + 1 < sizeof rows_steps / sizeof *rows_steps)
+        return coarsen(s, rows_steps[step] / rows_steps[step + 1]);
+    return KP_OK;
+}
+
+void kp_report_source_stats_get(const kp_report_source *s, kp_report_source_stats *stats)
+{
+    stats->samples = s->samples;
+    stats->entries = s->n_entries;
+    stats->rows_per_second = s->rows_per_second;
+    stats->first_ns = s->first_ns;
+    stats->last_ns = s->last_ns;
+}

@@ -1,0 +1,252 @@
+#define _GNU_SOURCE
+#include "report/read.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/cli.h"
+#include "kp/perf_reader.h"
+#include "kp/source.h"
+#include "kp/weights.h"
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int has_prefix(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* The header comments kprof writes: "# kprof sampling of NODE" (or "# kprof
+ * native CPU sampling of NODE: ...") and "# clock: ...; MONO = WALL seconds
+ * since the epoch (UTC)". */
+static void header_comment(const char *line, size_t len, kp_report_read_stats *st)
+{
+    char text[512];
+    if (len >= sizeof text)
+        return;
+    memcpy(text, line, len);
+    text[len] = 0;
+    if (has_prefix(text, "# kprof sampling of ") && !st->node[0])
+        snprintf(st->node, sizeof st->node, "%.255s", text + strlen("# kprof sampling of "));
+    const char *c = strstr(text, "# clock: ");
+    unsigned long long mono, wall;
+    const char *semi = c ? strchr(c, ';') : NULL;
+    if (semi && sscanf(semi + 1, " %llu = %llu seconds", &mono, &wall) == 2 &&
+        !st->wall_minus_clock_us)
+        st->wall_minus_clock_us = (int64_t)wall * 1000000 - (int64_t)mono;
+}
+
+static int read_segment(kp_report *r, kp_report_source *src, int cpu, const char *path,
+                        kp_report_read_stats *st, char *err, size_t err_len)
+{
+    kp_source *in;
+    kp_status s = kp_source_open(path, &in);
+    if (s != KP_OK) {
+        snprintf(err, err_len, "cannot read %s: %s; check the path and its permissions", path,
+                 strerror(errno));
+        return KP_EXIT_FAILURE;
+    }
+    kp_perf_reader *reader = kp_perf_reader_create();
+    if (!reader) {
+        kp_source_close(in);
+        snprintf(err, err_len, "out of memory reading %s", path);
+        return KP_EXIT_FAILURE;
+    }
+    const char *line;
+    size_t len;
+    int rc = KP_EXIT_OK;
+    while ((s = kp_source_next_line(in, &line, &len)) == KP_OK) {
+        if (len && line[0] == '#') {
+            header_comment(line, len, st);
+            continue;
+        }
+        const kp_perf_sample *sample;
+        s = kp_perf_reader_line(reader, line, len, &sample);
+        if (s == KP_OK && sample && sample->has_time) {
+            int64_t w[KP_WEIGHT_COUNT];
+            if (cpu)
+                w[0] = 1;
+            else
+                kp_weights_from_perf(sample->metrics, sample->n_metrics, w);
+            s = kp_report_add(r, src, sample->time_ns, sample->stack, sample->stack_len, w);
+            *(cpu ? &st->cpu_samples : &st->samples) += 1;
+        }
+        if (s != KP_OK)
+            break;
+    }
+    if (s != KP_ERR_EMPTY) {
+        snprintf(err, err_len, "%s: %s", path,
+                 s == KP_ERR_COMPRESS ? "corrupt or truncated compressed data; a segment being "
+                                        "written is complete only when kprof record ends"
+                 : s == KP_ERR_NOMEM  ? "out of memory"
+                                      : "read error");
+        rc = s == KP_ERR_COMPRESS || s == KP_ERR_LIMIT ? KP_EXIT_DATA : KP_EXIT_FAILURE;
+    }
+    st->malformed += kp_perf_reader_stats_get(reader)->malformed;
+    kp_perf_reader_free(reader);
+    kp_source_close(in);
+    return rc;
+}
+
+int kp_report_read_dir(kp_report *r, unsigned recording, const char *dir, kp_report_read_stats *st,
+                       char *err, size_t err_len)
+{
+    memset(st, 0, sizeof *st);
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, err_len, "cannot open %s: %s; give the directory kprof record wrote", dir,
+                 strerror(errno));
+        return errno == ENOENT || errno == ENOTDIR ? KP_EXIT_DATA : KP_EXIT_FAILURE;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = KP_EXIT_OK;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *nm = e->d_name;
+        if (!(has_prefix(nm, "samples-") || has_prefix(nm, "cpu-")) || !strstr(nm, ".perf"))
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **p = realloc(names, cap * sizeof *names);
+            if (!p) {
+                rc = KP_EXIT_FAILURE;
+                break;
+            }
+            names = p;
+        }
+        if (!(names[n] = strdup(nm))) {
+            rc = KP_EXIT_FAILURE;
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    if (rc != KP_EXIT_OK)
+        snprintf(err, err_len, "out of memory listing %s", dir);
+    else if (n == 0) {
+        snprintf(err, err_len,
+                 "%s holds no samples-*.perf* or cpu-*.perf* segment; give the directory "
+                 "kprof record wrote",
+                 dir);
+        rc = KP_EXIT_DATA;
+    }
+    if (n)
+        qsort(names, n, sizeof *names, by_name);
+    for (size_t i = 0; i < n && rc == KP_EXIT_OK; i++) {
+        int cpu = has_prefix(names[i], "cpu-");
+        kp_report_source *src =
+            kp_report_get_source(r, recording, cpu ? KP_REPORT_CPU : KP_REPORT_SAMPLES);
+        char path[4096];
+        if (!src) {
+            snprintf(err, err_len, "out of memory");
+            rc = KP_EXIT_FAILURE;
+            break;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        rc = read_segment(r, src, cpu, path, st, err, err_len);
+        *(cpu ? &st->cpu_segments : &st->segments) += 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    if (rc == KP_EXIT_OK && st->samples + st->cpu_samples == 0) {
+        snprintf(err, err_len, "no sample with a time parses in the segments of %s", dir);
+        rc = KP_EXIT_DATA;
+    }
+    return rc;
+}
+
+static const char *base_name(const char *path)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    const char *s = path + n;
+    while (s > path && s[-1] != '/')
+        s--;
+    return s;
+}
+
+int kp_report_build(const char *const *dirs, size_t n, const char *out, int quiet)
+{
+    kp_report *r = kp_report_create();
+    if (!r) {
+        kp_error("out of memory");
+        return KP_EXIT_FAILURE;
+    }
+    kp_report_read_stats st[2];
+    char err[1024], title[600], subtitle[1200];
+    int rc = KP_EXIT_OK;
+    for (size_t i = 0; i < n && rc == KP_EXIT_OK; i++) {
+        rc = kp_report_read_dir(r, (unsigned)i, dirs[i], &st[i], err, sizeof err);
+        if (rc != KP_EXIT_OK)
+            kp_error("%s", err);
+        else if (kp_report_set_name(r, (unsigned)i, base_name(dirs[i])) != KP_OK) {
+            kp_error("out of memory");
+            rc = KP_EXIT_FAILURE;
+        }
+    }
+    if (rc == KP_EXIT_OK) {
+        /* "kprof report: NODE" and "recorded 2026-11-26 03:20:50 UTC, 10 s, ..." */
+        const char *node = st[0].node[0] ? st[0].node : base_name(dirs[0]);
+        if (n > 1)
+            snprintf(title, sizeof title, "kprof report: %s compared with %s", base_name(dirs[1]),
+                     base_name(dirs[0]));
+        else
+            snprintf(title, sizeof title, "kprof report: %s", node);
+        subtitle[0] = 0;
+        for (size_t i = 0; i < n; i++) {
+            kp_report_source_stats ss = {0};
+            kp_report_source *src = kp_report_get_source(
+                r, (unsigned)i, st[i].samples ? KP_REPORT_SAMPLES : KP_REPORT_CPU);
+            if (src)
+                kp_report_source_stats_get(src, &ss);
+            char when[64] = "";
+            if (st[i].wall_minus_clock_us) {
+                time_t t =
+                    (time_t)(((int64_t)(ss.first_ns / 1000) + st[i].wall_minus_clock_us) / 1000000);
+                struct tm tm;
+                gmtime_r(&t, &tm);
+                strftime(when, sizeof when, "recorded %Y-%m-%d %H:%M:%S UTC, ", &tm);
+            }
+            size_t used = strlen(subtitle);
+            snprintf(subtitle + used, sizeof subtitle - used, "%s%s%s: %s%.0f s; %u segments",
+                     i ? " \xc2\xb7 " : "", n > 1 ? (i ? "B " : "A ") : "", base_name(dirs[i]),
+                     when, (double)(ss.last_ns - ss.first_ns) / 1e9,
+                     st[i].segments + st[i].cpu_segments);
+        }
+        kp_report_options o = {title, subtitle};
+        kp_sink *sink;
+        kp_status s = kp_sink_open_file(out, KP_COMPRESS_NONE, 0, &sink);
+        if (s == KP_OK) {
+            s = kp_report_write_html(r, &o, sink);
+            kp_status c = s == KP_OK ? kp_sink_commit(sink) : (kp_sink_abort(sink), s);
+            s = c;
+        }
+        if (s != KP_OK) {
+            kp_error("cannot write %s: %s", out, kp_status_reason(s, errno));
+            rc = KP_EXIT_FAILURE;
+        } else if (!quiet) {
+            uint64_t samples = 0, cpu = 0;
+            for (size_t i = 0; i < n; i++) {
+                samples += st[i].samples;
+                cpu += st[i].cpu_samples;
+            }
+            fprintf(stderr,
+                    "kprof: wrote %s: %" PRIu64 " samples and %" PRIu64
+                    " native CPU samples from %zu recording%s\n",
+                    out, samples, cpu, n, n > 1 ? "s" : "");
+        }
+    }
+    kp_report_free(r);
+    return rc;
+}

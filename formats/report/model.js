@@ -105,11 +105,7 @@ class KpModel {
     this.nameOfPid = new Map();
     for (let i = 0; i < n; i++)
       if (this.pname[i] >= 0 && !this.nameOfPid.has(this.pid[i])) this.nameOfPid.set(this.pid[i], this.pname[i]);
-    const kids = Array.from({ length: n + 1 }, () => []);
-    for (let i = 0; i < n; i++) kids[P[i] + 1].push(i);
-    for (const k of kids) k.sort((a, b) => (this.frames[this.frame[a]] < this.frames[this.frame[b]] ? -1 : 1));
-    this.rootKids = kids[0];
-    this.kids = kids.slice(1);
+    this.childLists(this);
   }
 
   /* The name shown for a process: its registered name or initial call. */
@@ -172,18 +168,60 @@ class KpModel {
     return self;
   }
 
-  /* Inclusive weights from self weights (children after parents). */
-  totals(self) {
-    const total = Float64Array.from(self);
-    for (let i = this.nNodes - 1; i >= 0; i--) if (this.parent[i] >= 0) total[this.parent[i]] += total[i];
+  /* The tree with the processes merged: the pid frames left out, so that
+   * processes of the same name or initial call share one tower, within a
+   * recording and across two (whose pids differ). `map` takes a node of the
+   * full tree to its node here. Built once, on first use. */
+  merged() {
+    if (this.mergedTree) return this.mergedTree;
+    const n = this.nNodes, map = new Int32Array(n), parent = [], frame = [], depth = [], keys = new Map();
+    for (let i = 0; i < n; i++) {
+      const p = this.parent[i] >= 0 ? map[this.parent[i]] : -1;
+      if (this.pid[i] === this.frame[i] && (this.parent[i] < 0 || this.pid[this.parent[i]] < 0)) {
+        map[i] = p; /* the pid frame itself */
+        continue;
+      }
+      const key = p + "," + this.frame[i];
+      let m = keys.get(key);
+      if (m === undefined) {
+        m = parent.length; keys.set(key, m);
+        parent.push(p); frame.push(this.frame[i]); depth.push(p >= 0 ? depth[p] + 1 : 0);
+      }
+      map[i] = m;
+    }
+    const t = { nNodes: parent.length, parent: Int32Array.from(parent), frame: Uint32Array.from(frame),
+                depth: Uint16Array.from(depth), map };
+    this.childLists(t);
+    this.mergedTree = t;
+    return t;
+  }
+
+  /* `kids` (children of each node) and `rootKids`, in alphabetical order. */
+  childLists(t) {
+    const kids = Array.from({ length: t.nNodes + 1 }, () => []);
+    for (let i = 0; i < t.nNodes; i++) kids[t.parent[i] + 1].push(i);
+    for (const k of kids) k.sort((a, b) => (this.frames[t.frame[a]] < this.frames[t.frame[b]] ? -1 : 1));
+    t.rootKids = kids[0];
+    t.kids = kids.slice(1);
+  }
+
+  /* Inclusive weights on tree `t` (this model, or merged()) from the self
+   * weights of the full tree's nodes (children after parents). */
+  totals(t, self) {
+    let total = self;
+    if (t !== this) {
+      total = new Float64Array(t.nNodes);
+      for (let i = 0; i < this.nNodes; i++) if (self[i] && t.map[i] >= 0) total[t.map[i]] += self[i];
+    } else total = Float64Array.from(self);
+    for (let i = t.nNodes - 1; i >= 0; i--) if (t.parent[i] >= 0) total[t.parent[i]] += total[i];
     return total;
   }
 
   /* The sum over the root's children. */
-  rootTotal(total) {
-    let t = 0;
-    for (const k of this.rootKids) t += total[k];
-    return t;
+  rootTotal(t, total) {
+    let sum = 0;
+    for (const k of t.rootKids) sum += total[k];
+    return sum;
   }
 }
 

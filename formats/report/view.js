@@ -18,6 +18,7 @@ const state = {
   search: null,     /* RegExp, null = none */
   ranges: [],       /* up to two [fromCell, toCell) of the heat map's grid */
   zoom: -1,         /* node the flame graph is zoomed on, -1 = the root */
+  merge: false,     /* processes merged by name (pid frames left out) */
   mask: null,
   boxes: [],        /* drawn flame boxes, for the mouse */
 };
@@ -107,9 +108,10 @@ function drawHeatmaps() {
     scroll.append(cv);
     div.append(h, scroll);
     box.append(div);
-    drawHeat(cv, src, si, k);
+    if (drawHeat(cv, src, si, k) === 0) h.append(" \u00b7 all zero");
   }));
 }
+/* Draws one heat map on `cv`; returns its largest cell. */
 function drawHeat(cv, src, si, k) {
   const mask = si === state.source ? state.mask : state.model.filterMask(null, state.process);
   const cells = state.model.heat(src, k, mask);
@@ -148,6 +150,7 @@ function drawHeat(cv, src, si, k) {
     if (si !== state.source) { state.source = si; state.ranges = []; fillControls(); }
     drag = { from: at(e), to: at(e), second: e.shiftKey && state.ranges.length > 0 };
   };
+  return max;
 }
 let drag = null;
 function dragRange() { return [Math.min(drag.from, drag.to), Math.max(drag.from, drag.to) + 1]; }
@@ -178,35 +181,38 @@ function diffColour(d, max) {
   return d > 0 ? "rgb(255," + v + "," + v + ")" : d < 0 ? "rgb(" + v + "," + v + ",255)" : "rgb(235,235,235)";
 }
 
-/* What the flame graph shows: `total` drawn, `base` (scaled) to compare. */
+/* What the flame graph shows: the self weights of the full tree's nodes
+ * (`self`) drawn, and `base` (scaled) to compare them with. */
 function flameData() {
   const m = state.model, k = state.weight;
   if (state.recording < 0) {
     const a = m.recordings[0].sources.find((s) => s.kind === source().kind);
     const full = (src) => [0, src.columns * src.rows];
-    const total = m.totals(m.selfWeights(source(), k, state.mask, ...full(source())));
-    const base = a ? m.totals(m.selfWeights(a, k, state.mask, ...full(a))) : new Float64Array(m.nNodes);
-    return { total, base, label: "B compared with A, whole recordings" };
+    const self = m.selfWeights(source(), k, state.mask, ...full(source()));
+    const base = a ? m.selfWeights(a, k, state.mask, ...full(a)) : new Float64Array(m.nNodes);
+    return { self, base, label: "B compared with A, whole recordings" };
   }
   const src = source();
   const r0 = state.ranges[0] || [0, src.columns * src.rows];
-  const t0 = m.totals(m.selfWeights(src, k, state.mask, r0[0], r0[1]));
+  const t0 = m.selfWeights(src, k, state.mask, r0[0], r0[1]);
   if (state.ranges.length < 2)
-    return { total: t0, base: null, label: state.ranges.length ? "Range " + rangeText(src, r0) : "Whole recording" };
+    return { self: t0, base: null, label: state.ranges.length ? "Range " + rangeText(src, r0) : "Whole recording" };
   const r1 = state.ranges[1];
-  return { total: m.totals(m.selfWeights(src, k, state.mask, r1[0], r1[1])), base: t0,
+  return { self: m.selfWeights(src, k, state.mask, r1[0], r1[1]), base: t0,
            label: "Range " + rangeText(src, r1) + " compared with " + rangeText(src, r0) };
 }
 
 function drawFlame() {
-  const m = state.model, cv = $("flame"), d = flameData(), src = source();
-  const total = d.total, rootTotal = m.rootTotal(total);
-  const baseTotal = d.base ? m.rootTotal(d.base) : 0;
+  const m = state.model, cv = $("flame"), src = source(), d = flameData();
+  /* the tree drawn: one tower per process, or processes merged by name */
+  const T = state.merge ? m.merged() : m;
+  const total = m.totals(T, d.self), rootTotal = m.rootTotal(T, total);
+  const baseT = d.base ? m.totals(T, d.base) : null, baseTotal = d.base ? m.rootTotal(T, baseT) : 0;
   /* the base scaled to the drawn total: shares are compared, not counts */
   const scale = d.base && baseTotal > 0 ? rootTotal / baseTotal : 0;
-  const delta = (n) => (d.base ? total[n] - d.base[n] * scale : 0);
+  const delta = (n) => (d.base ? total[n] - baseT[n] * scale : 0);
   let maxDelta = 0;
-  if (d.base) for (let n = 0; n < m.nNodes; n++) maxDelta = Math.max(maxDelta, Math.abs(delta(n)));
+  if (d.base) for (let n = 0; n < T.nNodes; n++) maxDelta = Math.max(maxDelta, Math.abs(delta(n)));
   const info = $("flame-info");
   info.textContent = d.label + ": " + fmt(rootTotal) + " " + src.weightUnits[state.weight] +
     (d.base ? " (compared with " + fmt(baseTotal) + ")" : "");
@@ -217,7 +223,7 @@ function drawFlame() {
   const zoomed = state.zoom >= 0 && total[state.zoom] > 0 ? state.zoom : -1;
   const width = zoomed >= 0 ? total[zoomed] : rootTotal;
   let maxDepth = 0;
-  for (let n = 0; n < m.nNodes; n++) if (total[n] > 0 && m.depth[n] > maxDepth) maxDepth = m.depth[n];
+  for (let n = 0; n < T.nNodes; n++) if (total[n] > 0 && T.depth[n] > maxDepth) maxDepth = T.depth[n];
   const rows = maxDepth + 2;
   cv.width = W * devicePixelRatio; cv.height = rows * H * devicePixelRatio;
   cv.style.height = rows * H + "px";
@@ -243,8 +249,8 @@ function drawFlame() {
   let baseDepth = 1;
   if (zoomed >= 0) {
     const chain = [];
-    for (let n = zoomed; n >= 0; n = m.parent[n]) chain.unshift(n);
-    chain.forEach((n, i) => box(n, 0, W, i + 1, m.frames[m.frame[n]]));
+    for (let n = zoomed; n >= 0; n = T.parent[n]) chain.unshift(n);
+    chain.forEach((n, i) => box(n, 0, W, i + 1, m.frames[T.frame[n]]));
     baseDepth = chain.length;
   }
   const walk = (nodes, x0, depth) => {
@@ -253,29 +259,29 @@ function drawFlame() {
       if (total[n] <= 0) continue;
       const w = (total[n] / width) * W;
       if (w >= 0.1) {
-        const name = m.frames[m.frame[n]];
+        const name = m.frames[T.frame[n]];
         box(n, x, w, depth, name);
-        if (state.search && state.search.test(name) && !(m.parent[n] >= 0 && searchHit(m.parent[n]))) matched += total[n];
-        walk(m.kids[n], x, depth + 1);
+        if (state.search && state.search.test(name) && !(T.parent[n] >= 0 && searchHit(T.parent[n]))) matched += total[n];
+        walk(T.kids[n], x, depth + 1);
       }
       x += w;
     }
   };
-  const searchHit = (n) => { for (; n >= 0; n = m.parent[n]) if (state.search.test(m.frames[m.frame[n]])) return true; return false; };
-  walk(zoomed >= 0 ? m.kids[zoomed] : m.rootKids, 0, baseDepth);
+  const searchHit = (n) => { for (; n >= 0; n = T.parent[n]) if (state.search.test(m.frames[T.frame[n]])) return true; return false; };
+  walk(zoomed >= 0 ? T.kids[zoomed] : T.rootKids, 0, baseDepth);
   $("search-result").textContent = state.search ? "matched " + pct(matched, width) : "";
   cv.onmousemove = (e) => {
     const b = boxAt(e);
     if (!b) { $("tooltip").hidden = true; return; }
     const v = b.n < 0 ? rootTotal : total[b.n];
     let text = b.name + ": " + fmt(v) + " " + src.weightUnits[state.weight] + " (" + pct(v, rootTotal) + ")";
-    if (d.base && b.n >= 0) text += "; compared: " + fmt(d.base[b.n]) + " (" + pct(d.base[b.n], baseTotal) + ")";
-    if (b.n >= 0 && m.pid[b.n] >= 0) text += " \u00b7 " + m.frames[m.pid[b.n]] + " " + m.processName(b.n);
+    if (d.base && b.n >= 0) text += "; compared: " + fmt(baseT[b.n]) + " (" + pct(baseT[b.n], baseTotal) + ")";
+    if (b.n >= 0 && T === m && m.pid[b.n] >= 0) text += " \u00b7 " + m.frames[m.pid[b.n]] + " " + m.processName(b.n);
     tip(e, text);
   };
   cv.onmouseleave = () => { $("tooltip").hidden = true; };
   cv.onclick = (e) => { const b = boxAt(e); if (b) { state.zoom = b.n; drawFlame(); } };
-  drawProcesses(total, rootTotal);
+  drawProcesses(T === m ? total : m.totals(m, d.self), rootTotal);
 }
 function boxAt(e) {
   const r = $("flame").getBoundingClientRect(), x = e.clientX - r.left, y = e.clientY - r.top;
@@ -329,6 +335,9 @@ async function main() {
     $("weight").onchange = () => { state.weight = +$("weight").value; state.zoom = -1; drawFlame(); };
     $("process-filter").oninput = onProcess;
     $("search").oninput = () => { state.search = regexOf($("search").value); drawFlame(); };
+    state.merge = model.recordings.length > 1;
+    $("merge").checked = state.merge;
+    $("merge").onchange = () => { state.merge = $("merge").checked; state.zoom = -1; drawFlame(); };
     $("clear").onclick = () => { state.ranges = []; state.zoom = -1; refresh(); };
     window.addEventListener("keydown", (e) => {
       if (e.key === "Escape") { state.zoom = -1; drawFlame(); }

@@ -22,6 +22,7 @@
 #include "record/files.h"
 #include "record/processes.h"
 #include "record/sample_wire.h"
+#include "report/read.h"
 
 #define MAX_NODES 64
 
@@ -713,6 +714,15 @@ static int finish(recording *r)
     if (!o->quiet)
         print_summary(o, r->dir, &totals, samples, &st, written, &r->lat);
     finish_native(r, &native, caption);
+    /* the page to open first, from the segments now complete (--keep: the
+     * kept ones) */
+    if (samples > 0 && r->rc != KP_EXIT_FAILURE) {
+        char page[4200];
+        const char *dirs[1] = {r->dir};
+        snprintf(page, sizeof page, "%s/report.html", r->dir);
+        if (kp_report_build(dirs, 1, page, o->quiet) != KP_EXIT_OK && r->rc == KP_EXIT_OK)
+            r->rc = KP_EXIT_FAILURE;
+    }
     kp_frames_free(r->frames);
     kp_stacks_free(r->stacks);
     return r->rc;

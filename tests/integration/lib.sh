@@ -275,6 +275,7 @@ check_output_dir() {
       *.folded) check_folded "$f" || fail "$f is not a valid folded file" ;;
       *.svg) check_svg "$f" || fail "$f is not the flame graph of $(basename "${f%.svg}").folded" ;;
       README.txt) [ -s "$f" ] || fail "$f is empty" ;;
+      report.html) grep -q 'id="kprof-data"' "$f" || fail "$f is not kprof's report page" ;;
       *) fail "unexpected file $f" ;;
     esac
   done

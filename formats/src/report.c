@@ -20,6 +20,7 @@ kp_report *kp_report_create(void)
     r->frames = kp_strtab_create();
     r->node_keys = kp_strtab_create();
     r->stacks = kp_strtab_create();
+    r->budget = KP_REPORT_ENTRY_BUDGET;
     if (!r->frames || !r->node_keys || !r->stacks) {
         kp_report_free(r);
         return NULL;
@@ -74,9 +75,15 @@ kp_report_source *kp_report_get_source(kp_report *r, unsigned recording, kp_repo
         }
         s->n_weights = kind == KP_REPORT_SAMPLES ? KP_WEIGHT_COUNT : 1;
         s->rows_per_second = rows_steps[0];
+        s->budget = r->budget;
         *slot = s;
     }
     return *slot;
+}
+
+void kp_report_set_budget(kp_report *r, uint64_t entries)
+{
+    r->budget = entries;
 }
 
 kp_status kp_report_set_name(kp_report *r, unsigned recording, const char *name)
@@ -288,8 +295,7 @@ kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, con
     unsigned step = 0;
     while (rows_steps[step] != s->rows_per_second)
         step++;
-    if (s->n_entries > 2 * (uint64_t)KP_REPORT_ENTRY_BUDGET &&
-        step + 1 < sizeof rows_steps / sizeof *rows_steps)
+    if (s->n_entries > 2 * s->budget && step + 1 < sizeof rows_steps / sizeof *rows_steps)
         return coarsen(s, rows_steps[step] / rows_steps[step + 1]);
     return KP_OK;
 }

@@ -14,6 +14,7 @@ struct kp_report_source {
     uint64_t origin_s;        /* slice 0 starts at this second of the source's clock */
     uint64_t first_ns, last_ns;
     uint64_t samples;
+    uint64_t budget; /* entries before coarsening (twice this) */
     kp_strtab *keys; /* (slice, node) -> entry */
     uint64_t n_entries;
     size_t cap;
@@ -33,6 +34,7 @@ struct kp_report {
     uint32_t n_stack_leaf;
     kp_report_source *sources[2][KP_REPORT_KINDS];
     char *names[2];
+    uint64_t budget; /* for new sources */
 };
 
 #endif

@@ -46,6 +46,12 @@ void kp_report_free(kp_report *report);
  * first use; NULL when out of memory or out of range. */
 kp_report_source *kp_report_get_source(kp_report *report, unsigned recording, kp_report_kind kind);
 
+/* Sets the entry budget of the sources created from now on (default
+ * KP_REPORT_ENTRY_BUDGET): a source coarsens its slices when it holds more
+ * than twice this many entries, down to one slice a second. For tests, and
+ * for callers short of memory (an entry takes about 70 bytes). */
+void kp_report_set_budget(kp_report *report, uint64_t entries);
+
 /* Names recording `recording` (a directory name, shown in the page). */
 kp_status kp_report_set_name(kp_report *report, unsigned recording, const char *name);
 

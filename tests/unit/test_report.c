@@ -1,0 +1,240 @@
+/* The report's data (formats/src/report.c) and page (report_html.c): one
+ * tree of frames, samples placed in 20 ms slices, merged per (slice, stack),
+ * weights of 0 or less adding nothing, slices coarsened past the budget with
+ * every sample kept, samples before the first one's second, the page
+ * self-contained, and out of memory handled. The page's rendering is tested
+ * in Chromium (tests/integration/report). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "faults.h"
+#include "kp/report.h"
+#include "report_internal.h"
+
+#define MS 1000000ull
+#define SEC 1000000000ull
+
+static const int64_t one[KP_WEIGHT_COUNT] = {1, 0, 0, 0, 0, 0, 0};
+
+static int reset_faults(void **state)
+{
+    (void)state;
+    kp_fault_alloc_reset();
+    return 0;
+}
+
+static kp_status add(kp_report *r, kp_report_source *s, uint64_t t, const char *stack,
+                     const int64_t *w)
+{
+    return kp_report_add(r, s, t, stack, strlen(stack), w);
+}
+
+/* The entry of (slice, leaf of `stack`), or -1. */
+static long entry(const kp_report *r, const kp_report_source *s, uint32_t slice, uint32_t leaf)
+{
+    (void)r;
+    for (uint64_t i = 0; i < s->n_entries; i++)
+        if (s->slice[i] == slice && s->node[i] == leaf)
+            return (long)i;
+    return -1;
+}
+
+static void test_tree_and_slices(void **state)
+{
+    (void)state;
+    kp_report *r = kp_report_create();
+    kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
+    assert_non_null(s);
+    uint64_t t0 = 1000 * SEC + 990 * MS; /* 10 ms before the second ends */
+    assert_int_equal(add(r, s, t0, "beam.smp;running;<0.1.0>;m:f/1", one), KP_OK);
+    assert_int_equal(add(r, s, t0 + 5 * MS, "beam.smp;running;<0.1.0>;m:f/1", one), KP_OK);
+    assert_int_equal(add(r, s, t0 + 15 * MS, "beam.smp;running;<0.1.0>;m:f/1", one), KP_OK);
+    assert_int_equal(add(r, s, t0 + 15 * MS, "beam.smp;waiting;<0.1.0>;m:g/0", one), KP_OK);
+    /* one tree: beam.smp, running, <0.1.0>, m:f/1, waiting, <0.1.0>, m:g/0 */
+    assert_int_equal(r->n_nodes, 7);
+    assert_int_equal(r->node_parent[0], UINT32_MAX);
+    assert_int_equal(r->node_parent[1], 0);
+    assert_int_equal(r->node_parent[4], 0);
+    assert_int_equal(kp_strtab_count(r->frames), 6); /* <0.1.0> is one frame */
+    kp_report_source_stats st;
+    kp_report_source_stats_get(s, &st);
+    assert_int_equal(st.samples, 4);
+    assert_int_equal(st.rows_per_second, 50);
+    assert_int_equal(st.entries, 3);
+    /* slice 49 (990-1000 ms) holds the first two, slice 50 (the next
+     * second's first 20 ms) the others */
+    assert_int_equal(s->origin_s, 1000);
+    long e = entry(r, s, 49, 3);
+    assert_true(e >= 0);
+    assert_int_equal(s->count[e], 2);
+    assert_true(entry(r, s, 50, 3) >= 0);
+    assert_true(entry(r, s, 50, 6) >= 0);
+    kp_report_free(r);
+}
+
+static void test_weights(void **state)
+{
+    (void)state;
+    kp_report *r = kp_report_create();
+    kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
+    const int64_t a[KP_WEIGHT_COUNT] = {1, 500, 4096, 0, 100, 20, -20};
+    const int64_t b[KP_WEIGHT_COUNT] = {1, 0, 1024, 3, 80, -20, 20};
+    assert_int_equal(add(r, s, 5 * SEC, "beam.smp;running;m:f/1", a), KP_OK);
+    assert_int_equal(add(r, s, 5 * SEC + MS, "beam.smp;running;m:f/1", b), KP_OK);
+    assert_int_equal(s->n_entries, 1);
+    const uint64_t want[KP_WEIGHT_COUNT] = {2, 500, 5120, 3, 180, 20, 20};
+    for (int k = 0; k < KP_WEIGHT_COUNT; k++)
+        assert_int_equal(s->w[k][0], want[k]);
+    /* the CPU source has one weight */
+    kp_report_source *c = kp_report_get_source(r, 0, KP_REPORT_CPU);
+    assert_int_equal(c->n_weights, 1);
+    assert_int_equal(add(r, c, 5 * SEC, "beam.smp;scheduler;m:f/1", one), KP_OK);
+    assert_int_equal(r->n_nodes, 5); /* beam.smp shared, then scheduler;m:f/1 */
+    assert_null(kp_report_get_source(r, 2, KP_REPORT_CPU));
+    kp_report_free(r);
+}
+
+/* Past twice the budget the slices grow (50, 25, 5, 1 a second); counts and
+ * weights are kept whole. */
+static void test_coarsening_keeps_every_sample(void **state)
+{
+    (void)state;
+    kp_report *r = kp_report_create();
+    kp_report_set_budget(r, 8);
+    kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
+    const int64_t w[KP_WEIGHT_COUNT] = {1, 7, 0, 0, 0, 0, 0};
+    for (unsigned i = 0; i < 400; i++) /* 4 s, a sample every 10 ms, two stacks */
+        assert_int_equal(add(r, s, 100 * SEC + i * 10 * MS,
+                             i % 2 ? "beam.smp;running;m:f/1" : "beam.smp;running;m:g/1", w),
+                         KP_OK);
+    kp_report_source_stats st;
+    kp_report_source_stats_get(s, &st);
+    assert_int_equal(st.rows_per_second, 1);
+    assert_int_equal(st.entries, 8); /* 4 seconds x 2 stacks */
+    uint64_t count = 0, red = 0;
+    for (uint64_t i = 0; i < s->n_entries; i++) {
+        count += s->count[i];
+        red += s->w[KP_WEIGHT_REDUCTIONS][i];
+        assert_int_equal(s->count[i], 50);
+        assert_true(s->slice[i] < 4);
+    }
+    assert_int_equal(count, 400);
+    assert_int_equal(red, 400 * 7);
+    kp_report_free(r);
+}
+
+/* A sample from a second before the first sample's moves every slice. */
+static void test_earlier_sample(void **state)
+{
+    (void)state;
+    kp_report *r = kp_report_create();
+    kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_CPU);
+    assert_int_equal(add(r, s, 10 * SEC + 500 * MS, "a;b", one), KP_OK);
+    assert_int_equal(add(r, s, 8 * SEC + 100 * MS, "a;c", one), KP_OK);
+    assert_int_equal(add(r, s, 10 * SEC + 500 * MS, "a;b", one), KP_OK);
+    assert_int_equal(s->origin_s, 8);
+    assert_int_equal(s->n_entries, 2);
+    long e = entry(r, s, 2 * 50 + 25, 1);
+    assert_true(e >= 0);
+    assert_int_equal(s->count[e], 2);
+    assert_true(entry(r, s, 5, 2) >= 0);
+    kp_report_source_stats st;
+    kp_report_source_stats_get(s, &st);
+    assert_true(st.first_ns == 8 * SEC + 100 * MS && st.last_ns == 10 * SEC + 500 * MS);
+    kp_report_free(r);
+}
+
+static char *write_page(kp_report *r, kp_status *st, size_t *len)
+{
+    char *dir = kp_test_tmpdir(), path[512];
+    snprintf(path, sizeof path, "%s/report.html", dir);
+    kp_sink *sink;
+    assert_int_equal(kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink), KP_OK);
+    kp_report_options o = {"a <title> & more", NULL};
+    *st = kp_report_write_html(r, &o, sink);
+    char *text = NULL;
+    if (*st == KP_OK) {
+        assert_int_equal(kp_sink_commit(sink), KP_OK);
+        text = kp_test_read_text(path, len);
+    } else {
+        kp_sink_abort(sink);
+    }
+    kp_test_rmdir(dir);
+    free(dir);
+    return text;
+}
+
+static void test_page(void **state)
+{
+    (void)state;
+    kp_report *r = kp_report_create();
+    kp_status st;
+    size_t len;
+    assert_null(write_page(r, &st, &len));
+    assert_int_equal(st, KP_ERR_EMPTY);
+    kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
+    assert_int_equal(add(r, s, SEC, "beam.smp;waiting;<0.1.0>;</script>;m:f/1", one), KP_OK);
+    char *page = write_page(r, &st, &len);
+    assert_int_equal(st, KP_OK);
+    assert_non_null(page);
+    assert_true(strncmp(page, "<!DOCTYPE html>", 15) == 0);
+    assert_non_null(strstr(page, "<title>a &lt;title> &amp; more</title>"));
+    assert_non_null(strstr(page, "id=\"kprof-meta\""));
+    assert_non_null(strstr(page, "id=\"kprof-data\""));
+    assert_non_null(strstr(page, "\"\\u003c0.1.0>\""));
+    /* a frame cannot close the script element; nothing from outside */
+    assert_null(strstr(page, "<0.1.0>"));
+    const char *meta = strstr(page, "id=\"kprof-meta\"");
+    const char *frame = strstr(meta, "\"\\u003c/script>\"");
+    assert_true(frame && frame < strstr(meta, "</script>"));
+    assert_null(strstr(page, "http://"));
+    assert_null(strstr(page, "https://"));
+    assert_null(strstr(page, " src="));
+    free(page);
+    kp_report_free(r);
+}
+
+/* Every allocation failing in turn: an error, never a crash or a leak, and
+ * the report stays usable. */
+static void test_out_of_memory(void **state)
+{
+    (void)state;
+    for (long n = 0;; n++) {
+        kp_fault_alloc_after(n);
+        kp_report *r = kp_report_create();
+        kp_status st = KP_ERR_NOMEM;
+        if (r) {
+            kp_report_set_budget(r, 2);
+            kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
+            st = s ? KP_OK : KP_ERR_NOMEM;
+            for (unsigned i = 0; i < 20 && st == KP_OK; i++)
+                st = add(r, s, SEC + i * 30 * MS, i % 3 ? "a;b;c" : "a;d", one);
+        }
+        long attempts = kp_fault_alloc_attempts();
+        kp_fault_alloc_reset();
+        kp_report_free(r);
+        if (st == KP_OK && attempts <= n)
+            break;
+        assert_int_equal(st, KP_ERR_NOMEM);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_tree_and_slices, reset_faults),
+        cmocka_unit_test_teardown(test_weights, reset_faults),
+        cmocka_unit_test_teardown(test_coarsening_keeps_every_sample, reset_faults),
+        cmocka_unit_test_teardown(test_earlier_sample, reset_faults),
+        cmocka_unit_test_teardown(test_page, reset_faults),
+        cmocka_unit_test_teardown(test_out_of_memory, reset_faults),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -42,6 +42,9 @@ function kpSource(buf, meta, recording) {
     firstUs: meta.firstUs, lastUs: meta.lastUs, samples: meta.samples,
     weightNames: meta.weightNames, weightUnits: meta.weightUnits,
     nSlices, sliceStart, node, weights,
+    /* the heat maps' own cells, heatRows a second, whatever the slices */
+    heatRows: meta.heatRows, heatCells: meta.heat.map((d) => kpColumn(buf, d)),
+    fine: meta.heatRows / meta.rowsPerSecond, /* heat map cells per slice */
     /* the first and last second shown (columns of the heat map) */
     firstSecond: Math.floor(meta.firstUs / 1e6) - meta.originS,
     columns: Math.floor(meta.lastUs / 1e6) - Math.floor(meta.firstUs / 1e6) + 1,
@@ -143,28 +146,44 @@ class KpModel {
     return mask;
   }
 
-  /* The heat map of weight `k`: a Float64Array of columns x rows, column
-   * major, cell (c, r) = second firstSecond + c, offset r / rows. */
+  /* The heat map of weight `k` as {rows, cells}: cells a Float64Array of
+   * columns x rows, column major, cell (c, r) = second firstSecond + c,
+   * offset r / rows. Unfiltered (`mask` null) at the heat map's own 50 rows
+   * a second; filtered, from the entries, at the slices' rows. */
   heat(src, k, mask) {
-    const cells = new Float64Array(src.columns * src.rows);
-    const base = src.firstSecond * src.rows, w = src.weights[k];
+    if (!mask) {
+      const rows = src.heatRows, cells = new Float64Array(src.columns * rows), h = src.heatCells[k];
+      const base = src.firstSecond * rows;
+      for (let i = 0; i < cells.length && base + i < h.length; i++) cells[i] = h[base + i];
+      return { rows, cells };
+    }
+    const rows = src.rows, cells = new Float64Array(src.columns * rows);
+    const base = src.firstSecond * rows, w = src.weights[k];
     for (let s = 0; s < src.nSlices; s++) {
       const cell = s - base;
       if (cell < 0 || cell >= cells.length) continue;
       for (let e = src.sliceStart[s]; e < src.sliceStart[s + 1]; e++)
         if (mask[src.node[e]]) cells[cell] += w[e];
     }
-    return cells;
+    return { rows, cells };
   }
 
-  /* Self weight per node over heat map cells [from, to) of `src`. */
+  /* A range of heat map cells [from, to) widened to whole slices. */
+  snap(src, [from, to]) {
+    return [Math.floor(from / src.fine) * src.fine, Math.ceil(to / src.fine) * src.fine];
+  }
+
+  /* Self weight per node over the slices of heat map cells [from, to) of
+   * `src` (widened to whole slices), for the samples `mask` lets through
+   * (null: all). */
   selfWeights(src, k, mask, from, to) {
     const self = new Float64Array(this.nNodes);
-    const base = src.firstSecond * src.rows, w = src.weights[k];
-    const s0 = Math.max(0, from + base), s1 = Math.min(src.nSlices, to + base);
-    for (let s = s0; s < s1; s++)
-      for (let e = src.sliceStart[s]; e < src.sliceStart[s + 1]; e++)
-        if (mask[src.node[e]]) self[src.node[e]] += w[e];
+    const base = src.firstSecond * src.rows, w = src.weights[k], node = src.node;
+    const s0 = Math.max(0, Math.floor(from / src.fine) + base);
+    const s1 = Math.min(src.nSlices, Math.ceil(to / src.fine) + base);
+    const e0 = src.sliceStart[s0], e1 = src.sliceStart[Math.max(s0, s1)];
+    if (mask) { for (let e = e0; e < e1; e++) if (mask[node[e]]) self[node[e]] += w[e]; }
+    else for (let e = e0; e < e1; e++) self[node[e]] += w[e];
     return self;
   }
 

@@ -27,12 +27,9 @@ function recording() { return state.model.recordings[state.recording < 0 ? 1 : s
 function source() { return recording().sources[state.source]; }
 function weightName(src, k) { return src.weightNames[k] + (src.weightUnits[k] !== src.weightNames[k] ? " (" + src.weightUnits[k] + ")" : ""); }
 
-function cellTime(src, cell) {
-  const c = Math.floor(cell / src.rows), r = cell % src.rows;
-  return { second: src.firstSecond + c, ms: Math.round(1000 * r / src.rows) };
-}
-function rangeText(src, [a, b]) {
-  const t = (cell) => ((cell / src.rows)).toFixed(2);
+/* A range of 50-row cells, widened to whole slices, in seconds. */
+function rangeText(src, range) {
+  const [a, b] = state.model.snap(src, range), t = (cell) => (cell / src.heatRows).toFixed(2);
   return t(a) + " s to " + t(b) + " s";
 }
 
@@ -100,60 +97,67 @@ function drawHeatmaps() {
     const div = document.createElement("div");
     div.className = "heatmap";
     const h = document.createElement("h3");
-    h.textContent = (src.kind === "cpu" ? "native CPU samples" : weightName(src, k)) +
-      " \u00b7 " + src.columns + " s, " + src.rows + " rows a second";
     const scroll = document.createElement("div"); scroll.className = "scroll";
     const cv = document.createElement("canvas");
     cv.id = "heatmap-" + src.kind + "-" + src.weightNames[k].replace(/\W+/g, "_");
     scroll.append(cv);
     div.append(h, scroll);
     box.append(div);
-    if (drawHeat(cv, src, si, k) === 0) h.append(" \u00b7 all zero");
+    const drawn = drawHeat(cv, src, si, k);
+    h.textContent = (src.kind === "cpu" ? "native CPU samples" : weightName(src, k)) +
+      " \u00b7 " + src.columns + " s, " + drawn.rows + " rows a second" + (drawn.max === 0 ? " \u00b7 all zero" : "");
   }));
 }
-/* Draws one heat map on `cv`; returns its largest cell. */
+/* Draws one heat map on `cv`: unfiltered at 50 rows a second, filtered at
+ * the slices' rows. Ranges are kept in the 50-row cells (src.heatRows).
+ * Returns the rows drawn and the largest cell. */
 function drawHeat(cv, src, si, k) {
-  const mask = si === state.source ? state.mask : state.model.filterMask(null, state.process);
-  const cells = state.model.heat(src, k, mask);
+  const mask = si === state.source ? state.mask : state.process ? state.model.filterMask(null, state.process) : null;
+  const { rows, cells } = state.model.heat(src, k, mask);
+  const H = src.heatRows, step = H / rows; /* 50-row cells per cell drawn */
   /* two heat maps side by side, each scrolling on its own when long */
   const width = Math.max(200, (document.documentElement.clientWidth - 80) / 2);
   const cw = Math.max(3, Math.min(60, Math.floor(width / src.columns)));
-  const ch = Math.max(2, Math.min(12, Math.floor(150 / src.rows)));
-  cv.width = src.columns * cw; cv.height = src.rows * ch;
+  const ch = Math.max(2, Math.min(12, Math.floor(150 / rows)));
+  cv.width = src.columns * cw; cv.height = rows * ch;
   const g = cv.getContext("2d");
   let max = 0;
   for (const v of cells) max = Math.max(max, v);
   for (let c = 0; c < src.columns; c++)
-    for (let r = 0; r < src.rows; r++) {
-      g.fillStyle = heatColour(cells[c * src.rows + r], max);
+    for (let r = 0; r < rows; r++) {
+      g.fillStyle = heatColour(cells[c * rows + r], max);
       g.fillRect(c * cw, r * ch, cw - 1, ch - 1);
     }
   if (si === state.source)
-    state.ranges.forEach(([a, b], i) => {
+    state.ranges.forEach((range, i) => {
+      const [a, b] = state.model.snap(src, range);
       g.fillStyle = i === 0 ? "rgba(40,90,255,0.35)" : "rgba(0,170,60,0.35)";
-      for (let cell = a; cell < b; cell++)
-        g.fillRect(Math.floor(cell / src.rows) * cw, (cell % src.rows) * ch, cw - 1, ch - 1);
+      for (let cell = a; cell < b; cell += step)
+        g.fillRect(Math.floor(cell / H) * cw, Math.floor((cell % H) / step) * ch, cw - 1, ch - 1);
     });
+  /* the cell drawn under the mouse, and the first 50-row cell it covers */
   const at = (e) => {
     const rect = cv.getBoundingClientRect();
-    const c = Math.floor((e.clientX - rect.left) / cw), r = Math.floor((e.clientY - rect.top) / ch);
-    return Math.max(0, Math.min(src.columns - 1, c)) * src.rows + Math.max(0, Math.min(src.rows - 1, r));
+    const c = Math.max(0, Math.min(src.columns - 1, Math.floor((e.clientX - rect.left) / cw)));
+    const r = Math.max(0, Math.min(rows - 1, Math.floor((e.clientY - rect.top) / ch)));
+    return { cell: c * rows + r, fine: c * H + r * step, c, r };
   };
   cv.onmousemove = (e) => {
-    const cell = at(e), t = cellTime(src, cell);
-    tip(e, "second " + (t.second - src.firstSecond) + ", +" + t.ms + " ms: " + fmt(cells[cell]) + " " + src.weightUnits[k]);
-    if (drag) { drag.to = cell; showDrag(); }
+    const p = at(e);
+    tip(e, "second " + p.c + ", +" + Math.round(1000 * p.r / rows) + " ms: " + fmt(cells[p.cell]) + " " + src.weightUnits[k]);
+    if (drag) { drag.to = p.fine; showDrag(); }
   };
   cv.onmouseleave = () => { $("tooltip").hidden = true; };
   cv.onmousedown = (e) => {
     e.preventDefault();
     if (si !== state.source) { state.source = si; state.ranges = []; fillControls(); }
-    drag = { from: at(e), to: at(e), second: e.shiftKey && state.ranges.length > 0 };
+    const p = at(e);
+    drag = { from: p.fine, to: p.fine, step, second: e.shiftKey && state.ranges.length > 0 };
   };
-  return max;
+  return { rows, max };
 }
 let drag = null;
-function dragRange() { return [Math.min(drag.from, drag.to), Math.max(drag.from, drag.to) + 1]; }
+function dragRange() { return [Math.min(drag.from, drag.to), Math.max(drag.from, drag.to) + drag.step]; }
 function showDrag() { $("flame-info").textContent = "Range " + rangeText(source(), dragRange()) + "..."; }
 window.addEventListener("mouseup", () => {
   if (!drag) return;
@@ -187,13 +191,13 @@ function flameData() {
   const m = state.model, k = state.weight;
   if (state.recording < 0) {
     const a = m.recordings[0].sources.find((s) => s.kind === source().kind);
-    const full = (src) => [0, src.columns * src.rows];
+    const full = (src) => [0, src.columns * src.heatRows];
     const self = m.selfWeights(source(), k, state.mask, ...full(source()));
     const base = a ? m.selfWeights(a, k, state.mask, ...full(a)) : new Float64Array(m.nNodes);
     return { self, base, label: "B compared with A, whole recordings" };
   }
   const src = source();
-  const r0 = state.ranges[0] || [0, src.columns * src.rows];
+  const r0 = state.ranges[0] || [0, src.columns * src.heatRows];
   const t0 = m.selfWeights(src, k, state.mask, r0[0], r0[1]);
   if (state.ranges.length < 2)
     return { self: t0, base: null, label: state.ranges.length ? "Range " + rangeText(src, r0) : "Whole recording" };
@@ -313,7 +317,7 @@ function drawProcesses(total, rootTotal) {
 
 /* ---- wiring ---- */
 function refresh() {
-  state.mask = state.model.filterMask(state.statuses, state.process);
+  state.mask = state.statuses || state.process ? state.model.filterMask(state.statuses, state.process) : null;
   drawHeatmaps();
   drawFlame();
 }

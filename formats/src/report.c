@@ -3,6 +3,7 @@
  * drawn from (kp/report.h). Writing the page is report_html.c's. */
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "kp/alloc.h"
 #include "kp/strtab.h"
@@ -36,8 +37,10 @@ static void source_free(kp_report_source *s)
     kp_free(s->slice);
     kp_free(s->node);
     kp_free(s->count);
-    for (unsigned k = 0; k < KP_WEIGHT_COUNT; k++)
+    for (unsigned k = 0; k < KP_WEIGHT_COUNT; k++) {
         kp_free(s->w[k]);
+        kp_free(s->heat[k]);
+    }
     kp_free(s);
 }
 
@@ -138,7 +141,13 @@ static kp_status leaf_of(kp_report *r, const char *stack, size_t len, uint32_t *
 {
     uint32_t sid;
     int is_new = 0;
-    kp_status st = kp_strtab_intern(r->stacks, stack, len, &sid, &is_new);
+    /* stacks are keyed by their 128-bit XXH3, not their text: a long
+     * recording of many processes has hundreds of thousands of distinct
+     * stacks of hundreds of bytes each; two stacks sharing a 128-bit hash
+     * would have to collide by chance (about 2^-128 a pair) */
+    XXH128_hash_t h = XXH3_128bits(stack, len);
+    uint64_t key[2] = {h.low64, h.high64};
+    kp_status st = kp_strtab_intern(r->stacks, key, sizeof key, &sid, &is_new);
     if (st != KP_OK)
         return st;
     if (!is_new && sid < r->n_stack_leaf) {
@@ -245,6 +254,59 @@ static kp_status coarsen(kp_report_source *s, unsigned factor)
     return KP_OK;
 }
 
+/* Grows the heat map's cells (zeroed) to `need`. */
+static int grow_heat(kp_report_source *s, uint64_t need)
+{
+    if (need > s->heat_cap) {
+        size_t cap = s->heat_cap ? s->heat_cap : 64 * KP_REPORT_HEAT_ROWS;
+        while (cap < need)
+            cap *= 2;
+        for (unsigned k = 0; k < s->n_weights; k++) {
+            uint64_t *p = kp_realloc_array(s->heat[k], cap, sizeof *p);
+            if (!p)
+                return -1; /* those grown stay grown; heat_cap moves when all are */
+            memset(p + s->heat_cap, 0, (cap - s->heat_cap) * sizeof *p);
+            s->heat[k] = p;
+        }
+        s->heat_cap = cap;
+    }
+    if (need > s->heat_cells)
+        s->heat_cells = need;
+    return 0;
+}
+
+/* A sample from `back` seconds before the source's first second: moves
+ * every slice and heat map cell that much later. Nothing changes on error. */
+static kp_status shift_back(kp_report_source *s, uint64_t back)
+{
+    uint64_t by = back * s->rows_per_second, cells = back * KP_REPORT_HEAT_ROWS;
+    kp_strtab *keys = kp_strtab_create();
+    if (!keys)
+        return KP_ERR_NOMEM;
+    for (uint64_t i = 0; i < s->n_entries; i++) {
+        uint32_t key[2] = {(uint32_t)(s->slice[i] + by), s->node[i]}, e;
+        if (kp_strtab_intern(keys, key, sizeof key, &e, NULL) != KP_OK) {
+            kp_strtab_free(keys);
+            return KP_ERR_NOMEM;
+        }
+    }
+    uint64_t used = s->heat_cells;
+    if (grow_heat(s, used + cells)) {
+        kp_strtab_free(keys);
+        return KP_ERR_NOMEM;
+    }
+    for (unsigned k = 0; k < s->n_weights; k++) {
+        memmove(s->heat[k] + cells, s->heat[k], used * sizeof *s->heat[k]);
+        memset(s->heat[k], 0, cells * sizeof *s->heat[k]);
+    }
+    for (uint64_t i = 0; i < s->n_entries; i++)
+        s->slice[i] += (uint32_t)by;
+    kp_strtab_free(s->keys);
+    s->keys = keys;
+    s->origin_s -= back;
+    return KP_OK;
+}
+
 kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, const char *stack,
                         size_t len, const int64_t *w)
 {
@@ -256,23 +318,9 @@ kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, con
         s->first_ns = s->last_ns = time_ns;
         s->origin_s = time_ns / 1000000000u;
     } else if (time_ns < s->origin_s * 1000000000u) {
-        /* an earlier second than the first sample's: shift every slice */
-        uint64_t back = s->origin_s - time_ns / 1000000000u;
-        for (uint64_t i = 0; i < s->n_entries; i++)
-            s->slice[i] += (uint32_t)(back * s->rows_per_second);
-        kp_strtab *keys = kp_strtab_create();
-        if (!keys)
-            return KP_ERR_NOMEM;
-        for (uint64_t i = 0; i < s->n_entries; i++) {
-            uint32_t key[2] = {s->slice[i], s->node[i]}, e;
-            if (kp_strtab_intern(keys, key, sizeof key, &e, NULL) != KP_OK) {
-                kp_strtab_free(keys);
-                return KP_ERR_NOMEM;
-            }
-        }
-        kp_strtab_free(s->keys);
-        s->keys = keys;
-        s->origin_s -= back;
+        st = shift_back(s, s->origin_s - time_ns / 1000000000u);
+        if (st != KP_OK)
+            return st;
     }
     if (time_ns < s->first_ns)
         s->first_ns = time_ns;
@@ -283,10 +331,17 @@ kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, con
                      rel % 1000000000u * s->rows_per_second / 1000000000u;
     if (slice > UINT32_MAX - 1)
         return KP_ERR_LIMIT;
+    uint64_t cell = rel / 1000000000u * KP_REPORT_HEAT_ROWS +
+                    rel % 1000000000u * KP_REPORT_HEAT_ROWS / 1000000000u;
+    if (grow_heat(s, cell + 1))
+        return KP_ERR_NOMEM;
     uint32_t e;
     st = entry_of(s, (uint32_t)slice, leaf, &e);
     if (st != KP_OK)
         return st;
+    for (unsigned k = 0; k < s->n_weights; k++)
+        if (w[k] > 0)
+            s->heat[k][cell] += (uint64_t)w[k];
     s->count[e]++;
     s->samples++;
     for (unsigned k = 0; k < s->n_weights; k++)

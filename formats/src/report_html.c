@@ -156,6 +156,13 @@ static void source_meta(page *p, const kp_report_source *s, kp_report_kind kind)
         json_raw(p, k ? "," : "");
         json_str(p, kind == KP_REPORT_CPU ? "samples" : kp_weight_units[k]);
     }
+    json_raw(p, "],\"heatRows\":");
+    json_u64(p, KP_REPORT_HEAT_ROWS);
+    json_raw(p, ",\"heat\":[");
+    for (unsigned k = 0; k < s->n_weights; k++) {
+        json_raw(p, k ? "," : "");
+        column(p, s->heat[k], s->heat_cells, 0);
+    }
     json_raw(p, "]");
     source_columns(p, s);
     json_raw(p, "}");

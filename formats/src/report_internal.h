@@ -20,6 +20,11 @@ struct kp_report_source {
     size_t cap;
     uint32_t *slice, *node, *count;
     uint64_t *w[KP_WEIGHT_COUNT];
+    /* the heat map at full resolution, whatever the slices: the summed
+     * weights of cell second * KP_REPORT_HEAT_ROWS + row, from origin_s */
+    uint64_t *heat[KP_WEIGHT_COUNT];
+    uint64_t heat_cells;
+    size_t heat_cap;
 };
 
 struct kp_report {

@@ -127,6 +127,12 @@ static void test_coarsening_keeps_every_sample(void **state)
     }
     assert_int_equal(count, 400);
     assert_int_equal(red, 400 * 7);
+    /* the heat map keeps its 50 rows a second: two samples a 20 ms cell */
+    assert_int_equal(s->heat_cells, 4 * KP_REPORT_HEAT_ROWS);
+    for (uint64_t c = 0; c < s->heat_cells; c++) {
+        assert_int_equal(s->heat[KP_WEIGHT_SAMPLES][c], 2);
+        assert_int_equal(s->heat[KP_WEIGHT_REDUCTIONS][c], 14);
+    }
     kp_report_free(r);
 }
 
@@ -145,6 +151,10 @@ static void test_earlier_sample(void **state)
     assert_true(e >= 0);
     assert_int_equal(s->count[e], 2);
     assert_true(entry(r, s, 5, 2) >= 0);
+    /* heat map cells moved with the slices: 10.5 s is cell 125 from 8 s */
+    assert_int_equal(s->heat_cells, 126);
+    assert_int_equal(s->heat[0][125], 2);
+    assert_int_equal(s->heat[0][5], 1);
     kp_report_source_stats st;
     kp_report_source_stats_get(s, &st);
     assert_true(st.first_ns == 8 * SEC + 100 * MS && st.last_ns == 10 * SEC + 500 * MS);

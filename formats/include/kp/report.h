@@ -10,9 +10,11 @@
  * Samples are not shipped one by one. Time is cut into slices: FlameScope's
  * grid of 50 rows a second (20 ms) when the recording is small, coarser when
  * it is large (25, 5 or 1 rows a second), so that a source never holds more
- * than about `KP_REPORT_ENTRY_BUDGET` entries, an entry being one (slice,
- * stack) pair with its sample count and summed weights. The heat map is drawn
- * from the same entries, so it always agrees with the flame graph of a range.
+ * than about twice `KP_REPORT_ENTRY_BUDGET` entries, an entry being one
+ * (slice, stack) pair with its sample count and summed weights. The heat
+ * maps keep 50 rows a second whatever the slices: each source also sums its
+ * weights per 20 ms cell. A range picked on them covers whole slices, so the
+ * flame graph of a range always weighs what its cells hold.
  *
  *     kp_report *r = kp_report_create();
  *     kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
@@ -32,8 +34,10 @@
 
 typedef enum { KP_REPORT_SAMPLES, KP_REPORT_CPU, KP_REPORT_KINDS } kp_report_kind;
 
-/* Entries a source keeps before it coarsens its slices. */
-#define KP_REPORT_ENTRY_BUDGET (2u << 20)
+/* Entries a source keeps (twice this) before it coarsens its slices. */
+#define KP_REPORT_ENTRY_BUDGET (1u << 20)
+/* Rows a second of the heat maps themselves: FlameScope's 20 ms. */
+#define KP_REPORT_HEAT_ROWS 50
 
 typedef struct kp_report kp_report;
 typedef struct kp_report_source kp_report_source;

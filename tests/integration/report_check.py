@@ -65,7 +65,7 @@ def heat_geometry(page, canvas):
     return page.eval(f"""(() => {{ const c = document.getElementById('{canvas}'), r = c.getBoundingClientRect();
         const s = state.model.recordings[state.recording < 0 ? 1 : state.recording].sources
             .find((x) => '{canvas}'.startsWith('heatmap-' + x.kind));
-        return {{x: r.left, y: r.top, cw: c.width / s.columns, ch: c.height / s.rows, rows: s.rows,
+        return {{x: r.left, y: r.top, cw: c.width / s.columns, ch: c.height / s.heatRows, rows: s.heatRows,
                  columns: s.columns}}; }})()""")
 
 
@@ -98,7 +98,7 @@ with Browser(width=1400, height=1000) as browser:
     page = browser.page
     page.goto("file://" + os.path.abspath(report_a))
     page.wait_for("document.body.dataset.ready === '1'", timeout=60)
-    rows = page.eval("state.model.recordings[0].sources[0].rows")
+    rows = page.eval("state.model.recordings[0].sources[0].heatRows")
     placed = cells(coop, rows)
     per_cell = {}
     for cell, _ in placed:
@@ -167,7 +167,7 @@ with Browser(width=1400, height=1000) as browser:
     # 7. the native CPU heat map holds the cpu segments' samples
     if cpu:
         page.eval("document.getElementById('clear').click()")
-        crows = page.eval("state.model.recordings[0].sources[1].rows")
+        crows = page.eval("state.model.recordings[0].sources[1].heatRows")
         cpu_cells = {}
         for cell, _ in cells(cpu, crows):
             cpu_cells[cell] = cpu_cells.get(cell, 0) + 1

@@ -53,6 +53,8 @@ static const char record_usage[] =
     "      --pprof              beside each segment, its pprof profile (SEGMENT.pb.gz:\n"
     "                           samples and every metric, for go tool pprof,\n"
     "                           Pyroscope, Parca, Grafana)\n"
+    "      --no-report          do not write report.html at the end (kprof report\n"
+    "                           DIR writes it later, on any machine)\n"
     "  -q, --quiet              print errors only\n"
     "  -h, --help               show this help and exit\n"
     "\n"
@@ -83,7 +85,8 @@ enum {
     OPT_KEEP,
     OPT_COMPRESS,
     OPT_CPU_RATE,
-    OPT_PPROF
+    OPT_PPROF,
+    OPT_NO_REPORT
 };
 
 static const struct option options[] = {{"node", required_argument, NULL, 'n'},
@@ -104,6 +107,7 @@ static const struct option options[] = {{"node", required_argument, NULL, 'n'},
                                         {"compress", required_argument, NULL, OPT_COMPRESS},
                                         {"cpu-rate", required_argument, NULL, OPT_CPU_RATE},
                                         {"pprof", no_argument, NULL, OPT_PPROF},
+                                        {"no-report", no_argument, NULL, OPT_NO_REPORT},
                                         {"quiet", no_argument, NULL, 'q'},
                                         {"help", no_argument, NULL, 'h'},
                                         {NULL, 0, NULL, 0}};
@@ -202,6 +206,7 @@ static int parse_output(int opt, const char *arg, kp_record_options *o)
         return KP_EXIT_OK;
     }
     case OPT_PPROF: o->pprof = 1; return KP_EXIT_OK;
+    case OPT_NO_REPORT: o->no_report = 1; return KP_EXIT_OK;
     case OPT_CPU_RATE:
         if (kp_parse_uint(arg, 0, 10000, &v) != 0)
             return kp_bad_value("--cpu-rate", arg,

@@ -716,7 +716,7 @@ static int finish(recording *r)
     finish_native(r, &native, caption);
     /* the page to open first, from the segments now complete (--keep: the
      * kept ones) */
-    if (samples > 0 && r->rc != KP_EXIT_FAILURE) {
+    if (samples > 0 && r->rc != KP_EXIT_FAILURE && !o->no_report) {
         char page[4200];
         const char *dirs[1] = {r->dir};
         snprintf(page, sizeof page, "%s/report.html", r->dir);

@@ -24,7 +24,8 @@ typedef struct {
     uint64_t rotate_bytes;
     uint64_t rotate_us;
     unsigned keep;
-    int pprof; /* --pprof: a profile beside each segment */
+    int pprof;     /* --pprof: a profile beside each segment */
+    int no_report; /* --no-report: no report.html at the end */
     kp_compression compression;
     unsigned depth;
     unsigned cpu_rate; /* native CPU samples per second per thread; 0 = off */

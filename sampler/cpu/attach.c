@@ -88,7 +88,8 @@ static int system_info(kp_node *node, const char *item, char *out, size_t cap)
 }
 
 kp_native *kp_native_attach(kp_node *node, long os_pid, unsigned rate_hz,
-                            const kp_segment_config *segments, char *err, size_t err_len)
+                            const kp_segment_config *segments, const kp_native_observer *observer,
+                            char *err, size_t err_len)
 {
     char flavor[32], arch[256], release[16];
     if (system_info(node, "emu_flavor", flavor, sizeof flavor) != 0 ||
@@ -119,7 +120,7 @@ kp_native *kp_native_attach(kp_node *node, long os_pid, unsigned rate_hz,
     }
     if (same_process(node, os_pid, err, err_len) != 0)
         return NULL;
-    kp_native_options o = {(int)os_pid, otp, rate_hz, segments};
+    kp_native_options o = {(int)os_pid, otp, rate_hz, segments, observer};
     return kp_native_start(&o, err, err_len);
 }
 

@@ -7,6 +7,7 @@ int kp_cmd_internal(int argc, char **argv);
 int kp_cmd_record(int argc, char **argv);
 int kp_cmd_dump(int argc, char **argv);
 int kp_cmd_tiers(int argc, char **argv);
+int kp_cmd_top(int argc, char **argv);
 int kp_cmd_trace(int argc, char **argv);
 
 #endif

@@ -171,6 +171,7 @@ void kp_top_close_window(kp_top *t, uint64_t us)
         p->shown_reductions = p->open_reductions;
         p->all_reductions += p->open_reductions;
         p->open_reductions = 0;
+        p->in_shown = p->seen_window == t->window;
         p->shown_cpu = p->open_cpu;
         p->all_cpu += p->open_cpu;
         p->open_cpu = 0;

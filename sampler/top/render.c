@@ -98,6 +98,16 @@ static void human(char *text, size_t cap, double v, double base)
     snprintf(text, cap, v < 100 ? "%.1f%c" : "%.0f%c", v, units[u]);
 }
 
+/* On a screen, a table keeps its height whatever its rows, so that the
+ * keys stay on the last line: blank lines after the `used` rows. */
+static kp_status pad(kp_buf *out, const kp_top_layout *l, size_t rows, size_t used)
+{
+    kp_status st = KP_OK;
+    for (size_t i = used; l->height && i < rows && st == KP_OK; i++)
+        st = kp_buf_append_char(out, '\n');
+    return st;
+}
+
 typedef struct {
     uint64_t key, tie;
     size_t at;
@@ -148,14 +158,16 @@ static kp_status function_rows(const kp_top *t, const kp_top_layout *l, size_t r
     if (k == 0 && rows && st == KP_OK && (st = linef(line, "  (no samples yet)")) == KP_OK)
         st = emit(out, line, l->width);
     kp_free(r);
+    if (st == KP_OK)
+        st = pad(out, l, rows, k ? k : 1);
     return st;
 }
 
 /* Does the view show process `p`: sampled in the last window, or ever
  * (and not forgotten) in the cumulative view. */
-static int shown(const kp_top *t, const top_process *p, int cumulative)
+static int shown(const top_process *p, int cumulative)
 {
-    return cumulative || p->seen_window + 1 == t->window;
+    return cumulative || p->in_shown;
 }
 
 static uint64_t process_key(const top_process *p, kp_top_process_sort by, int cum, int has_cpu)
@@ -209,7 +221,7 @@ static kp_status process_rows(const kp_top *t, const kp_top_layout *l, size_t ro
     size_t k = 0;
     for (size_t i = 0; i < t->n_processes; i++) {
         const top_process *p = &t->processes[i];
-        if (shown(t, p, cum))
+        if (shown(p, cum))
             r[k++] = (ranked){process_key(p, l->process_sort, cum, t->cpu_rate != 0),
                               cum ? p->all_reductions : p->shown_reductions, i};
     }
@@ -224,6 +236,8 @@ static kp_status process_rows(const kp_top *t, const kp_top_layout *l, size_t ro
     if (k == 0 && rows && st == KP_OK && (st = linef(line, "  (no process sampled yet)")) == KP_OK)
         st = emit(out, line, l->width);
     kp_free(r);
+    if (st == KP_OK)
+        st = pad(out, l, rows, k ? k : 1);
     return st;
 }
 

@@ -243,6 +243,15 @@ static void narrow_and_long_names(void **state)
         assert_non_null(strstr(text, "x...")); /* cut, and says so */
         assert_non_null(strstr(text, "caf\xc3\xa9:\xc3\xa9t\xc3\xa9/1"));
         assert_null(strstr(text, "\x1b"));
+        /* short tables are padded: the keys stay on the screen's last line */
+        size_t lines = 0;
+        for (const char *c = text; (c = strchr(c, '\n')) != NULL; c++)
+            lines++;
+        assert_int_equal(lines, 30);
+        const char *last = text + strlen(text) - 1;
+        while (last > text && last[-1] != '\n')
+            last--;
+        assert_memory_equal(last, "q quit", 6);
         free(text);
     }
 }
@@ -284,6 +293,11 @@ static void forgets_gone_processes(void **state)
     kp_top_layout l = {80, 0, 5, "t", "reductions", NULL, KP_TOP_BY_SELF, KP_TOP_BY_CPU, 0, 0};
     char *text = render(t, &l);
     assert_non_null(strstr(text, "short_lived"));
+    free(text);
+    add_proc(t, 8, "newcomer", "m:f/0", 100, 0, 0);
+    text = render(t, &l); /* samples in the open window change nothing shown */
+    assert_non_null(strstr(text, "short_lived"));
+    assert_null(strstr(text, "newcomer"));
     free(text);
     kp_top_close_window(t, 1000000);
     text = render(t, &l); /* not sampled in the last window */

@@ -327,16 +327,11 @@ int kp_top_run(const kp_top_options *o)
         finish(&t);
         return KP_EXIT_FAILURE;
     }
-    t.layout = (kp_top_layout){80,
-                               0,
-                               o->rows,
-                               "",
-                               t.native ? "native CPU samples" : "reductions",
-                               NULL,
-                               KP_TOP_BY_SELF,
-                               KP_TOP_BY_CPU,
-                               0,
-                               0};
+    t.layout = (kp_top_layout){.width = 80,
+                               .title = "",
+                               .weight = t.native ? "native CPU samples" : "reductions",
+                               .function_sort = KP_TOP_BY_SELF,
+                               .process_sort = KP_TOP_BY_CPU};
     t.screen = kp_terminal_enter() == 0;
     int why = loop(&t);
     finish(&t);

@@ -99,7 +99,7 @@ typedef struct {
  * KP_OK or KP_ERR_NOMEM. */
 kp_status kp_top_render(const kp_top *top, const kp_top_layout *layout, kp_buf *out);
 
-/* For tests and the plain output: the shown (or cumulative) weights of the
+/* For tests: the shown (or cumulative) weights of the
  * function named `name`: its self and total weight, and the sum of all
  * weights. Returns 1 when the function is known, else 0. */
 int kp_top_function_weights(const kp_top *top, const char *name, int cumulative, uint64_t *self,

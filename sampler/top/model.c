@@ -132,6 +132,28 @@ kp_status kp_top_add_cpu(kp_top *t, uint32_t num, uint32_t serial, uint64_t samp
     return KP_OK;
 }
 
+size_t kp_top_unnamed(kp_top *t, uint32_t *nums, uint32_t *serials, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->n_processes && n < cap; i++) {
+        top_process *p = &t->processes[i];
+        if (p->in_shown && !p->label[0] && !p->asked) {
+            p->asked = 1; /* once: a process gone by then stays unnamed */
+            nums[n] = p->num;
+            serials[n++] = p->serial;
+        }
+    }
+    return n;
+}
+
+kp_status kp_top_name(kp_top *t, uint32_t num, uint32_t serial, const kp_top_text *label)
+{
+    uint32_t at;
+    if (label->len && kp_u64_map_get(&t->index, (uint64_t)num << 32 | serial, &at))
+        keep_text(t->processes[at].label, label);
+    return KP_OK;
+}
+
 /* Drops the processes not seen for TOP_FORGET_WINDOWS windows, so that a
  * node that spawns many short-lived processes does not grow the table. */
 static void forget_processes(kp_top *t)

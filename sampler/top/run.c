@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/signals.h"
 #include "cpu/attach.h"
+#include "node/agent.h"
 #include "record/processes.h"
 #include "record/sample_wire.h"
 #include "top/terminal.h"
@@ -42,6 +43,7 @@ typedef struct {
     int write_errno; /* of the failed write to stdout */
     kp_native *native;
     kp_native_observer observer;
+    int name_wanted; /* a window closed: name the processes only native samples saw */
     uint64_t tick_us, next_round;
     unsigned per_round;
     int screen;
@@ -125,6 +127,33 @@ static int send_round(session *t)
         return -1;
     t->next_round += (uint64_t)t->per_round * t->tick_us;
     return 0;
+}
+
+static int on_label(void *ctx, uint32_t num, uint32_t serial, int registered, const char *text,
+                    size_t len)
+{
+    session *t = ctx;
+    (void)registered;
+    kp_top_text label = {text, len};
+    pthread_mutex_lock(&t->lock);
+    kp_top_name(t->top, num, serial, &label);
+    pthread_mutex_unlock(&t->lock);
+    return 0;
+}
+
+/* Asks the agent to name the processes the native samples attributed CPU
+ * to outside the sampled top. Only between a reply and the next request:
+ * no sample reply can then arrive in the middle of the call. */
+static void name_processes(session *t)
+{
+    static uint32_t nums[1000], serials[1000];
+    t->name_wanted = 0;
+    pthread_mutex_lock(&t->lock);
+    size_t n = kp_top_unnamed(t->top, nums, serials, 1000);
+    pthread_mutex_unlock(&t->lock);
+    /* a failed call shows as a lost connection at the next receive */
+    if (n)
+        (void)kp_agent_labels(&t->node, nums, serials, n, on_label, t);
 }
 
 static const char footer[] = "q quit  p pause  s/t sort functions  c/r/m/l sort processes  "
@@ -224,12 +253,14 @@ static int loop(session *t)
             return MALFORMED;
         if (res == 1) {
             asked = kp_now_us();
-            if (send_round(t) != 0)
-                return LOST;
             int64_t at;
             while (kp_sample_wire_tick_time(&t->wire, &at))
                 if (kp_sample_wire_next_tick(&t->wire, kp_processes_wire_handler(t->procs)) != 0)
                     return MALFORMED;
+            if (t->native && t->name_wanted)
+                name_processes(t);
+            if (send_round(t) != 0)
+                return LOST;
         } else if (kp_now_us() - asked > (uint64_t)t->per_round * t->tick_us + 10000000u) {
             return LOST; /* no answer for 10 s past the round */
         }
@@ -243,6 +274,7 @@ static int loop(session *t)
                 kp_top_close_window(t->top, now - closed);
                 pthread_mutex_unlock(&t->lock);
                 closed = now;
+                t->name_wanted = 1;
                 if (draw(t) != 0)
                     return OUTPUT_FAILED;
             }

@@ -73,6 +73,15 @@ kp_status kp_top_add_process(kp_top *top, const kp_top_process_sample *sample);
  * KP_OK or KP_ERR_NOMEM. */
 kp_status kp_top_add_cpu(kp_top *top, uint32_t num, uint32_t serial, uint64_t samples);
 
+/* The processes of the shown window that have no name (only native CPU
+ * samples saw them) and were not returned here before: up to `cap` of
+ * them into `nums` and `serials`, for the caller to ask the node. Returns
+ * how many. */
+size_t kp_top_unnamed(kp_top *top, uint32_t *nums, uint32_t *serials, size_t cap);
+
+/* Names process <0.num.serial>, if the model knows it. Returns KP_OK. */
+kp_status kp_top_name(kp_top *top, uint32_t num, uint32_t serial, const kp_top_text *label);
+
 /* Ends the open window, `us` long: it becomes the one rendered, and a new
  * one opens. Processes not sampled for 60 windows are forgotten. */
 void kp_top_close_window(kp_top *top, uint64_t us);

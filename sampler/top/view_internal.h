@@ -27,6 +27,7 @@ typedef struct {
     uint64_t open_cpu, shown_cpu, all_cpu;
     uint64_t seen_window; /* the window of its latest sample or CPU sample */
     int in_shown;         /* sampled in the last closed window */
+    int asked;            /* its name was asked for (kp_top_unnamed) */
 } top_process;
 
 struct kp_top {

@@ -285,6 +285,28 @@ static void screen_height(void **state)
     free(text);
 }
 
+/* A process only native CPU samples saw has no name until the caller asks
+ * the node; each is handed out for asking once. */
+static void naming_native_only_processes(void **state)
+{
+    kp_top *t = *state;
+    add_proc(t, 1, "known", "m:f/0", 10, 0, 0);
+    assert_int_equal(kp_top_add_cpu(t, 2, 5, 50), KP_OK);
+    kp_top_close_window(t, 1000000);
+    uint32_t nums[4], serials[4];
+    assert_int_equal(kp_top_unnamed(t, nums, serials, 4), 1);
+    assert_int_equal(nums[0], 2);
+    assert_int_equal(serials[0], 5);
+    assert_int_equal(kp_top_unnamed(t, nums, serials, 4), 0);
+    kp_top_text label = {"code_server", 11};
+    assert_int_equal(kp_top_name(t, 2, 5, &label), KP_OK);
+    assert_int_equal(kp_top_name(t, 9, 9, &label), KP_OK); /* unknown: ignored */
+    kp_top_layout l = {80, 0, 5, "t", "reductions", NULL, KP_TOP_BY_SELF, KP_TOP_BY_CPU, 0, 0};
+    char *text = render(t, &l);
+    assert_non_null(strstr(text, "<0.2.5>      code_server"));
+    free(text);
+}
+
 static void forgets_gone_processes(void **state)
 {
     kp_top *t = *state;
@@ -324,6 +346,7 @@ int main(void)
         cmocka_unit_test(cpu_share),
         cmocka_unit_test_setup_teardown(narrow_and_long_names, setup, teardown),
         cmocka_unit_test_setup_teardown(screen_height, setup, teardown),
+        cmocka_unit_test_setup_teardown(naming_native_only_processes, setup, teardown),
         cmocka_unit_test_setup_teardown(forgets_gone_processes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -238,7 +238,7 @@ static int loop(session *t)
         uint64_t now = kp_now_us();
         if (kp_stop_requested() || (o->duration_us && now - start >= o->duration_us))
             return STOPPED;
-        int c, redraw = 0;
+        int c, redraw = kp_terminal_resized();
         while ((c = kp_terminal_key()) >= 0) {
             if (key(t, c))
                 return STOPPED;
@@ -247,8 +247,8 @@ static int loop(session *t)
         if (redraw && draw(t) != 0)
             return OUTPUT_FAILED;
         int res = kp_sample_wire_receive(&t->wire, 50);
-        if (res == -1)
-            return LOST;
+        if (res == -1) /* a signal that broke the wait is no lost node */
+            return kp_stop_requested() ? STOPPED : LOST;
         if (res == -2)
             return MALFORMED;
         if (res == 1) {

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
@@ -13,6 +14,13 @@
 
 static struct termios saved;
 static int entered, keys, at_exit_set;
+static volatile sig_atomic_t resized;
+
+static void on_winch(int sig)
+{
+    (void)sig;
+    resized = 1;
+}
 
 /* Written with write(2), not stdio: leaving may happen in exit() after
  * stdout's buffer is gone. */
@@ -51,6 +59,9 @@ int kp_terminal_enter(void)
         raw.c_cc[VTIME] = 0;
         keys = tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw) == 0;
     }
+    struct sigaction sa = {.sa_handler = on_winch, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGWINCH, &sa, NULL);
     entered = 1;
     fflush(stdout);
     PUT("\x1b[?1049h\x1b[?25l\x1b[H\x1b[2J"); /* alternate screen, no cursor */
@@ -77,6 +88,14 @@ void kp_terminal_size(unsigned *width, unsigned *height)
         *width = ws.ws_col;
         *height = ws.ws_row;
     }
+}
+
+int kp_terminal_resized(void)
+{
+    if (!resized)
+        return 0;
+    resized = 0;
+    return 1;
 }
 
 int kp_terminal_key(void)

@@ -21,6 +21,10 @@ void kp_terminal_leave(void);
 /* The size of the terminal on stdout; 80 x 24 when it cannot be read. */
 void kp_terminal_size(unsigned *width, unsigned *height);
 
+/* 1 once the terminal was resized (SIGWINCH) since the last call, else 0:
+ * the caller redraws at once instead of at the next refresh. */
+int kp_terminal_resized(void);
+
 /* The next key pressed, without waiting: its byte, or -1 for none (also
  * when keys are not read). */
 int kp_terminal_key(void);

@@ -117,6 +117,7 @@ kp_status kp_top_add_process(kp_top *t, const kp_top_process_sample *s)
         keep_text(p->current, &s->current);
     p->queue = s->queue;
     p->memory = s->memory;
+    p->sampled = 1;
     p->open_reductions += s->reductions;
     p->seen_window = t->window;
     return KP_OK;

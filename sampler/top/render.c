@@ -201,6 +201,11 @@ static kp_status process_row(const kp_top *t, const top_process *p, const kp_top
           secs > 0 ? (double)(cum ? p->all_reductions : p->shown_reductions) / secs : 0, 1000);
     human(queue, sizeof queue, (double)(p->queue > 0 ? p->queue : 0), 1000);
     human(memory, sizeof memory, (double)(p->memory > 0 ? p->memory : 0), 1024);
+    if (!p->sampled) { /* only native CPU samples saw it */
+        snprintf(reds, sizeof reds, "-");
+        snprintf(queue, sizeof queue, "-");
+        snprintf(memory, sizeof memory, "-");
+    }
     kp_status st = cell(line, pid, 12);
     if (st == KP_OK && (st = kp_buf_append_char(line, ' ')) == KP_OK)
         st = cell(line, p->label[0] ? p->label : "-", name_w);

@@ -28,6 +28,7 @@ typedef struct {
     uint64_t seen_window; /* the window of its latest sample or CPU sample */
     int in_shown;         /* sampled in the last closed window */
     int asked;            /* its name was asked for (kp_top_unnamed) */
+    int sampled;          /* the agent sampled it: its queue and memory are known */
 } top_process;
 
 struct kp_top {

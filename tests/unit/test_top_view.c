@@ -303,7 +303,13 @@ static void naming_native_only_processes(void **state)
     assert_int_equal(kp_top_name(t, 9, 9, &label), KP_OK); /* unknown: ignored */
     kp_top_layout l = {80, 0, 5, "t", "reductions", NULL, KP_TOP_BY_SELF, KP_TOP_BY_CPU, 0, 0};
     char *text = render(t, &l);
-    assert_non_null(strstr(text, "<0.2.5>      code_server"));
+    const char *row = strstr(text, "<0.2.5>      code_server");
+    assert_non_null(row);
+    /* the agent never sampled it: no reductions, queue or memory to show */
+    char want[128];
+    snprintf(want, sizeof want, "%-28s %6s %7s %6s %7s", "<0.2.5>      code_server", "-", "-", "-",
+             "-");
+    assert_memory_equal(row, want, strlen(want));
     free(text);
 }
 

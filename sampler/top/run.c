@@ -319,7 +319,7 @@ static void finish(session *t)
 
 int kp_top_run(const kp_top_options *o)
 {
-    static session t; /* large, and the signal-driven exit needs no stack of it */
+    static session t; /* off the stack: the node connection holds buffers of a few KB */
     memset(&t, 0, sizeof t);
     t.o = o;
     t.tick_us = (uint64_t)(1e6 / o->rate);

@@ -8,6 +8,7 @@ int kp_cmd_record(int argc, char **argv);
 int kp_cmd_report(int argc, char **argv);
 int kp_cmd_dump(int argc, char **argv);
 int kp_cmd_tiers(int argc, char **argv);
+int kp_cmd_top(int argc, char **argv);
 int kp_cmd_trace(int argc, char **argv);
 
 #endif

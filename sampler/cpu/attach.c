@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/agent.h"
 #include "node/term.h"
 
 /* The text of file `path` as the node reads it (file:read_file/1). */
@@ -88,7 +89,8 @@ static int system_info(kp_node *node, const char *item, char *out, size_t cap)
 }
 
 kp_native *kp_native_attach(kp_node *node, long os_pid, unsigned rate_hz,
-                            const kp_segment_config *segments, char *err, size_t err_len)
+                            const kp_segment_config *segments, const kp_native_observer *observer,
+                            char *err, size_t err_len)
 {
     char flavor[32], arch[256], release[16];
     if (system_info(node, "emu_flavor", flavor, sizeof flavor) != 0 ||
@@ -119,58 +121,36 @@ kp_native *kp_native_attach(kp_node *node, long os_pid, unsigned rate_hz,
     }
     if (same_process(node, os_pid, err, err_len) != 0)
         return NULL;
-    kp_native_options o = {(int)os_pid, otp, rate_hz, segments};
+    kp_native_options o = {(int)os_pid, otp, rate_hz, segments, observer};
     return kp_native_start(&o, err, err_len);
 }
 
+/* The processes samples were attributed to, gathered for one call. */
 typedef struct {
-    ei_x_buff *args;
-    size_t n;
+    uint32_t *nums, *serials;
+    size_t n, cap;
 } pid_list;
 
 static void add_pid(void *ctx, kp_pid_numbers pid)
 {
     pid_list *l = ctx;
-    if (l->n == 10000)
+    if (l->n == l->cap)
         return; /* the agent's bound per call; the rest stays unnamed */
-    ei_x_encode_list_header(l->args, 1);
-    ei_x_encode_tuple_header(l->args, 2);
-    ei_x_encode_ulong(l->args, pid.num);
-    ei_x_encode_ulong(l->args, pid.serial);
-    l->n++;
+    l->nums[l->n] = pid.num;
+    l->serials[l->n++] = pid.serial;
+}
+
+static int label(void *ctx, uint32_t num, uint32_t serial, int registered, const char *text,
+                 size_t len)
+{
+    kp_pid_numbers pid = {num, serial};
+    return kp_native_label(ctx, pid, registered, text, len);
 }
 
 int kp_native_name_processes(kp_native *native, kp_node *node)
 {
-    ei_x_buff args, reply;
-    ei_x_new(&args);
-    ei_x_new(&reply);
-    ei_x_encode_list_header(&args, 1);
-    pid_list l = {&args, 0};
+    static uint32_t nums[10000], serials[10000];
+    pid_list l = {nums, serials, 0, 10000};
     kp_native_each_process(native, add_pid, &l);
-    ei_x_encode_empty_list(&args);
-    ei_x_encode_empty_list(&args);
-    int rc = kp_node_rpc(node, "kprof_agent", "labels", &args, &reply);
-    int i = 0, n;
-    if (rc == 0 && ei_decode_list_header(reply.buff, &i, &n) != 0)
-        rc = -1;
-    for (int k = 0; rc == 0 && k < n; k++) {
-        int arity;
-        int64_t num, serial;
-        char kind[16], text[512];
-        if (ei_decode_tuple_header(reply.buff, &i, &arity) != 0 || arity != 4 ||
-            kp_term_decode_int(reply.buff, &i, &num) != 0 ||
-            kp_term_decode_int(reply.buff, &i, &serial) != 0 ||
-            kp_term_decode_atom(reply.buff, &i, kind, sizeof kind) != 0 ||
-            kp_term_decode_text(reply.buff, &i, text, sizeof text) != 0 || num < 0 || serial < 0) {
-            rc = -1;
-            break;
-        }
-        kp_pid_numbers pid = {(uint32_t)num, (uint32_t)serial};
-        if (kp_native_label(native, pid, strcmp(kind, "registered") == 0, text, strlen(text)) != 0)
-            rc = -1;
-    }
-    ei_x_free(&args);
-    ei_x_free(&reply);
-    return rc;
+    return kp_agent_labels(node, nums, serials, l.n, label, native);
 }

@@ -16,9 +16,11 @@
  *     a node on another host or in another pid namespace fails this;
  *   - that the node runs the JIT on x86-64, of a release whose process
  *     layout kprof knows, with a perf map (+JPperf true).
- * `segments`: as kp_native_options. Returns the running sampler, or NULL. */
+ * `segments`, `observer`: as kp_native_options (NULL for none). Returns the
+ * running sampler, or NULL. */
 kp_native *kp_native_attach(kp_node *node, long os_pid, unsigned rate_hz,
-                            const kp_segment_config *segments, char *err, size_t err_len);
+                            const kp_segment_config *segments, const kp_native_observer *observer,
+                            char *err, size_t err_len);
 
 /* After kp_native_stop(): asks the node (kprof_agent:labels/1) for the
  * registered name or initial call of each process samples were attributed

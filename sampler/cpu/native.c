@@ -437,7 +437,7 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
     if (kp_stacks_intern(n->stacks, n->ids, depth, &stack) != KP_OK)
         return n->failed = 1;
     long proc = -1;
-    kp_pid_numbers pid;
+    kp_pid_numbers pid = {0, 0};
     unsigned char ok = 0;
     if (has_c_p && kp_current_process_read(n->o.os_pid, n->o.otp, &c_p, 1, &pid, &ok) > 0 && ok) {
         proc = proc_of(n, pid);
@@ -447,6 +447,10 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
     if (count(n, tally_key(stack, proc, kind)) != 0 ||
         (n->segments && queue(n, s, stack, proc, kind) != 0))
         return n->failed = 1;
+    if (n->o.observer) {
+        kp_native_sample seen = {n->frames, n->ids, depth, kind, proc >= 0, pid};
+        n->o.observer->fn(n->o.observer->ctx, &seen);
+    }
     n->stats.samples++;
     n->stats.in_kernel += s->in_kernel != 0;
     return 0;

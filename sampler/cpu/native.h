@@ -16,9 +16,32 @@
 #include <stdint.h>
 
 #include "cpu/current_process.h"
+#include "cpu/perf_events.h"
+#include "kp/intern.h"
 #include "kp/segment.h"
 
 typedef struct kp_native kp_native;
+
+/* One kept sample as the sampler thread named it, for a live consumer
+ * (kprof top). `code` is the code stack, root first (Erlang frames,
+ * [vm]/[LIBRARY] C frames, [jit] fragments, [kernel] last when the sample
+ * was in the kernel), `depth` frames of `frames`; both valid only during
+ * the call. `attributed` tells whether `pid` is the process that ran. */
+typedef struct {
+    const kp_frames *frames;
+    const uint32_t *code;
+    size_t depth;
+    kp_thread_kind kind;
+    int attributed;
+    kp_pid_numbers pid;
+} kp_native_sample;
+
+/* Called on the sampler thread, once per kept sample: it must be quick and
+ * do its own locking. */
+typedef struct {
+    void (*fn)(void *ctx, const kp_native_sample *sample);
+    void *ctx;
+} kp_native_observer;
 
 typedef struct {
     int os_pid;       /* the node's beam.smp, checked by the caller to be the node */
@@ -29,6 +52,8 @@ typedef struct {
      * the same stacks as cpu.folded but for process names, which come at the
      * end); NULL for none. */
     const kp_segment_config *segments;
+    /* Sees every kept sample as it is named; NULL for none. */
+    const kp_native_observer *observer;
 } kp_native_options;
 
 /* Opens the events and starts sampling. Returns NULL with one line naming

@@ -138,3 +138,45 @@ int kp_agent_load(kp_agent *a, kp_node *node, char *err, size_t err_len)
         return -1;
     return node_facts(a, err, err_len);
 }
+
+int kp_agent_labels(kp_node *node, const uint32_t *nums, const uint32_t *serials, size_t n,
+                    kp_label_fn fn, void *ctx)
+{
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    if (n > 10000)
+        n = 10000; /* the agent's bound per call */
+    ei_x_encode_list_header(&args, 1);
+    if (n) {
+        ei_x_encode_list_header(&args, (long)n);
+        for (size_t k = 0; k < n; k++) {
+            ei_x_encode_tuple_header(&args, 2);
+            ei_x_encode_ulong(&args, nums[k]);
+            ei_x_encode_ulong(&args, serials[k]);
+        }
+    }
+    ei_x_encode_empty_list(&args);
+    ei_x_encode_empty_list(&args);
+    int rc = kp_node_rpc(node, "kprof_agent", "labels", &args, &reply);
+    int i = 0, len;
+    if (rc == 0 && ei_decode_list_header(reply.buff, &i, &len) != 0)
+        rc = -1;
+    for (int k = 0; rc == 0 && k < len; k++) {
+        int arity;
+        int64_t num, serial;
+        char kind[16], text[512];
+        if (ei_decode_tuple_header(reply.buff, &i, &arity) != 0 || arity != 4 ||
+            kp_term_decode_int(reply.buff, &i, &num) != 0 ||
+            kp_term_decode_int(reply.buff, &i, &serial) != 0 ||
+            kp_term_decode_atom(reply.buff, &i, kind, sizeof kind) != 0 ||
+            kp_term_decode_text(reply.buff, &i, text, sizeof text) != 0 || num < 0 || serial < 0 ||
+            num > UINT32_MAX || serial > UINT32_MAX ||
+            fn(ctx, (uint32_t)num, (uint32_t)serial, strcmp(kind, "registered") == 0, text,
+               strlen(text)) != 0)
+            rc = -1;
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}

@@ -5,6 +5,9 @@
 #ifndef KP_NODE_AGENT_H
 #define KP_NODE_AGENT_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "node/connection.h"
 
 typedef struct {
@@ -19,5 +22,19 @@ typedef struct {
  * the node's OS pid and word size; starts nothing. Returns 0, or -1 with one
  * sentence in `err`. */
 int kp_agent_load(kp_agent *agent, kp_node *node, char *err, size_t err_len);
+
+/* Called for each process named by kp_agent_labels(): `registered` 1 for a
+ * registered name, 0 for an initial call ("m:f/a"); `text` is not
+ * NUL-terminated. Returns 0 to go on. */
+typedef int (*kp_label_fn)(void *ctx, uint32_t num, uint32_t serial, int registered,
+                           const char *text, size_t len);
+
+/* Asks the agent (kprof_agent:labels/1) for the registered name or initial
+ * call of the `n` local processes <0.nums[i].serials[i]> (at most 10,000;
+ * more are not asked), and calls `fn` for each one still alive. The agent
+ * must be loaded. Returns 0, or -1 when the node could not be asked, the
+ * reply is malformed or `fn` failed. */
+int kp_agent_labels(kp_node *node, const uint32_t *nums, const uint32_t *serials, size_t n,
+                    kp_label_fn fn, void *ctx);
 
 #endif

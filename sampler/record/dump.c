@@ -51,27 +51,18 @@ static int print_sample(void *ctx, const kp_proc_sample *s)
 
 int kp_dump_run(const kp_record_options *o)
 {
-    char err[1024], target[512], cookie[512];
-    if (kp_node_name(o->nodes[0], target, sizeof target, err, sizeof err) != 0) {
-        kp_error("%s", err);
-        return KP_EXIT_USAGE;
-    }
-    if (kp_cookie_load(o->cookie_file, cookie, sizeof cookie, err, sizeof err) != 0) {
-        kp_error("%s", err);
-        return KP_EXIT_USAGE;
-    }
+    char err[1024];
     kp_node node;
-    if (kp_node_connect(&node, target, cookie, o->connect_timeout_ms, err, sizeof err) != 0) {
-        kp_error("%s", err);
-        return KP_EXIT_NODE;
-    }
     kp_sample_wire wire;
     kp_sampling_options ao = {o->top, o->select_by, 60000, o->pids, o->n_pids, o->depth, 10000};
-    if (kp_sample_wire_start(&wire, &node, &ao, err, sizeof err) != 0) {
+    int rc = kp_sample_wire_attach(&wire, &node, o->nodes[0], o->cookie_file, o->connect_timeout_ms,
+                                   &ao, err, sizeof err);
+    if (rc != KP_EXIT_OK) {
         kp_error("%s", err);
-        kp_node_close(&node);
-        return KP_EXIT_NODE;
+        return rc;
     }
+    char target[sizeof node.target];
+    snprintf(target, sizeof target, "%s", node.target); /* for messages after the close */
     dumper d = {kp_frames_create(0), kp_stacks_create(), NULL, 0};
     if (d.frames && d.stacks)
         d.procs =

@@ -587,7 +587,7 @@ static void start_native(recording *r)
                  "kprof native CPU sampling of %.500s: every thread of beam.smp, %u Hz",
                  node->target, o->cpu_rate);
         kp_segment_config sc = segment_config(o, r->dir, "cpu", title, header, sizeof header);
-        r->native = kp_native_attach(&node->node, node->wire.agent.os_pid, o->cpu_rate, &sc,
+        r->native = kp_native_attach(&node->node, node->wire.agent.os_pid, o->cpu_rate, &sc, NULL,
                                      r->native_off, sizeof r->native_off);
     }
     if (o->quiet)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli.h"
 #include "kp/alloc.h"
 #include "node/term.h"
 
@@ -70,6 +71,25 @@ int kp_sample_wire_start(kp_sample_wire *a, kp_node *node, const kp_sampling_opt
     ei_x_free(&args);
     ei_x_free(&reply);
     return rc;
+}
+
+int kp_sample_wire_attach(kp_sample_wire *wire, kp_node *node, const char *given,
+                          const char *cookie_file, unsigned timeout_ms,
+                          const kp_sampling_options *options, char *err, size_t err_len)
+{
+    char target[512], cookie[512];
+    if (kp_node_name(given, target, sizeof target, err, err_len) != 0 ||
+        kp_cookie_load(cookie_file, cookie, sizeof cookie, err, err_len) != 0)
+        return KP_EXIT_USAGE;
+    int rc = kp_node_connect(node, target, cookie, timeout_ms, err, err_len);
+    memset(cookie, 0, sizeof cookie); /* no copy of it outlives the handshake */
+    if (rc != 0)
+        return KP_EXIT_NODE;
+    if (kp_sample_wire_start(wire, node, options, err, err_len) != 0) {
+        kp_node_close(node);
+        return KP_EXIT_NODE;
+    }
+    return KP_EXIT_OK;
 }
 
 int kp_sample_wire_request(kp_sample_wire *a, unsigned ticks, uint64_t interval_us,

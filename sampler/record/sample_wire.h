@@ -79,6 +79,17 @@ typedef struct {
 int kp_sample_wire_start(kp_sample_wire *wire, kp_node *node, const kp_sampling_options *options,
                          char *err, size_t err_len);
 
+/* One node, as `kprof dump` and `kprof top` attach to it: completes the
+ * name `given` (kp_node_name), reads the cookie (`cookie_file`, NULL for
+ * the default places), connects within `timeout_ms` and starts sampling
+ * (kp_sample_wire_start). Returns KP_EXIT_OK (common/cli.h) with `node`
+ * connected, or an exit code with one sentence in `err` and nothing left
+ * open: KP_EXIT_USAGE for a bad name or no cookie, KP_EXIT_NODE when the
+ * node cannot be reached or the agent refused. */
+int kp_sample_wire_attach(kp_sample_wire *wire, kp_node *node, const char *given,
+                          const char *cookie_file, unsigned timeout_ms,
+                          const kp_sampling_options *options, char *err, size_t err_len);
+
 /* Asks for the next round: `ticks` samples of every selected process,
  * `interval_us` apart from `first_us` on the node's monotonic clock (the
  * agent caps a round at 10 s). The previous reply stays readable until the

@@ -347,11 +347,18 @@ kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, con
     for (unsigned k = 0; k < s->n_weights; k++)
         if (w[k] > 0)
             s->w[k][e] += (uint64_t)w[k];
+    /* coarsen as far as it takes, before the arrays grow past the budget:
+     * slices half as long may merge nothing (one sample per process per
+     * slice already) */
     unsigned step = 0;
     while (rows_steps[step] != s->rows_per_second)
         step++;
-    if (s->n_entries > 2 * s->budget && step + 1 < sizeof rows_steps / sizeof *rows_steps)
-        return coarsen(s, rows_steps[step] / rows_steps[step + 1]);
+    const unsigned last = sizeof rows_steps / sizeof *rows_steps - 1;
+    for (; s->n_entries >= 2 * s->budget && step < last; step++) {
+        st = coarsen(s, rows_steps[step] / rows_steps[step + 1]);
+        if (st != KP_OK)
+            return st;
+    }
     return KP_OK;
 }
 

@@ -51,8 +51,9 @@ void kp_report_free(kp_report *report);
 kp_report_source *kp_report_get_source(kp_report *report, unsigned recording, kp_report_kind kind);
 
 /* Sets the entry budget of the sources created from now on (default
- * KP_REPORT_ENTRY_BUDGET): a source coarsens its slices when it holds more
- * than twice this many entries, down to one slice a second. For tests, and
+ * KP_REPORT_ENTRY_BUDGET): a source coarsens its slices when it holds
+ * twice this many entries (before its arrays grow past that), down to one
+ * slice a second. For tests, and
  * for callers short of memory (an entry takes about 70 bytes). */
 void kp_report_set_budget(kp_report *report, uint64_t entries);
 

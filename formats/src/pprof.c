@@ -268,6 +268,9 @@ kp_status kp_pprof_encode(const kp_pprof *p, int64_t time_ns, int64_t duration_n
         if (st == KP_OK)
             st = field_bytes(out, 11, msg.data, msg.len);
     }
+    /* default_sample_type (14): the first type; pprof would show the last */
+    if (st == KP_OK)
+        st = field_varint(out, 14, p->type_ids[0]);
     kp_buf_free(&msg);
     kp_buf_free(&inner);
     kp_buf_free(&ids);

@@ -67,6 +67,7 @@ typedef struct {
     uint64_t fn_id[16], fn_name[16], loc_id[16], loc_fn[16];
     int n_fns, n_locs;
     uint64_t period_type;
+    uint64_t default_type;
 } decoded;
 
 static void decode(const kp_buf *b, decoded *d)
@@ -127,6 +128,7 @@ static void decode(const kp_buf *b, decoded *d)
                 if (g == 1)
                     d->period_type = w;
             break;
+        case 14: /* default_sample_type */ d->default_type = v; break;
         case 9: /* time_nanos */
         case 10: /* duration_nanos */ break;
         default: fail_msg("unexpected field %u", f);
@@ -166,6 +168,7 @@ static void encodes_stacks_leaf_first(void **state)
     assert_string_equal(d.strings[d.type[0]], "samples");
     assert_string_equal(d.strings[d.unit[0]], "count");
     assert_int_equal(d.period_type, d.type[0]);
+    assert_int_equal(d.default_type, d.type[0]);
     assert_int_equal(d.n_samples, 2);
     assert_int_equal(d.n_loc[0], 3);
     assert_string_equal(frame(&d, 0, 0), "b");

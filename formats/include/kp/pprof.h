@@ -5,7 +5,9 @@
  * location per distinct frame name, one sample per stack, its values one
  * per sample type. A function's system_name is its frame; its name is the
  * frame with <...> written [...], which pprof would otherwise drop as C++
- * template arguments (a process's frame <0.85.0> shows as [0.85.0]).
+ * template arguments (a process's frame <0.85.0> shows as [0.85.0]). The
+ * first sample type is the period type and the default one (pprof would
+ * otherwise show the last).
  *
  * The encoder is written here rather than generated (protobuf-c): the
  * profile uses five small messages of varints and strings, and generating

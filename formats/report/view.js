@@ -237,7 +237,7 @@ function drawFlame() {
   state.boxes = [];
   let matched = 0;
   const box = (n, x, w, depth, name) => {
-    const y = (rows - 1 - depth) * H;
+    const y = depth * H; /* the root on top: the page reads downwards */
     const hit = state.search && n >= 0 && state.search.test(name);
     g.fillStyle = hit ? "rgb(230,0,230)" : d.base && n >= 0 ? diffColour(delta(n), maxDelta) : frameColour(name);
     g.fillRect(x, y, Math.max(w - 0.5, 0.5), H - 1);

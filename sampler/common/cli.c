@@ -74,3 +74,30 @@ int kp_unexpected_argument(const char *command, const char *arg)
     kp_error("unexpected argument '%s'; see 'kprof %s --help'", arg, command);
     return KP_EXIT_USAGE;
 }
+
+int kp_parse_top_option(const char *arg, unsigned *top)
+{
+    uint64_t v;
+    if (kp_parse_uint(arg, 1, 100000, &v) != 0)
+        return kp_bad_value("--top", arg, "a number of processes from 1 to 100000");
+    *top = (unsigned)v;
+    return KP_EXIT_OK;
+}
+
+int kp_parse_depth_option(const char *arg, unsigned *depth)
+{
+    uint64_t v;
+    if (kp_parse_uint(arg, 1, 1000, &v) != 0)
+        return kp_bad_value("--depth", arg, "a number of frames from 1 to 1000");
+    *depth = (unsigned)v;
+    return KP_EXIT_OK;
+}
+
+int kp_parse_cpu_rate_option(const char *arg, unsigned *cpu_rate)
+{
+    uint64_t v;
+    if (kp_parse_uint(arg, 0, 10000, &v) != 0)
+        return kp_bad_value("--cpu-rate", arg, "samples per second from 1 to 10000, or 0 (off)");
+    *cpu_rate = (unsigned)v;
+    return KP_EXIT_OK;
+}

@@ -46,6 +46,14 @@ int kp_unexpected_argument(const char *command, const char *arg);
  * returns KP_EXIT_USAGE. */
 int kp_parse_connect_timeout(const char *text, unsigned *ms);
 
+/* The sampling options `kprof record` and `kprof top` share, checked the
+ * same way: --top N (1 to 100000 processes), --depth N (1 to 1000 frames),
+ * --cpu-rate HZ (0 = off, up to 10000). Each returns KP_EXIT_OK with the
+ * value set, or prints why not and returns KP_EXIT_USAGE. */
+int kp_parse_top_option(const char *arg, unsigned *top);
+int kp_parse_depth_option(const char *arg, unsigned *depth);
+int kp_parse_cpu_rate_option(const char *arg, unsigned *cpu_rate);
+
 /* Returns 1 if `text` is written like an Erlang pid, "<A.B.C>", else 0. */
 int kp_looks_like_pid(const char *text);
 

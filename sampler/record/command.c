@@ -124,7 +124,6 @@ static int parse_selection(int opt, const char *arg, kp_record_options *o, named
 {
     static const char *const select_names[] = {"reductions", "memory", "message_queue_len",
                                                "bin_vheap", "total_heap_size"};
-    uint64_t v;
     switch (opt) {
     case 'n':
         if (o->n_nodes == sizeof names->nodes / sizeof *names->nodes)
@@ -136,11 +135,7 @@ static int parse_selection(int opt, const char *arg, kp_record_options *o, named
     case OPT_CONNECT:
         return kp_parse_connect_timeout(arg, &o->connect_timeout_ms) != 0 ? KP_EXIT_USAGE
                                                                           : KP_EXIT_OK;
-    case 't':
-        if (kp_parse_uint(arg, 1, 100000, &v) != 0)
-            return kp_bad_value("--top", arg, "a number of processes from 1 to 100000");
-        o->top = (unsigned)v;
-        return KP_EXIT_OK;
+    case 't': return kp_parse_top_option(arg, &o->top);
     case OPT_SELECT:
         for (size_t k = 0; k < 5; k++)
             if (strcmp(arg, select_names[k]) == 0) {
@@ -161,11 +156,7 @@ static int parse_selection(int opt, const char *arg, kp_record_options *o, named
             return kp_bad_value("--pid", arg, "write it as <0.123.0>");
         names->pids[o->n_pids++] = arg;
         return KP_EXIT_OK;
-    case OPT_DEPTH:
-        if (kp_parse_uint(arg, 1, 1000, &v) != 0)
-            return kp_bad_value("--depth", arg, "a number of frames from 1 to 1000");
-        o->depth = (unsigned)v;
-        return KP_EXIT_OK;
+    case OPT_DEPTH: return kp_parse_depth_option(arg, &o->depth);
     default: return -1;
     }
 }
@@ -207,12 +198,7 @@ static int parse_output(int opt, const char *arg, kp_record_options *o)
     }
     case OPT_PPROF: o->pprof = 1; return KP_EXIT_OK;
     case OPT_NO_REPORT: o->no_report = 1; return KP_EXIT_OK;
-    case OPT_CPU_RATE:
-        if (kp_parse_uint(arg, 0, 10000, &v) != 0)
-            return kp_bad_value("--cpu-rate", arg,
-                                "samples per second from 1 to 10000, or 0 (off)");
-        o->cpu_rate = (unsigned)v;
-        return KP_EXIT_OK;
+    case OPT_CPU_RATE: return kp_parse_cpu_rate_option(arg, &o->cpu_rate);
     case 'q': o->quiet = 1; return KP_EXIT_OK;
     default: return -1;
     }

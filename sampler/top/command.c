@@ -73,26 +73,13 @@ static int parse(int opt, const char *arg, kp_top_options *o)
     case OPT_CONNECT:
         return kp_parse_connect_timeout(arg, &o->connect_timeout_ms) != 0 ? KP_EXIT_USAGE
                                                                           : KP_EXIT_OK;
-    case 't':
-        if (kp_parse_uint(arg, 1, 100000, &v) != 0)
-            return kp_bad_value("--top", arg, "a number of processes from 1 to 100000");
-        o->top = (unsigned)v;
-        return KP_EXIT_OK;
+    case 't': return kp_parse_top_option(arg, &o->top);
     case 'r':
         if (kp_parse_rate(arg, 1000, &o->rate) != 0)
             return kp_bad_value("--rate", arg, "samples per second, above 0 and up to 1000");
         return KP_EXIT_OK;
-    case OPT_DEPTH:
-        if (kp_parse_uint(arg, 1, 1000, &v) != 0)
-            return kp_bad_value("--depth", arg, "a number of frames from 1 to 1000");
-        o->depth = (unsigned)v;
-        return KP_EXIT_OK;
-    case OPT_CPU_RATE:
-        if (kp_parse_uint(arg, 0, 10000, &v) != 0)
-            return kp_bad_value("--cpu-rate", arg,
-                                "samples per second from 1 to 10000, or 0 (off)");
-        o->cpu_rate = (unsigned)v;
-        return KP_EXIT_OK;
+    case OPT_DEPTH: return kp_parse_depth_option(arg, &o->depth);
+    case OPT_CPU_RATE: return kp_parse_cpu_rate_option(arg, &o->cpu_rate);
     case 'i':
         if (kp_parse_duration(arg, &o->interval_us) != 0 || o->interval_us < 100000 ||
             o->interval_us > 3600000000u)

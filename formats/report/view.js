@@ -150,7 +150,12 @@ function drawHeat(cv, src, si, k) {
   cv.onmouseleave = () => { $("tooltip").hidden = true; };
   cv.onmousedown = (e) => {
     e.preventDefault();
-    if (si !== state.source) { state.source = si; state.ranges = []; fillControls(); }
+    if (si !== state.source) {
+      /* another source: its statuses (or thread kinds) are other frames */
+      state.source = si; state.ranges = []; state.statuses = null;
+      state.mask = state.process ? state.model.filterMask(null, state.process) : null;
+      fillControls();
+    }
     const p = at(e);
     drag = { from: p.fine, to: p.fine, step, second: e.shiftKey && state.ranges.length > 0 };
   };

@@ -179,6 +179,18 @@ with Browser(width=1400, height=1000) as browser:
             if got != cpu_cells.get(cell, 0):
                 bad.append(f"cell {cell}: page {text!r}, segments {cpu_cells.get(cell, 0)}")
         check(not bad, f"native CPU heat map cells hold the cpu segments' samples {bad[:3]}")
+        # a range dragged on the CPU heat map while a status filter is set on
+        # the cooperative samples: the flame graph switches to the CPU samples,
+        # unfiltered (thread kinds are other frames)
+        page.eval("document.getElementById('status-filter').scrollIntoView()")
+        r = page.rect("#status-filter input[name=waiting]")
+        page.click(r["x"] + r["width"] / 2, r["y"] + r["height"] / 2)
+        g = heat_geometry(page, "heatmap-cpu-cpu_samples")
+        n = g["columns"] * crows
+        drag_cells(page, g, n // 4, n * 3 // 4)
+        want = sum(1 for c, _ in cells(cpu, crows) if n // 4 <= c <= n * 3 // 4)
+        check(want > 0 and total(page) == want,
+              f"a CPU range after a status filter: flame root {total(page)}, cpu segments {want}")
     else:
         check(False, "the recording has native CPU samples")
     check(not page.errors, f"no script errors: {page.errors}")

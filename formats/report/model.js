@@ -81,8 +81,8 @@ class KpModel {
     this.describeNodes();
   }
 
-  /* For every node: its depth, the status (or thread kind) frame at depth 1,
-   * the process (pid frame) on its path and the frame after the pid (the
+  /* For every node: its depth, the status (or thread kind) frame under COMM
+   * (under the node's frame when several nodes were recorded), the process (pid frame) on its path and the frame after the pid (the
    * registered name or initial call in cooperative samples); children in
    * alphabetical order. Parents always come before their children. */
   describeNodes() {
@@ -91,12 +91,17 @@ class KpModel {
     this.status = new Int32Array(n).fill(-1);
     this.pid = new Int32Array(n).fill(-1);
     this.pname = new Int32Array(n).fill(-1);
+    this.nodeName = new Int32Array(n).fill(-1); /* the node's frame, several nodes recorded */
     const isPid = this.frames.map((f) => KP_PID.test(f));
+    const isNode = this.frames.map((f) => f.indexOf("@") > 0);
     for (let i = 0; i < n; i++) {
       const p = P[i];
       if (p < 0) continue;
       this.depth[i] = this.depth[p] + 1;
-      this.status[i] = this.depth[i] === 1 ? this.frame[i] : this.status[p];
+      /* the frame under COMM, or under the node's when several were recorded */
+      const d = this.depth[i], f = this.frame[i];
+      this.nodeName[i] = d === 1 && isNode[f] ? f : this.nodeName[p];
+      this.status[i] = (d === 1 && !isNode[f]) || (d === 2 && this.nodeName[p] >= 0) ? f : this.status[p];
       this.pid[i] = this.pid[p];
       this.pname[i] = this.pname[p];
       if (this.pid[i] < 0 && isPid[this.frame[i]]) this.pid[i] = this.frame[i];
@@ -131,7 +136,7 @@ class KpModel {
 
   /* A mask over nodes: 1 where a sample with this leaf passes the filter
    * (`statuses`: a Set of status frame ids, null for all; `process`: a
-   * RegExp matched against the pid and the name, null for all). */
+   * RegExp matched against the pid, the name and the node, null for all). */
   filterMask(statuses, process) {
     const mask = new Uint8Array(this.nNodes);
     for (let i = 0; i < this.nNodes; i++) {
@@ -139,7 +144,8 @@ class KpModel {
       if (process) {
         const pid = this.pid[i];
         if (pid < 0) continue;
-        if (!process.test(this.frames[pid]) && !process.test(this.processName(i))) continue;
+        const node = this.nodeName[i] >= 0 ? this.frames[this.nodeName[i]] : "";
+        if (!process.test(this.frames[pid]) && !process.test(this.processName(i)) && !process.test(node)) continue;
       }
       mask[i] = 1;
     }

@@ -104,9 +104,25 @@ function drawHeatmaps() {
     div.append(h, scroll);
     box.append(div);
     const drawn = drawHeat(cv, src, si, k);
+    scroll.append(secondsAxis(src.columns, cv.width / src.columns));
     h.textContent = (src.kind === "cpu" ? "native CPU samples" : weightName(src, k)) +
       " \u00b7 " + src.columns + " s, " + drawn.rows + " rows a second" + (drawn.max === 0 ? " \u00b7 all zero" : "");
   }));
+}
+/* The seconds under a heat map, a label every 1, 2, 5, 10, ... s, at
+ * least 40 px apart. */
+function secondsAxis(columns, cw) {
+  const axis = document.createElement("div");
+  axis.className = "axis";
+  axis.style.width = columns * cw + "px";
+  const every = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600].find((n) => n * cw >= 40) || 3600;
+  for (let c = 0; c < columns; c += every) {
+    const t = document.createElement("span");
+    t.textContent = c >= 60 && every >= 60 ? Math.floor(c / 60) + " min" : c + " s";
+    t.style.left = c * cw + "px";
+    axis.append(t);
+  }
+  return axis;
 }
 /* Draws one heat map on `cv`: unfiltered at 50 rows a second, filtered at
  * the slices' rows. Ranges are kept in the 50-row cells (src.heatRows).

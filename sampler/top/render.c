@@ -31,25 +31,37 @@ static size_t bytes_for(const char *text, size_t len, size_t cols)
     return i;
 }
 
-/* Appends `text` in a cell of `width` columns: cut with "..." when it does
- * not fit, padded with spaces after it when it is shorter.
+/* Appends `text` in a cell of `width` columns, padded with spaces after it
+ * when it is shorter. When it does not fit, its middle gives way to "...":
+ * the end of a name is what tells kprof_sample_handler_3 from
+ * kprof_sample_handler_4, and a function's arity ends it.
  * Control bytes become '?': a name never moves the cursor. */
 static kp_status cell(kp_buf *line, const char *text, size_t width)
 {
     size_t len = strlen(text), cols = columns(text, len);
-    int cut = cols > width;
-    if (cut) {
-        cols = width > 3 ? width - 3 : width;
-        len = bytes_for(text, len, cols);
+    int cut = cols > width && width > 3;
+    /* the bytes shown: text[0..head) and, when cut, text[tail..len) */
+    size_t head = len, tail = len, used = cols;
+    if (cols > width && !cut) {
+        head = bytes_for(text, len, width);
+        used = width;
+    } else if (cut) {
+        size_t keep = width - 3, front = (keep + 1) / 2;
+        head = bytes_for(text, len, front);
+        tail = bytes_for(text, len, cols - (keep - front));
+        used = width;
     }
-    size_t used = cols + (cut && width > 3 ? 3 : 0), pad = width > used ? width - used : 0;
+    size_t pad = width > used ? width - used : 0;
     kp_status st = KP_OK;
     for (size_t i = 0; i < len && st == KP_OK; i++) {
+        if (i == head && cut)
+            st = kp_buf_append_str(line, "...");
+        if (i >= head && i < tail)
+            continue;
         unsigned char c = (unsigned char)text[i];
-        st = kp_buf_append_char(line, c < 0x20 || c == 0x7f ? '?' : (char)c);
+        if (st == KP_OK)
+            st = kp_buf_append_char(line, c < 0x20 || c == 0x7f ? '?' : (char)c);
     }
-    if (st == KP_OK && cut && width > 3)
-        st = kp_buf_append_str(line, "...");
     for (size_t i = 0; i < pad && st == KP_OK; i++)
         st = kp_buf_append_char(line, ' ');
     return st;

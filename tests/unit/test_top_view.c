@@ -239,8 +239,9 @@ static void narrow_and_long_names(void **state)
         char *text = render(t, &l);
         check_widths(text, widths[i], 30);
         assert_non_null(strstr(text, "[PAUSED]"));
-        assert_non_null(strstr(text, "a_module_with_a_very_long_name:xxx"));
-        assert_non_null(strstr(text, "x...")); /* cut, and says so */
+        /* cut in the middle, and says so: the start and the end stay */
+        assert_non_null(strstr(text, "a_module_with_a"));
+        assert_non_null(strstr(text, "...xxx"));
         assert_non_null(strstr(text, "caf\xc3\xa9:\xc3\xa9t\xc3\xa9/1"));
         assert_null(strstr(text, "\x1b"));
         /* short tables are padded: the keys stay on the screen's last line */

@@ -124,12 +124,15 @@ static kp_status node_of(kp_report *r, uint32_t parent, uint32_t frame, uint32_t
 {
     uint32_t key[2] = {parent, frame};
     int is_new = 0;
+    /* room for a new node first: a key interned without it would name a
+     * node that has no parent or frame */
+    uint32_t next = kp_strtab_count(r->node_keys);
+    if (grow(&r->node_parent, &r->nodes_cap, next, sizeof *r->node_parent) ||
+        grow(&r->node_frame, &r->node_frame_cap, next, sizeof *r->node_frame))
+        return KP_ERR_NOMEM;
     kp_status st = kp_strtab_intern(r->node_keys, key, sizeof key, node, &is_new);
     if (st != KP_OK || !is_new)
         return st;
-    if (grow(&r->node_parent, &r->nodes_cap, *node, sizeof *r->node_parent) ||
-        grow(&r->node_frame, &r->node_frame_cap, *node, sizeof *r->node_frame))
-        return KP_ERR_NOMEM; /* the key stays interned: a retry finds no arrays for it */
     r->node_parent[*node] = parent;
     r->node_frame[*node] = frame;
     r->n_nodes = *node + 1;
@@ -140,20 +143,21 @@ static kp_status node_of(kp_report *r, uint32_t parent, uint32_t frame, uint32_t
 static kp_status leaf_of(kp_report *r, const char *stack, size_t len, uint32_t *leaf)
 {
     uint32_t sid;
-    int is_new = 0;
     /* stacks are keyed by their 128-bit XXH3, not their text: a long
      * recording of many processes has hundreds of thousands of distinct
      * stacks of hundreds of bytes each; two stacks sharing a 128-bit hash
      * would have to collide by chance (about 2^-128 a pair) */
     XXH128_hash_t h = XXH3_128bits(stack, len);
     uint64_t key[2] = {h.low64, h.high64};
-    kp_status st = kp_strtab_intern(r->stacks, key, sizeof key, &sid, &is_new);
-    if (st != KP_OK)
-        return st;
-    if (!is_new && sid < r->n_stack_leaf) {
+    if (kp_strtab_find(r->stacks, key, sizeof key, kp_strtab_hash(key, sizeof key), &sid)) {
         *leaf = r->stack_leaf[sid];
         return KP_OK;
     }
+    /* a stack is interned only once its leaf is known and has its slot, so
+     * that every interned stack has a leaf, whatever fails on the way */
+    if (grow(&r->stack_leaf, &r->stack_leaf_cap, kp_strtab_count(r->stacks), sizeof *r->stack_leaf))
+        return KP_ERR_NOMEM;
+    kp_status st;
     uint32_t node = UINT32_MAX;
     size_t i = 0;
     while (i <= len) {
@@ -168,11 +172,10 @@ static kp_status leaf_of(kp_report *r, const char *stack, size_t len, uint32_t *
             return st;
         i = j + 1;
     }
-    if (grow(&r->stack_leaf, &r->stack_leaf_cap, sid, sizeof *r->stack_leaf))
-        return KP_ERR_NOMEM;
+    st = kp_strtab_intern(r->stacks, key, sizeof key, &sid, NULL);
+    if (st != KP_OK)
+        return st;
     r->stack_leaf[sid] = node;
-    if (sid >= r->n_stack_leaf)
-        r->n_stack_leaf = sid + 1;
     *leaf = node;
     return KP_OK;
 }
@@ -219,28 +222,33 @@ static kp_status entry_of(kp_report_source *s, uint32_t slice, uint32_t node, ui
     return KP_OK;
 }
 
-/* Merges the entries into slices `factor` times longer, in place: an entry's
- * new index is never above its old one, since keys are numbered in order. */
+/* Merges the entries into slices `factor` times longer. The new keys are
+ * all interned first, so that running out of memory changes nothing; then
+ * the entries merge in place: keys are numbered in the order they first
+ * appear, so an entry's new index is never above its old one. */
 static kp_status coarsen(kp_report_source *s, unsigned factor)
 {
     kp_strtab *keys = kp_strtab_create();
     if (!keys)
         return KP_ERR_NOMEM;
+    for (uint64_t i = 0; i < s->n_entries; i++) {
+        uint32_t key[2] = {s->slice[i] / factor, s->node[i]}, e;
+        if (kp_strtab_intern(keys, key, sizeof key, &e, NULL) != KP_OK) {
+            kp_strtab_free(keys);
+            return KP_ERR_NOMEM;
+        }
+    }
     uint64_t n = 0;
     for (uint64_t i = 0; i < s->n_entries; i++) {
         uint32_t key[2] = {s->slice[i] / factor, s->node[i]}, e;
-        int is_new = 0;
-        if (kp_strtab_intern(keys, key, sizeof key, &e, &is_new) != KP_OK) {
-            kp_strtab_free(keys);
-            return KP_ERR_NOMEM; /* nothing is lost: the old table still holds */
-        }
-        if (is_new) {
+        kp_strtab_find(keys, key, sizeof key, kp_strtab_hash(key, sizeof key), &e);
+        if (e == n) { /* its first entry */
             s->slice[e] = key[0];
             s->node[e] = key[1];
             s->count[e] = s->count[i];
             for (unsigned k = 0; k < s->n_weights; k++)
                 s->w[k][e] = s->w[k][i];
-            n = e + 1;
+            n++;
         } else {
             s->count[e] += s->count[i];
             for (unsigned k = 0; k < s->n_weights; k++)
@@ -307,6 +315,13 @@ static kp_status shift_back(kp_report_source *s, uint64_t back)
     return KP_OK;
 }
 
+/* The row, counted from slice 0, of `rel_ns` after the source's origin in
+ * a grid of `rows` a second. */
+static uint64_t row_of(uint64_t rel_ns, unsigned rows)
+{
+    return rel_ns / 1000000000u * rows + rel_ns % 1000000000u * rows / 1000000000u;
+}
+
 kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, const char *stack,
                         size_t len, const int64_t *w)
 {
@@ -327,26 +342,22 @@ kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, con
     if (time_ns > s->last_ns)
         s->last_ns = time_ns;
     uint64_t rel = time_ns - s->origin_s * 1000000000u;
-    uint64_t slice = rel / 1000000000u * s->rows_per_second +
-                     rel % 1000000000u * s->rows_per_second / 1000000000u;
+    uint64_t slice = row_of(rel, s->rows_per_second), cell = row_of(rel, KP_REPORT_HEAT_ROWS);
     if (slice > UINT32_MAX - 1)
         return KP_ERR_LIMIT;
-    uint64_t cell = rel / 1000000000u * KP_REPORT_HEAT_ROWS +
-                    rel % 1000000000u * KP_REPORT_HEAT_ROWS / 1000000000u;
     if (grow_heat(s, cell + 1))
         return KP_ERR_NOMEM;
     uint32_t e;
     st = entry_of(s, (uint32_t)slice, leaf, &e);
     if (st != KP_OK)
         return st;
-    for (unsigned k = 0; k < s->n_weights; k++)
-        if (w[k] > 0)
-            s->heat[k][cell] += (uint64_t)w[k];
     s->count[e]++;
     s->samples++;
     for (unsigned k = 0; k < s->n_weights; k++)
-        if (w[k] > 0)
+        if (w[k] > 0) {
             s->w[k][e] += (uint64_t)w[k];
+            s->heat[k][cell] += (uint64_t)w[k];
+        }
     /* coarsen as far as it takes, before the arrays grow past the budget:
      * slices half as long may merge nothing (one sample per process per
      * slice already) */

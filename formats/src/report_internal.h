@@ -36,7 +36,6 @@ struct kp_report {
     uint32_t n_nodes;
     uint32_t *stack_leaf; /* by stack id */
     size_t stack_leaf_cap;
-    uint32_t n_stack_leaf;
     kp_report_source *sources[2][KP_REPORT_KINDS];
     char *names[2];
     uint64_t budget; /* for new sources */

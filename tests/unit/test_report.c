@@ -212,27 +212,43 @@ static void test_page(void **state)
 }
 
 /* Every allocation failing in turn: an error, never a crash or a leak, and
- * the report stays usable. */
+ * the report stays usable: the same samples added again once memory is
+ * back leave every entry on a node of the tree, every node's parent before
+ * it, and the counts equal to the samples taken. */
 static void test_out_of_memory(void **state)
 {
     (void)state;
     for (long n = 0;; n++) {
         kp_fault_alloc_after(n);
         kp_report *r = kp_report_create();
+        kp_report_source *s = NULL;
         kp_status st = KP_ERR_NOMEM;
         if (r) {
             kp_report_set_budget(r, 2);
-            kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
+            s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
             st = s ? KP_OK : KP_ERR_NOMEM;
             for (unsigned i = 0; i < 20 && st == KP_OK; i++)
                 st = add(r, s, SEC + i * 30 * MS, i % 3 ? "a;b;c" : "a;d", one);
         }
         long attempts = kp_fault_alloc_attempts();
         kp_fault_alloc_reset();
+        if (st != KP_OK)
+            assert_int_equal(st, KP_ERR_NOMEM);
+        if (s) {
+            for (unsigned i = 0; i < 20; i++)
+                assert_int_equal(add(r, s, SEC + i * 30 * MS, i % 3 ? "a;b;c" : "a;d", one), KP_OK);
+            uint64_t count = 0;
+            for (uint64_t e = 0; e < s->n_entries; e++) {
+                assert_true(s->node[e] < r->n_nodes);
+                count += s->count[e];
+            }
+            assert_int_equal(count, s->samples);
+            for (uint32_t i = 0; i < r->n_nodes; i++)
+                assert_true(r->node_parent[i] == UINT32_MAX || r->node_parent[i] < i);
+        }
         kp_report_free(r);
         if (st == KP_OK && attempts <= n)
             break;
-        assert_int_equal(st, KP_ERR_NOMEM);
     }
 }
 

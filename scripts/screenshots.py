@@ -14,6 +14,7 @@ import os, shutil, socket, subprocess, sys, tempfile, time, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
 from cdp import Browser  # noqa: E402
+from report_page import drag_cells, heat_geometry  # noqa: E402
 
 rec, out = sys.argv[1], sys.argv[2]
 os.makedirs(out, exist_ok=True)
@@ -21,15 +22,9 @@ os.makedirs(out, exist_ok=True)
 
 def drag_on(page, canvas, a, b, modifiers=0):
     """Drags over the heat map `canvas` from fraction a to fraction b of its cells."""
-    page.eval(f"document.getElementById('{canvas}').scrollIntoView({{block: 'center'}})")
-    g = page.eval(f"""(() => {{ const c = document.getElementById('{canvas}'), r = c.getBoundingClientRect();
-        const s = source(); return {{x: r.left, y: r.top, cw: c.width / s.columns, ch: c.height / s.heatRows,
-        rows: s.heatRows, n: s.columns * s.heatRows}}; }})()""")
-    pts = []
-    for f in (a, b):
-        c, r = divmod(int(g["n"] * f), g["rows"])
-        pts += [g["x"] + (c + 0.5) * g["cw"], g["y"] + (r + 0.5) * g["ch"]]
-    page.drag(*pts, steps=6, modifiers=modifiers)
+    g = heat_geometry(page, canvas)
+    n = g["columns"] * g["rows"]
+    drag_cells(page, g, int(n * a), int(n * b), modifiers)
 
 
 def shot_at(page, selector, name):

@@ -20,6 +20,7 @@ import glob, gzip, json, os, re, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from cdp import Browser  # noqa: E402
+from report_page import cell_point, drag_cells, heat_geometry  # noqa: E402
 
 report_a, dir_a, compared, dir_b, hot_pid, hot_fn, shots = sys.argv[1:8]
 failures = []
@@ -59,21 +60,6 @@ def cells(samples, rows):
     return [((t // 1000000 - first) * rows + (t % 1000000) * rows // 1000000, fr) for t, fr in samples]
 
 
-def heat_geometry(page, canvas):
-    """The canvas's cell size and its place on the page, scrolled into view."""
-    page.eval(f"document.getElementById('{canvas}').scrollIntoView({{block: 'center'}})")
-    return page.eval(f"""(() => {{ const c = document.getElementById('{canvas}'), r = c.getBoundingClientRect();
-        const s = state.model.recordings[state.recording < 0 ? 1 : state.recording].sources
-            .find((x) => '{canvas}'.startsWith('heatmap-' + x.kind));
-        return {{x: r.left, y: r.top, cw: c.width / s.columns, ch: c.height / s.heatRows, rows: s.heatRows,
-                 columns: s.columns}}; }})()""")
-
-
-def cell_point(g, cell):
-    c, r = divmod(cell, g["rows"])
-    return g["x"] + (c + 0.5) * g["cw"], g["y"] + (r + 0.5) * g["ch"]
-
-
 def hover_value(page, g, cell):
     x, y = cell_point(g, cell)
     page.mouse_move(x, y)
@@ -84,12 +70,6 @@ def hover_value(page, g, cell):
 
 def total(page):
     return float(page.eval("document.getElementById('flame-info').dataset.total"))
-
-
-def drag_cells(page, g, a, b, modifiers=0):
-    x0, y0 = cell_point(g, a)
-    x1, y1 = cell_point(g, b)
-    page.drag(x0, y0, x1, y1, steps=8, modifiers=modifiers)
 
 
 coop = segments(dir_a, "samples")

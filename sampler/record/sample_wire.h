@@ -90,6 +90,16 @@ int kp_sample_wire_attach(kp_sample_wire *wire, kp_node *node, const char *given
                           const char *cookie_file, unsigned timeout_ms,
                           const kp_sampling_options *options, char *err, size_t err_len);
 
+/* A round of ticks lasts about this long: the agent keeps the schedule, and
+ * kprof wakes once a round instead of once a tick. */
+#define KP_SAMPLE_ROUND_US 200000u
+
+/* The ticks of a round at `interval_us` a tick: at least 1. */
+static inline unsigned kp_sample_round_ticks(uint64_t interval_us)
+{
+    return interval_us >= KP_SAMPLE_ROUND_US ? 1u : (unsigned)(KP_SAMPLE_ROUND_US / interval_us);
+}
+
 /* Asks for the next round: `ticks` samples of every selected process,
  * `interval_us` apart from `first_us` on the node's monotonic clock (the
  * agent caps a round at 10 s). The previous reply stays readable until the

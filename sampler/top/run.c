@@ -23,9 +23,6 @@
 #include "top/terminal.h"
 #include "top/view.h"
 
-/* A round of ticks lasts about this long, as in kprof record: the agent
- * keeps the schedule, kprof wakes once a round. */
-#define ROUND_US 200000u
 /* Deepest stack counted; deeper ones keep their leaf end. */
 #define MAX_DEPTH 1024
 
@@ -323,7 +320,7 @@ int kp_top_run(const kp_top_options *o)
     memset(&t, 0, sizeof t);
     t.o = o;
     t.tick_us = (uint64_t)(1e6 / o->rate);
-    t.per_round = t.tick_us >= ROUND_US ? 1u : (unsigned)(ROUND_US / t.tick_us);
+    t.per_round = kp_sample_round_ticks(t.tick_us);
     pthread_mutex_init(&t.lock, NULL);
     char err[2048];
     /* re-ranked every 2 s: a process that turns hot shows up soon */

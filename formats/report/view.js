@@ -319,15 +319,17 @@ function boxAt(e) {
 
 /* The processes of the range, by weight; a click filters on one. */
 function drawProcesses(total, rootTotal) {
+  /* a process's pid frame sits under each of its statuses: one row a pid */
   const m = state.model, byPid = new Map();
-  for (let n = 0; n < m.nNodes; n++)
-    if (total[n] > 0 && m.pid[n] === m.frame[n]) byPid.set(n, (byPid.get(n) || 0) + total[n]);
-  const rows = [...byPid.entries()].map(([n, v]) => ({ pid: m.frames[m.frame[n]], name: m.processName(n), v }));
-  const merged = new Map();
-  for (const r of rows) { const x = merged.get(r.pid); if (x) x.v += r.v; else merged.set(r.pid, { ...r }); }
+  for (let n = 0; n < m.nNodes; n++) {
+    if (!(total[n] > 0 && m.pid[n] === m.frame[n])) continue;
+    const row = byPid.get(m.frame[n]);
+    if (row) row.v += total[n];
+    else byPid.set(m.frame[n], { pid: m.frames[m.frame[n]], name: m.processName(n), v: total[n] });
+  }
   const tbody = $("processes").tBodies[0];
   tbody.innerHTML = "";
-  [...merged.values()].sort((a, b) => b.v - a.v).slice(0, 30).forEach((r) => {
+  [...byPid.values()].sort((a, b) => b.v - a.v).slice(0, 30).forEach((r) => {
     const tr = tbody.insertRow();
     [r.pid, r.name, fmt(r.v), pct(r.v, rootTotal)].forEach((t, i) => {
       const td = tr.insertCell(); td.textContent = t; if (i > 1) td.className = "num";

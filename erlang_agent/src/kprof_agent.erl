@@ -100,7 +100,8 @@ version() ->
 -spec modules() -> [module()].
 modules() ->
     [kprof_agent, kprof_select, kprof_tiers, kprof, kprof_tier_mark, kprof_session, kprof_http,
-     kprof_httpd, kprof_cowboy, kprof_rtrace, kprof_rtrace_mark, kprof_tracer].
+     kprof_httpd, kprof_cowboy, kprof_rtrace, kprof_rtrace_mark, kprof_tracer,
+     kprof_calibrate].
 
 %% @doc Starts an agent serving `Owner' (a process of the C node). Fails with
 %% `{error, {busy, Node}}' when another kprof is attached, `{error, {no_process,
@@ -161,7 +162,7 @@ start_new(Owner, Opts) ->
 resolve_pids([], Acc) ->
     {ok, lists:reverse(Acc)};
 resolve_pids([S | Rest], Acc) ->
-    case catch list_to_pid(S) of
+    case try list_to_pid(S) catch error:badarg -> not_a_pid end of
         P when is_pid(P), node(P) =:= node() ->
             case is_process_alive(P) of
                 true -> resolve_pids(Rest, [P | Acc]);
@@ -702,7 +703,9 @@ process_label(P) ->
         _ ->
             %% proc_lib's '$initial_call' when it is there, else the real one
             %% (translate_initial_call/1 says proc_lib:init_p/5 for a plain spawn)
-            Initial = case catch proc_lib:translate_initial_call(P) of
+            Initial = case try proc_lib:translate_initial_call(P)
+                           catch _:_ -> unknown
+                           end of
                           {proc_lib, init_p, 5} -> process_info(P, initial_call);
                           Mfa -> {initial_call, Mfa}
                       end,

@@ -186,7 +186,7 @@ start_external(Owner) when is_pid(Owner) ->
 %% @doc Starts a trace of the process `PidText' ("<0.123.0>") from outside.
 -spec trace_pid(string(), settings()) -> {ok, binary(), pid()} | {error, term()}.
 trace_pid(PidText, Options) ->
-    case catch list_to_pid(PidText) of
+    case try list_to_pid(PidText) catch error:badarg -> not_a_pid end of
         Pid when is_pid(Pid) ->
             case is_process_alive(Pid) of
                 true ->
@@ -457,13 +457,15 @@ handle({stop_calls, MFA}, S) ->
 handle({use_nif, TcpPort}, S) ->
     %% brought by a kprof attached from a shell (kprof_tracer:load/2), or
     %% from the kprof application's priv/
-    Loaded = case catch kprof_tracer:loaded() of
+    Loaded = try kprof_tracer:loaded() of
                  true -> ok;
-                 _ -> catch kprof_tracer:load()
+                 false -> kprof_tracer:load()
+             catch
+                 Class:Reason -> {Class, Reason}
              end,
     case Loaded of
         ok ->
-            case catch kprof_tracer:connect(TcpPort) of
+            case try kprof_tracer:connect(TcpPort) catch C:R -> {C, R} end of
                 ok -> {ok, arm_follow(S#state{nif = true})};
                 Other -> {{error, Other}, S}
             end;
@@ -536,8 +538,10 @@ is_kprof_tracer(_, _) -> false.
 untrace(Pid, Port) ->
     case erlang:trace_info(Pid, tracer) of
         {tracer, Tracer} when Tracer =/= [] ->
-            is_kprof_tracer(Tracer, Port) andalso (catch erlang:trace(Pid, false, [send | ?FLAGS]));
-        _ -> false
+            _ = is_kprof_tracer(Tracer, Port) andalso
+                (try erlang:trace(Pid, false, [send | ?FLAGS]) catch error:badarg -> 0 end),
+            ok;
+        _ -> ok
     end.
 
 %% Every process kprof traces: its tracer is kprof's. That includes the
@@ -651,7 +655,7 @@ tracer(#state{port = Port}) -> {tracer, Port}.
 %% busy), again ?WATCH_MS later until it has, traces or not: the last
 %% trace's end mark must not wait for the next trace.
 flush(S = #state{nif = true}) ->
-    case catch kprof_tracer:flush() of
+    case try kprof_tracer:flush() catch _:_ -> gone end of
         ok -> S;
         pending when S#state.flush_timer -> S;
         pending ->
@@ -893,6 +897,6 @@ shutdown(S = #state{traces = Traces, calls = Calls, port = Port}) ->
         end,
     _ = disarm(S#state{armed = true}),
     S#state.guard ! done,
-    S#state.nif andalso (catch kprof_tracer:close()),
-    catch port_close(S#state.port),
+    S#state.nif andalso (try kprof_tracer:close() catch _:_ -> ok end),
+    try port_close(S#state.port) catch error:badarg -> ok end,
     exit(normal).

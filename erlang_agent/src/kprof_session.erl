@@ -112,7 +112,7 @@ starting(Starter, Port, Options, Lines) ->
         {Port, {exit_status, Status}} ->
             exit({failed, failure(Status, Lines)})
     after ?START_TIMEOUT ->
-        catch port_close(Port),
+        try port_close(Port) catch error:badarg -> ok end,
         exit({failed, failure(timeout, Lines)})
     end.
 

@@ -519,7 +519,7 @@ untrace_all(undefined) ->
 untrace_all(Tracer) ->
     erlang:trace_info(new, tracer) =:= {tracer, Tracer}
         andalso erlang:trace(new, false, ?FLAGS),
-    _ = [catch erlang:trace(P, false, ?FLAGS)
+    _ = [try erlang:trace(P, false, ?FLAGS) catch error:badarg -> 0 end
          || P <- erlang:processes(), erlang:trace_info(P, tracer) =:= {tracer, Tracer}],
     ok.
 

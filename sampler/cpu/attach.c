@@ -2,10 +2,15 @@
 #define _GNU_SOURCE
 #include "cpu/attach.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "common/clock.h"
 #include "node/agent.h"
 #include "node/term.h"
 
@@ -53,25 +58,114 @@ static unsigned long long start_time(const char *stat)
     return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
-/* Is process `os_pid` here the node? The node reads its own boot id and
- * stat line; both must match what this host says of `os_pid`. */
-static int same_process(kp_node *node, long os_pid, char *err, size_t err_len)
+/* The node's pid namespace ("pid:[4026531836]"), as it reads its own
+ * /proc/self/ns/pid (file:read_link/1); "" when it cannot. */
+static void node_pid_ns(kp_node *node, char *out, size_t cap)
 {
-    char theirs_boot[64], ours_boot[64], theirs_stat[1024], ours_stat[1024], path[64];
-    snprintf(path, sizeof path, "/proc/%ld/stat", os_pid);
-    int readable =
-        node_file(node, "/proc/sys/kernel/random/boot_id", theirs_boot, sizeof theirs_boot) == 0 &&
-        node_file(node, "/proc/self/stat", theirs_stat, sizeof theirs_stat) == 0;
-    if (readable &&
-        local_file("/proc/sys/kernel/random/boot_id", ours_boot, sizeof ours_boot) == 0 &&
-        strcmp(theirs_boot, ours_boot) == 0 && local_file(path, ours_stat, sizeof ours_stat) == 0 &&
-        start_time(ours_stat) != 0 && start_time(ours_stat) == start_time(theirs_stat))
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_list_header(&args, 1);
+    ei_x_encode_string(&args, "/proc/self/ns/pid");
+    ei_x_encode_empty_list(&args);
+    int i = 0, arity;
+    char tag[16];
+    out[0] = '\0';
+    if (kp_node_rpc(node, "file", "read_link", &args, &reply) != 0 ||
+        ei_decode_tuple_header(reply.buff, &i, &arity) != 0 || arity != 2 ||
+        kp_term_decode_atom(reply.buff, &i, tag, sizeof tag) != 0 || strcmp(tag, "ok") != 0 ||
+        kp_term_decode_text(reply.buff, &i, out, cap) != 0)
+        out[0] = '\0';
+    ei_x_free(&args);
+    ei_x_free(&reply);
+}
+
+/* The last pid of the "NSpid:" line of /proc/PID/status: the process's pid
+ * in its own, innermost pid namespace; -1 when there is none. */
+static long innermost_pid(long pid)
+{
+    char path[64], text[4096];
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    if (local_file(path, text, sizeof text) != 0)
+        return -1;
+    const char *line = strstr(text, "\nNSpid:");
+    if (!line)
+        return -1;
+    long last = -1;
+    char *p = (char *)line + 7;
+    for (;;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        last = v;
+        p = end;
+    }
+    return last;
+}
+
+/* Is process `pid` here the node, which reads itself as `own_pid` in pid
+ * namespace `ns` ("" unknown), started at `start`? */
+static int is_node(long pid, long own_pid, const char *ns, unsigned long long start)
+{
+    char path[64], stat[1024], link[128];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    if (local_file(path, stat, sizeof stat) != 0 || start_time(stat) != start)
         return 0;
-    snprintf(err, err_len,
-             "the node's OS process (%ld) is not visible from here (another host, container "
-             "or pid namespace): run kprof on the node's host, in its pid namespace",
-             os_pid);
-    return -1;
+    if (innermost_pid(pid) != own_pid && !(pid == own_pid && innermost_pid(pid) < 0))
+        return 0;
+    snprintf(path, sizeof path, "/proc/%ld/ns/pid", pid);
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    if (n < 0)
+        return ns[0] == '\0'; /* no namespaces to compare: the pid and start time tell */
+    link[n] = '\0';
+    return strcmp(link, ns) == 0;
+}
+
+/* The node's OS process as this host sees it. The node tells what it is:
+ * its boot id (the same kernel), its own pid, its pid namespace and its
+ * start time; the process here with all four is the node, whether it runs
+ * in kprof's pid namespace (the same pid) or in a container's (another pid
+ * here, found through NSpid). A pid that only happens to match is never
+ * taken. Returns the pid, or -1 with the reason in `err`. */
+static long locate(kp_node *node, long own_pid, char *err, size_t err_len)
+{
+    char theirs_boot[64], ours_boot[64], theirs_stat[1024], ns[128];
+    if (node_file(node, "/proc/sys/kernel/random/boot_id", theirs_boot, sizeof theirs_boot) != 0 ||
+        node_file(node, "/proc/self/stat", theirs_stat, sizeof theirs_stat) != 0) {
+        snprintf(err, err_len,
+                 "the node cannot read its own /proc (is /proc mounted where it runs?): kprof "
+                 "cannot tell which OS process it is");
+        return -1;
+    }
+    if (local_file("/proc/sys/kernel/random/boot_id", ours_boot, sizeof ours_boot) != 0 ||
+        strcmp(theirs_boot, ours_boot) != 0) {
+        snprintf(err, err_len,
+                 "the node runs on another host (or kernel): run kprof on the node's host");
+        return -1;
+    }
+    unsigned long long start = start_time(theirs_stat);
+    node_pid_ns(node, ns, sizeof ns);
+    if (start && is_node(own_pid, own_pid, ns, start))
+        return own_pid;
+    DIR *proc = opendir("/proc");
+    long found = -1;
+    struct dirent *e;
+    while (start && proc && found < 0 && (e = readdir(proc)) != NULL) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end == '\0' && pid > 0 && pid != own_pid && is_node(pid, own_pid, ns, start))
+            found = pid;
+    }
+    if (proc)
+        closedir(proc);
+    if (found < 0)
+        snprintf(err, err_len,
+                 "the node's OS process (%ld in its pid namespace) is not visible from here "
+                 "(a container whose processes this pid namespace cannot see): run kprof "
+                 "on the host, or in the node's container",
+                 own_pid);
+    return found;
 }
 
 /* erlang:system_info(Item) as text. */
@@ -88,14 +182,130 @@ static int system_info(kp_node *node, const char *item, char *out, size_t cap)
     return rc;
 }
 
-kp_native *kp_native_attach(kp_node *node, long os_pid, unsigned rate_hz,
+/* log2 of erlang:system_info(process_limit), which the node rounds to a
+ * power of two; -1 when it is not one. */
+static int table_bits(kp_node *node)
+{
+    ei_x_buff reply;
+    char err[256];
+    int rc =
+        kp_node_call_atom(node, "erlang", "system_info", "process_limit", &reply, err, sizeof err);
+    int i = 0, bits = -1;
+    int64_t limit;
+    if (rc == 0 && kp_term_decode_int(reply.buff, &i, &limit) == 0 && limit > 0 &&
+        (limit & (limit - 1)) == 0)
+        for (bits = 0; (1ll << bits) < limit; bits++)
+            ;
+    ei_x_free(&reply);
+    return bits;
+}
+
+/* kprof_calibrate's processes in the node. */
+typedef struct {
+    erlang_pid spinners[2], caller;
+    kp_pid_numbers numbers[2];
+} calibration;
+
+/* Runs kprof_calibrate:start/0 in the node. Returns 0 or -1. */
+static int calibration_start(kp_node *node, calibration *c)
+{
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_empty_list(&args);
+    int i = 0, arity, len, rc = 0;
+    if (kp_node_rpc(node, "kprof_calibrate", "start", &args, &reply) != 0 ||
+        ei_decode_tuple_header(reply.buff, &i, &arity) != 0 || arity != 3 ||
+        ei_decode_list_header(reply.buff, &i, &len) != 0 || len != 2 ||
+        ei_decode_pid(reply.buff, &i, &c->spinners[0]) != 0 ||
+        ei_decode_pid(reply.buff, &i, &c->spinners[1]) != 0 ||
+        ei_decode_list_header(reply.buff, &i, &len) != 0 ||
+        ei_decode_pid(reply.buff, &i, &c->caller) != 0 ||
+        ei_decode_list_header(reply.buff, &i, &len) != 0 || len != 2)
+        rc = -1;
+    for (int k = 0; rc == 0 && k < 2; k++) {
+        int64_t num, serial;
+        if (ei_decode_tuple_header(reply.buff, &i, &arity) != 0 || arity != 2 ||
+            kp_term_decode_int(reply.buff, &i, &num) != 0 ||
+            kp_term_decode_int(reply.buff, &i, &serial) != 0 || num < 0 || serial < 0 ||
+            num > UINT32_MAX || serial > UINT32_MAX)
+            rc = -1;
+        else
+            c->numbers[k] = (kp_pid_numbers){(uint32_t)num, (uint32_t)serial};
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}
+
+/* erlang:send(Pid, Atom) in the node. */
+static void tell(kp_node *node, const erlang_pid *pid, const char *atom)
+{
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_list_header(&args, 2);
+    ei_x_encode_pid(&args, pid);
+    ei_x_encode_atom(&args, atom);
+    ei_x_encode_empty_list(&args);
+    (void)kp_node_rpc(node, "erlang", "send", &args, &reply);
+    ei_x_free(&args);
+    ei_x_free(&reply);
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec wait = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&wait, &wait) != 0 && errno == EINTR)
+        ;
+}
+
+/* Calibration: how many samples of each phase make enough, how long a
+ * phase may last on a busy node, and how often kprof looks. */
+#define SPIN_SAMPLES 100
+#define BIF_SAMPLES 50
+#define PHASE_MAX_MS 1200
+#define POLL_MS 20
+
+/* Runs the calibration's two phases under the learning sampler (the
+ * spinners until it has SPIN_SAMPLES of them, then the BIF caller until
+ * BIF_SAMPLES), learns, and lets the processes end. */
+static int calibrate(kp_native *native, kp_node *node, unsigned table_bits, char *err,
+                     size_t err_len)
+{
+    calibration c;
+    if (calibration_start(node, &c) != 0) {
+        snprintf(err, err_len, "the node did not run kprof's calibration (kprof_calibrate)");
+        return -1;
+    }
+    unsigned spin = 0, bif = 0;
+    for (long t = 0; t < PHASE_MAX_MS && spin < SPIN_SAMPLES; t += POLL_MS) {
+        nap_ms(POLL_MS);
+        kp_native_learn_progress(native, &spin, &bif);
+    }
+    tell(node, &c.spinners[0], "stop");
+    tell(node, &c.spinners[1], "stop");
+    tell(node, &c.caller, "go");
+    for (long t = 0; t < PHASE_MAX_MS && bif < BIF_SAMPLES; t += POLL_MS) {
+        nap_ms(POLL_MS);
+        kp_native_learn_progress(native, &spin, &bif);
+    }
+    tell(node, &c.caller, "stop");
+    nap_ms(2 * POLL_MS); /* the last samples drained, the spinners still alive */
+    int rc = kp_native_learn(native, c.numbers, 2, table_bits, err, err_len);
+    tell(node, &c.spinners[0], "done");
+    tell(node, &c.spinners[1], "done");
+    tell(node, &c.caller, "done");
+    return rc;
+}
+
+kp_native *kp_native_attach(kp_node *node, long own_pid, unsigned rate_hz,
                             const kp_segment_config *segments, const kp_native_observer *observer,
                             char *err, size_t err_len)
 {
-    char flavor[32], arch[256], release[16];
+    char flavor[32], arch[256];
     if (system_info(node, "emu_flavor", flavor, sizeof flavor) != 0 ||
-        system_info(node, "system_architecture", arch, sizeof arch) != 0 ||
-        system_info(node, "otp_release", release, sizeof release) != 0) {
+        system_info(node, "system_architecture", arch, sizeof arch) != 0) {
         snprintf(err, err_len, "cannot ask the node which emulator it runs");
         return NULL;
     }
@@ -110,19 +320,27 @@ kp_native *kp_native_attach(kp_node *node, long os_pid, unsigned rate_hz,
                  flavor);
         return NULL;
     }
-    unsigned otp = (unsigned)strtoul(release, NULL, 10);
-    kp_pid_numbers probe;
-    if (kp_pid_term_decode(0x3, otp, &probe) != 0) {
+    int bits = table_bits(node);
+    if (bits < 0) {
         snprintf(err, err_len,
-                 "native sampling does not know the process layout of OTP %s (it knows 24 "
-                 "and 25)",
-                 release);
+                 "the node's process limit is not a power of two: kprof cannot tell how "
+                 "its pids are laid out");
         return NULL;
     }
-    if (same_process(node, os_pid, err, err_len) != 0)
+    long os_pid = locate(node, own_pid, err, err_len);
+    if (os_pid < 0)
         return NULL;
-    kp_native_options o = {(int)os_pid, otp, rate_hz, segments, observer};
-    return kp_native_start(&o, err, err_len);
+    /* the layout is learned while sampling known work (kprof_calibrate) */
+    kp_native_options o = {(int)os_pid, (int)own_pid, {KP_PID_LAYOUT_NONE, 0, 0}, -1, rate_hz,
+                           segments,    observer};
+    kp_native *native = kp_native_start(&o, err, err_len);
+    if (!native)
+        return NULL;
+    if (calibrate(native, node, (unsigned)bits, err, err_len) != 0) {
+        kp_native_free(native);
+        return NULL;
+    }
+    return native;
 }
 
 /* The processes samples were attributed to, gathered for one call. */

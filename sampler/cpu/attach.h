@@ -8,17 +8,23 @@
 #include "cpu/native.h"
 #include "node/connection.h"
 
-/* Starts native sampling of the node behind `node`, whose agent reported OS
- * pid `os_pid`. First checks, and refuses with one line naming the cause
- * and the fix in `err`:
- *   - that process `os_pid` here is that node (same boot and start time as
- *     the node reads for itself): kprof never samples another process, and
- *     a node on another host or in another pid namespace fails this;
- *   - that the node runs the JIT on x86-64, of a release whose process
- *     layout kprof knows, with a perf map (+JPperf true).
- * `segments`, `observer`: as kp_native_options (NULL for none). Returns the
- * running sampler, or NULL. */
-kp_native *kp_native_attach(kp_node *node, long os_pid, unsigned rate_hz,
+/* Starts native sampling of the node behind `node`, whose agent reported
+ * its own OS pid `own_pid` (os:getpid(), in the node's pid namespace).
+ * First checks, and refuses with one line naming the cause and the fix in
+ * `err`:
+ *   - that the node runs the JIT on x86-64;
+ *   - which process here is the node: same kernel (boot id), and a process
+ *     whose innermost pid, pid namespace and start time are the node's, so
+ *     a node in a container is found from the host, and a node on another
+ *     host, or in a pid namespace that kprof cannot see, is refused;
+ *   - that it has a perf map (+JPperf true) and perf_events may sample it.
+ * Then learns the node's layout (kp_native_learn) from known work that
+ * kprof_calibrate runs in it while it samples (0.2 s on an idle node, at
+ * most 2.5 s on a busy one), and
+ * refuses when it cannot be sure. `segments`, `observer`: as
+ * kp_native_options (NULL for none). Returns the running sampler, or
+ * NULL. */
+kp_native *kp_native_attach(kp_node *node, long own_pid, unsigned rate_hz,
                             const kp_segment_config *segments, const kp_native_observer *observer,
                             char *err, size_t err_len);
 

@@ -50,8 +50,22 @@ typedef struct {
     uint64_t samples;
 } tally;
 
+/* What the calibration's samples showed (kp_native_learn). */
+#define LEARN_TERMS 16 /* distinct words read at the current-process register */
+#define LEARN_SLOTS 16 /* words above the runtime stack searched for the caller */
+typedef struct {
+    pthread_mutex_t lock;
+    uint64_t terms[LEARN_TERMS];
+    uint32_t term_samples[LEARN_TERMS];
+    uint32_t spin_samples;
+    uint32_t slot_votes[LEARN_SLOTS];
+    uint32_t light_bif_samples; /* under call_light_bif_shared, from hash/2 */
+} learning;
+
 struct kp_native {
     kp_native_options o;
+    atomic_int learning; /* until kp_native_learn: samples are studied, not kept */
+    learning learn;
     kp_perf_events *events;
     kp_perf_map *map;
     char map_path[64];
@@ -182,20 +196,21 @@ static int is_fragment(const kp_jit_symbol *jit, const char *name)
            memcmp(jit->text, name, len) == 0;
 }
 
-/* The Erlang caller of a BIF that OTP 25's call_light_bif_shared called:
- * before the call the fragment spills the caller's entry address (its
- * ARG3) to a scratch slot just above the runtime stack, 8 bytes above the
- * BIF's return address (observed in 25.2.3's code: `mov %rdx,-0x78(%rbx)`
- * ... `lea -0x80(%rbx),%rsp` ... `call *%rax`), so in the stack copy at
- * jit_sp + 8. Only an address in an Erlang function's code is taken.
- * Returns the frame, or NO_FRAME. */
+/* The Erlang caller of a BIF that call_light_bif_shared called: before
+ * the call the fragment spills the caller's entry address to a scratch
+ * slot just above the runtime stack (in OTP 25.2.3's code `mov
+ * %rdx,-0x78(%rbx)` ... `lea -0x80(%rbx),%rsp` ... `call *%rax`: 8 bytes
+ * above the BIF's return address). The slot is learned from the node
+ * (kp_native_learn: 8 on OTP 25, 27 and 29), not assumed. Only an address
+ * in an Erlang function's code is taken. Returns the frame, or NO_FRAME. */
 static uint32_t light_bif_caller(kp_native *n, const kp_cpu_sample *s, const kp_unwind_result *r)
 {
     uint64_t base = s->regs[KP_REG_SP], entry;
-    if (n->o.otp != 25 || r->jit_sp < base || r->jit_sp - base > s->stack_size ||
-        s->stack_size - (r->jit_sp - base) < 16)
+    int slot = n->o.light_bif_slot;
+    if (slot < 0 || r->jit_sp < base || r->jit_sp - base > s->stack_size ||
+        s->stack_size - (r->jit_sp - base) < (uint64_t)slot + 8)
         return NO_FRAME;
-    memcpy(&entry, s->stack + (r->jit_sp - base) + 8, 8);
+    memcpy(&entry, s->stack + (r->jit_sp - base) + (uint64_t)slot, 8);
     const kp_jit_symbol *jit = kp_perf_map_find(n->map, entry);
     return jit && jit->kind != KP_JIT_RUNTIME ? frame_of(n, entry) : NO_FRAME;
 }
@@ -424,9 +439,71 @@ static void write_pending(kp_native *n, uint64_t until_ns)
     n->n_pending -= i;
 }
 
+/* Is `jit` the Erlang function kprof_calibrate:FUNCTION? */
+static int is_calibration(const kp_jit_symbol *jit, const char *function)
+{
+    static const char module[] = "kprof_calibrate";
+    return jit && jit->kind != KP_JIT_RUNTIME && jit->module_len == sizeof module - 1 &&
+           memcmp(jit->module, module, sizeof module - 1) == 0 &&
+           jit->function_len == strlen(function) &&
+           memcmp(jit->function, function, jit->function_len) == 0;
+}
+
+/* A sample taken while learning: notes the current-process register of
+ * the spinners' samples, and for samples in C code under call_light_bif_shared
+ * each word above the runtime stack that points into hash/2. */
+static void study(kp_native *n, const kp_cpu_sample *s)
+{
+    learning *l = &n->learn;
+    const kp_jit_symbol *leaf = s->n_chain ? kp_perf_map_find(n->map, s->chain[0]) : NULL;
+    pthread_mutex_lock(&l->lock);
+    uint64_t term;
+    unsigned char ok = 0;
+    if (is_calibration(leaf, "spin") && s->user_regs) {
+        /* read now: the spinners live until kprof has learned */
+        l->spin_samples++;
+        if (kp_current_process_terms(n->o.os_pid, &s->c_p, 1, &term, &ok) != 0 || !ok) {
+            pthread_mutex_unlock(&l->lock);
+            return;
+        }
+        size_t k = 0;
+        while (k < LEARN_TERMS && l->term_samples[k] && l->terms[k] != term)
+            k++;
+        if (k < LEARN_TERMS) {
+            l->terms[k] = term;
+            l->term_samples[k]++;
+        }
+    } else if (!leaf && s->n_chain && n->unwind && s->user_regs &&
+               s->regs[KP_REG_IP] == s->chain[0]) {
+        kp_unwind_result r;
+        kp_unwind_sample(n->unwind, s, is_jit, n, &r);
+        uint64_t base = s->regs[KP_REG_SP];
+        if (r.reached_jit && r.jit_sp >= base && r.jit_sp - base <= s->stack_size &&
+            is_fragment(kp_perf_map_find(n->map, r.jit_pc - 1), "global::call_light_bif_shared")) {
+            int from_caller = 0;
+            for (size_t k = 0; k < LEARN_SLOTS; k++) {
+                uint64_t at = r.jit_sp - base + 8 * k, word;
+                if (s->stack_size < at + 8)
+                    break;
+                memcpy(&word, s->stack + at, 8);
+                if (is_calibration(kp_perf_map_find(n->map, word), "hash")) {
+                    l->slot_votes[k]++;
+                    from_caller = 1;
+                }
+            }
+            l->light_bif_samples += from_caller;
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+}
+
 static int on_sample(void *ctx, const kp_cpu_sample *s)
 {
     kp_native *n = ctx;
+    if (atomic_load(&n->learning)) {
+        study(n, s);
+        return 0;
+    }
     kp_thread_kind kind = KP_THREAD_OTHER;
     if (!kp_perf_events_thread(n->events, s->tid, &kind))
         kind = KP_THREAD_OTHER;
@@ -439,7 +516,8 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
     long proc = -1;
     kp_pid_numbers pid = {0, 0};
     unsigned char ok = 0;
-    if (has_c_p && kp_current_process_read(n->o.os_pid, n->o.otp, &c_p, 1, &pid, &ok) > 0 && ok) {
+    if (has_c_p && kp_current_process_read(n->o.os_pid, &n->o.layout, &c_p, 1, &pid, &ok) > 0 &&
+        ok) {
         proc = proc_of(n, pid);
         if (proc >= 0)
             n->stats.attributed++;
@@ -506,9 +584,11 @@ kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len
         return NULL;
     }
     n->o = *o;
+    pthread_mutex_init(&n->learn.lock, NULL);
+    atomic_store(&n->learning, o->layout.kind == KP_PID_LAYOUT_NONE);
     /* the map as the node's own mount namespace names it */
     snprintf(n->map_path, sizeof n->map_path, "/proc/%d/root/tmp/perf-%d.map", o->os_pid,
-             o->os_pid);
+             o->own_pid);
     n->map = kp_perf_map_create();
     n->frames = kp_frames_create(0);
     n->stacks = kp_stacks_create();
@@ -557,6 +637,66 @@ kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len
     }
     n->started = 1;
     return n;
+}
+
+void kp_native_learn_progress(kp_native *n, unsigned *spin_samples, unsigned *bif_samples)
+{
+    pthread_mutex_lock(&n->learn.lock);
+    *spin_samples = n->learn.spin_samples;
+    *bif_samples = n->learn.light_bif_samples;
+    pthread_mutex_unlock(&n->learn.lock);
+}
+
+int kp_native_learn(kp_native *n, const kp_pid_numbers *spinners, size_t n_spinners,
+                    unsigned table_bits, char *err, size_t err_len)
+{
+    learning *l = &n->learn;
+    pthread_mutex_lock(&l->lock);
+    /* the words the spinners' registers pointed to: each read in several
+     * of their samples (a stray word, if ever, in one or two) */
+    uint64_t terms[LEARN_TERMS];
+    size_t read = 0;
+    for (size_t i = 0; i < LEARN_TERMS && l->term_samples[i]; i++)
+        if (l->term_samples[i] >= 3 && l->term_samples[i] * 20u >= l->spin_samples)
+            terms[read++] = l->terms[i];
+    uint32_t spin_samples = l->spin_samples;
+    int slot = -1;
+    uint32_t best = 0;
+    for (size_t i = 0; i < LEARN_SLOTS; i++)
+        if (l->slot_votes[i] > best) {
+            best = l->slot_votes[i];
+            slot = (int)(8 * i);
+        }
+    /* a slot that held the caller in nearly every such sample, or none */
+    if (best < 10 || best * 10u < l->light_bif_samples * 9u)
+        slot = -1;
+    pthread_mutex_unlock(&l->lock);
+    if (spin_samples < 20) {
+        snprintf(err, err_len,
+                 "only %u native samples of kprof's calibration processes: the node's "
+                 "schedulers did not run them (is it overloaded?)",
+                 spin_samples);
+        return -1;
+    }
+    kp_pid_layout layout;
+    int fits = kp_pid_layout_learn(terms, read, spinners, n_spinners, table_bits, &layout);
+    if (fits != 1) {
+        snprintf(err, err_len,
+                 "cannot tell how this node's release lays out its pids (%d of the layouts "
+                 "kprof knows fit what its calibration read)",
+                 fits);
+        return -1;
+    }
+    n->o.layout = layout;
+    n->o.light_bif_slot = slot;
+    atomic_store(&n->learning, 0);
+    return 0;
+}
+
+void kp_native_learned(const kp_native *n, kp_pid_layout *layout, int *light_bif_slot)
+{
+    *layout = n->o.layout;
+    *light_bif_slot = n->o.light_bif_slot;
 }
 
 void kp_native_stop(kp_native *n, kp_native_stats *stats)
@@ -634,6 +774,7 @@ void kp_native_free(kp_native *n)
     kp_u64_map_free(&n->frame_at);
     kp_u64_map_free(&n->proc_index);
     kp_u64_map_free(&n->tally_index);
+    pthread_mutex_destroy(&n->learn.lock);
     kp_free(n->procs);
     kp_free(n->tallies);
     kp_free(n);

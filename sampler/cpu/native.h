@@ -44,8 +44,14 @@ typedef struct {
 } kp_native_observer;
 
 typedef struct {
-    int os_pid;       /* the node's beam.smp, checked by the caller to be the node */
-    unsigned otp;     /* the node's OTP release, for its pid layout */
+    int os_pid;           /* the node's beam.smp as this host sees it, checked by the caller */
+    int own_pid;          /* the same as the node sees itself (os:getpid()): other in a
+                  * pid namespace; its perf map is /tmp/perf-OWN_PID.map */
+    kp_pid_layout layout; /* of the node's pid terms, learned (attach.h) */
+    /* Where call_light_bif_shared spills the calling Erlang function's
+     * address, in bytes above the runtime stack pointer at the C call;
+     * learned (attach.h); -1: unknown, such samples keep the fragment. */
+    int light_bif_slot;
     unsigned rate_hz; /* samples per second per thread */
     /* Where to write cpu-NNNNNN.perf segments as samples arrive (perf-script
      * text in time order, the thread's real TID, cpu-clock periods in ns,
@@ -56,10 +62,32 @@ typedef struct {
     const kp_native_observer *observer;
 } kp_native_options;
 
-/* Opens the events and starts sampling. Returns NULL with one line naming
+/* Opens the events and starts sampling. While `options->layout` is NONE
+ * the sampler only learns (kp_native_learn): it keeps no sample. Returns
+ * NULL with one line naming
  * the cause and the fix in `err`: no perf map (start the node with
  * +JPperf true), perf_event_open refused, out of memory. */
 kp_native *kp_native_start(const kp_native_options *options, char *err, size_t err_len);
+
+/* While learning: how many samples of the spinners (kprof_calibrate:spin)
+ * and of the BIF caller under call_light_bif_shared were studied so far. */
+void kp_native_learn_progress(kp_native *native, unsigned *spin_samples, unsigned *bif_samples);
+
+/* Ends the learning that kp_native_start began for a layout of NONE, once
+ * the node has run kprof_calibrate's work under the sampler, and while its
+ * spinners still live: `spinners` are their pids, `table_bits` the log2
+ * of the node's process table size. Learns the pid layout from the words
+ * their samples read at the current-process register (it must be exactly
+ * one that kprof knows) and the light-BIF slot from the samples of the BIF
+ * caller (kprof_calibrate:hash/2; or leaves it unknown, -1); sampling then
+ * goes on with them. Returns 0, or -1 with one line naming the cause in
+ * `err` (too few samples of the spinners, no layout or several fit them):
+ * the caller stops and says so. */
+int kp_native_learn(kp_native *native, const kp_pid_numbers *spinners, size_t n_spinners,
+                    unsigned table_bits, char *err, size_t err_len);
+
+/* What was learned: the pid layout and the light-BIF slot (-1: none). */
+void kp_native_learned(const kp_native *native, kp_pid_layout *layout, int *light_bif_slot);
 
 /* What a run saw, for the summary. */
 typedef struct {

@@ -52,10 +52,22 @@ struct kp_perf_events {
     kp_cpu_sample sample;         /* the one being handed out */
 };
 
+/* OTP 24 and 25 name threads N_scheduler, N_dirty_cpu_sch,
+ * N_dirty_io_sched; OTP 26 and later erts_sched_N, erts_dcpus_N,
+ * erts_dios_N (Linux keeps 15 bytes of a name). */
 kp_thread_kind kp_thread_kind_of(const char *name)
 {
+    static const struct {
+        const char *prefix;
+        kp_thread_kind kind;
+    } otp26[] = {{"erts_sched_", KP_THREAD_SCHEDULER},
+                 {"erts_dcpus_", KP_THREAD_DIRTY_CPU},
+                 {"erts_dios_", KP_THREAD_DIRTY_IO}};
+    for (size_t i = 0; i < sizeof otp26 / sizeof otp26[0]; i++)
+        if (strncmp(name, otp26[i].prefix, strlen(otp26[i].prefix)) == 0)
+            return otp26[i].kind;
     const char *u = strchr(name, '_');
-    if (!u)
+    if (!u || u == name || name[0] < '0' || name[0] > '9')
         return KP_THREAD_OTHER;
     if (strncmp(u, "_scheduler", 10) == 0)
         return KP_THREAD_SCHEDULER;

@@ -14,7 +14,8 @@
 typedef struct kp_perf_events kp_perf_events;
 
 /* What a thread does in the BEAM, from its name (1_scheduler,
- * 2_dirty_cpu_sch, 1_dirty_io_sche, ...). */
+ * 2_dirty_cpu_sch, 1_dirty_io_sche, ... up to OTP 25; erts_sched_1,
+ * erts_dcpus_2, erts_dios_1, ... from OTP 26). */
 typedef enum {
     KP_THREAD_SCHEDULER,
     KP_THREAD_DIRTY_CPU,

@@ -588,12 +588,18 @@ static void start_native(recording *r)
     }
     if (o->quiet)
         return;
-    if (r->native)
+    if (r->native) {
+        kp_pid_layout layout;
+        int slot;
+        char how[128];
+        kp_native_learned(r->native, &layout, &slot);
+        kp_pid_layout_describe(&layout, how, sizeof how);
         fprintf(stderr,
                 "kprof: CPU: every thread of the node sampled natively, %u times a second "
-                "(cpu.folded)\n",
-                o->cpu_rate);
-    else
+                "(cpu.folded); learned from the node: pids laid out as %s, light BIFs' "
+                "callers %s\n",
+                o->cpu_rate, how, slot >= 0 ? "found" : "not found (their samples end at the BIF)");
+    } else
         fprintf(stderr, "kprof: CPU: no native sampling: %s\n", r->native_off);
 }
 

@@ -188,7 +188,7 @@ watcher(Log) ->
             receive after 10 -> watcher(Log) end;
         Agent ->
             Ref = monitor(process, Agent),
-            catch erlang:trace(Agent, true, [running, monotonic_timestamp]),
+            _ = try erlang:trace(Agent, true, [running, monotonic_timestamp]) catch error:badarg -> 0 end,
             watch(Log, Ref, Agent, idle, 0, [], []),
             watcher(Log)
     end.

@@ -49,7 +49,7 @@ user_pid() -> whereis(kpt_user_proc).
 
 user_loop() ->
     receive
-        {apply, From, M, F, A} -> From ! {self(), catch apply(M, F, A)};
+        {apply, From, M, F, A} -> From ! {self(), try apply(M, F, A) catch C:R -> {'EXIT', {C, R}} end};
         _ -> ok
     end,
     user_loop().

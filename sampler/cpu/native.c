@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/cli.h"
 #include "common/clock.h"
@@ -576,6 +578,43 @@ static int setup_frames(kp_native *n)
                : 0;
 }
 
+/* Was the map at `path` last written before process `pid` started? Then it
+ * is another's that had the same pid (in a container, every node is pid 1
+ * of its namespace): the JIT writes its map from the node's boot on. */
+static int stale_map(const char *path, int pid)
+{
+    char stat_path[64], text[1024];
+    struct stat st;
+    snprintf(stat_path, sizeof stat_path, "/proc/%d/stat", pid);
+    FILE *f = fopen(stat_path, "re");
+    if (!f || stat(path, &st) != 0) {
+        if (f)
+            fclose(f);
+        return 0; /* no map: kp_perf_map_refresh says so */
+    }
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    const char *p = strrchr(text, ')');
+    for (int field = 2; field < 22 && p; field++)
+        p = strchr(p + 1, ' ');
+    unsigned long long ticks = p ? strtoull(p + 1, NULL, 10) : 0;
+    long hz = sysconf(_SC_CLK_TCK);
+    struct timespec real, boot;
+    if (!ticks || hz <= 0 || clock_gettime(CLOCK_REALTIME, &real) != 0 ||
+        clock_gettime(CLOCK_BOOTTIME, &boot) != 0)
+        return 0;
+    /* the node's start in wall-clock ns: the boot's, from the two clocks
+     * now, plus its start in ticks since boot (10 ms each, hence the
+     * slack of two) */
+    int64_t booted =
+        ((int64_t)real.tv_sec - boot.tv_sec) * 1000000000 + (real.tv_nsec - boot.tv_nsec);
+    int64_t tick = 1000000000 / hz;
+    int64_t started = booted + (int64_t)ticks * tick;
+    int64_t written = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+    return written + 2 * tick < started;
+}
+
 kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len)
 {
     kp_native *n = kp_calloc(1, sizeof *n);
@@ -594,6 +633,14 @@ kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len
     n->stacks = kp_stacks_create();
     if (!n->map || !n->frames || !n->stacks || setup_frames(n) != 0) {
         snprintf(err, err_len, "out of memory");
+        kp_native_free(n);
+        return NULL;
+    }
+    if (stale_map(n->map_path, o->os_pid)) {
+        snprintf(err, err_len,
+                 "the node has no perf map of its own (%s is older than the node: another "
+                 "process's with the same pid): start the node with +JPperf true",
+                 n->map_path);
         kp_native_free(n);
         return NULL;
     }

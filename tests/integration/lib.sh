@@ -106,13 +106,43 @@ start_node() {
 }
 
 # start_node_eval EXPR READY_FILE [EXTRA_ERL_ARGS...]: starts the test node
-# with any -eval expression that eventually writes READY_FILE.
+# with any -eval expression that eventually writes READY_FILE. With
+# KPT_OTP_SUITE set (trixie: OTP 27, forky: OTP 29), the node runs as a
+# container runs it: the Erlang of a Debian root of that release
+# (tests/support/otp_root), in its own pid and mount namespaces
+# (unshare, chroot), with the host's network; the test's directory is
+# bind-mounted at the same path inside, so paths, the cookie and the
+# compiled test modules (of the host's OTP, which later releases load)
+# stay the same. node_pid is then the node's pid as the host sees it.
+container_unshare=
+container_root=
 start_node_eval() {
   local expr=$1 ready=$2
   shift 2
   rm -f "$ready"
-  HOME=$work erl -noshell -sname "$node" "$@" -eval "$expr" </dev/null >"$work/node.log" 2>&1 &
-  node_pid=$!
+  if [ -z "${KPT_OTP_SUITE:-}" ]; then
+    HOME=$work erl -noshell -sname "$node" "$@" -eval "$expr" </dev/null >"$work/node.log" 2>&1 &
+    node_pid=$!
+    wait_ready "$ready"
+    return
+  fi
+  local root
+  root=$("$here/../support/otp_root" "$KPT_OTP_SUITE") || fail "no Debian $KPT_OTP_SUITE root to run the node in"
+  mkdir -p "$root$work"
+  container_root=$root
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  unshare --pid --mount --fork --kill-child sh -c \
+    'mount -t proc proc "$1/proc" && mount --bind "$2" "$1$2" && root=$1 && shift 2 && exec chroot "$root" "$@"' \
+    sh "$root" "$work" env HOME="$work" erl -noshell -sname "$node" "$@" -eval "$expr" \
+    </dev/null >"$work/node.log" 2>&1 &
+  container_unshare=$!
+  local deadline=$((SECONDS + 10))
+  node_pid=
+  while [ -z "$node_pid" ]; do
+    node_pid=$(pgrep -P "$container_unshare" || true)
+    [ $SECONDS -lt $deadline ] || fail "the container of node $node did not start: $(cat "$work/node.log")"
+    [ -n "$node_pid" ] || sleep 0.1
+  done
   wait_ready "$ready"
 }
 
@@ -153,6 +183,21 @@ wait_clean() {
 }
 
 stop_node() {
+  if [ -n "$container_unshare" ]; then
+    # unshare waits for its child ignoring SIGTERM: stop the node, then it
+    [ -n "$node_pid" ] && kill -TERM "$node_pid" 2>/dev/null
+    local i
+    for i in $(seq 1 75); do
+      kill -0 "$container_unshare" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill -9 "$container_unshare" 2>/dev/null || true
+    wait "$container_unshare" 2>/dev/null || true
+    rmdir "$container_root$work" 2>/dev/null || true
+    container_unshare=
+    node_pid=
+    return 0
+  fi
   [ -n "$node_pid" ] || return 0
   if kill -0 "$node_pid" 2>/dev/null; then
     kill -TERM "$node_pid" 2>/dev/null || true

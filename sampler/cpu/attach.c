@@ -14,8 +14,9 @@
 #include "node/agent.h"
 #include "node/term.h"
 
-/* The text of file `path` as the node reads it (file:read_file/1). */
-static int node_file(kp_node *node, const char *path, char *out, size_t cap)
+/* What the node reads at `path` with file:FUN/1 (read_file: the file's
+ * text; read_link: the link's target), as text. Returns 0 or -1. */
+static int node_file(kp_node *node, const char *fun, const char *path, char *out, size_t cap)
 {
     ei_x_buff args, reply;
     ei_x_new(&args);
@@ -23,7 +24,7 @@ static int node_file(kp_node *node, const char *path, char *out, size_t cap)
     ei_x_encode_list_header(&args, 1);
     ei_x_encode_string(&args, path);
     ei_x_encode_empty_list(&args);
-    int rc = kp_node_rpc(node, "file", "read_file", &args, &reply);
+    int rc = kp_node_rpc(node, "file", fun, &args, &reply);
     int i = 0, arity;
     char tag[16];
     if (rc == 0 && (ei_decode_tuple_header(reply.buff, &i, &arity) != 0 || arity != 2 ||
@@ -58,28 +59,6 @@ static unsigned long long start_time(const char *stat)
     return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
-/* The node's pid namespace ("pid:[4026531836]"), as it reads its own
- * /proc/self/ns/pid (file:read_link/1); "" when it cannot. */
-static void node_pid_ns(kp_node *node, char *out, size_t cap)
-{
-    ei_x_buff args, reply;
-    ei_x_new(&args);
-    ei_x_new(&reply);
-    ei_x_encode_list_header(&args, 1);
-    ei_x_encode_string(&args, "/proc/self/ns/pid");
-    ei_x_encode_empty_list(&args);
-    int i = 0, arity;
-    char tag[16];
-    out[0] = '\0';
-    if (kp_node_rpc(node, "file", "read_link", &args, &reply) != 0 ||
-        ei_decode_tuple_header(reply.buff, &i, &arity) != 0 || arity != 2 ||
-        kp_term_decode_atom(reply.buff, &i, tag, sizeof tag) != 0 || strcmp(tag, "ok") != 0 ||
-        kp_term_decode_text(reply.buff, &i, out, cap) != 0)
-        out[0] = '\0';
-    ei_x_free(&args);
-    ei_x_free(&reply);
-}
-
 /* The last pid of the "NSpid:" line of /proc/PID/status: the process's pid
  * in its own, innermost pid namespace; -1 when there is none. */
 static long innermost_pid(long pid)
@@ -112,7 +91,8 @@ static int is_node(long pid, long own_pid, const char *ns, unsigned long long st
     snprintf(path, sizeof path, "/proc/%ld/stat", pid);
     if (local_file(path, stat, sizeof stat) != 0 || start_time(stat) != start)
         return 0;
-    if (innermost_pid(pid) != own_pid && !(pid == own_pid && innermost_pid(pid) < 0))
+    long innermost = innermost_pid(pid);
+    if (innermost != own_pid && !(pid == own_pid && innermost < 0))
         return 0;
     snprintf(path, sizeof path, "/proc/%ld/ns/pid", pid);
     ssize_t n = readlink(path, link, sizeof link - 1);
@@ -127,12 +107,15 @@ static int is_node(long pid, long own_pid, const char *ns, unsigned long long st
  * start time; the process here with all four is the node, whether it runs
  * in kprof's pid namespace (the same pid) or in a container's (another pid
  * here, found through NSpid). A pid that only happens to match is never
- * taken. Returns the pid, or -1 with the reason in `err`. */
-static long locate(kp_node *node, long own_pid, char *err, size_t err_len)
+ * taken. Returns the pid and its start in `*start_ticks` (clock ticks
+ * since boot), or -1 with the reason in `err`. */
+static long locate(kp_node *node, long own_pid, unsigned long long *start_ticks, char *err,
+                   size_t err_len)
 {
     char theirs_boot[64], ours_boot[64], theirs_stat[1024], ns[128];
-    if (node_file(node, "/proc/sys/kernel/random/boot_id", theirs_boot, sizeof theirs_boot) != 0 ||
-        node_file(node, "/proc/self/stat", theirs_stat, sizeof theirs_stat) != 0) {
+    if (node_file(node, "read_file", "/proc/sys/kernel/random/boot_id", theirs_boot,
+                  sizeof theirs_boot) != 0 ||
+        node_file(node, "read_file", "/proc/self/stat", theirs_stat, sizeof theirs_stat) != 0) {
         snprintf(err, err_len,
                  "the node cannot read its own /proc (is /proc mounted where it runs?): kprof "
                  "cannot tell which OS process it is");
@@ -145,7 +128,10 @@ static long locate(kp_node *node, long own_pid, char *err, size_t err_len)
         return -1;
     }
     unsigned long long start = start_time(theirs_stat);
-    node_pid_ns(node, ns, sizeof ns);
+    /* its pid namespace ("pid:[4026531836]"); "" when it cannot tell */
+    if (node_file(node, "read_link", "/proc/self/ns/pid", ns, sizeof ns) != 0)
+        ns[0] = '\0';
+    *start_ticks = start;
     if (start && is_node(own_pid, own_pid, ns, start))
         return own_pid;
     DIR *proc = opendir("/proc");
@@ -219,7 +205,7 @@ static int calibration_start(kp_node *node, calibration *c)
         ei_decode_list_header(reply.buff, &i, &len) != 0 || len != 2 ||
         ei_decode_pid(reply.buff, &i, &c->spinners[0]) != 0 ||
         ei_decode_pid(reply.buff, &i, &c->spinners[1]) != 0 ||
-        ei_decode_list_header(reply.buff, &i, &len) != 0 ||
+        ei_decode_list_header(reply.buff, &i, &len) != 0 || /* the list's tail */
         ei_decode_pid(reply.buff, &i, &c->caller) != 0 ||
         ei_decode_list_header(reply.buff, &i, &len) != 0 || len != 2)
         rc = -1;
@@ -327,12 +313,13 @@ kp_native *kp_native_attach(kp_node *node, long own_pid, unsigned rate_hz,
                  "its pids are laid out");
         return NULL;
     }
-    long os_pid = locate(node, own_pid, err, err_len);
+    unsigned long long start_ticks;
+    long os_pid = locate(node, own_pid, &start_ticks, err, err_len);
     if (os_pid < 0)
         return NULL;
     /* the layout is learned while sampling known work (kprof_calibrate) */
-    kp_native_options o = {(int)os_pid, (int)own_pid, {KP_PID_LAYOUT_NONE, 0, 0}, -1, rate_hz,
-                           segments,    observer};
+    kp_native_options o = {(int)os_pid, (int)own_pid, start_ticks, {KP_PID_LAYOUT_NONE, 0, 0},
+                           -1,          rate_hz,      segments,    observer};
     kp_native *native = kp_native_start(&o, err, err_len);
     if (!native)
         return NULL;

@@ -130,11 +130,10 @@ long kp_current_process_read(int os_pid, const kp_pid_layout *layout, const uint
     for (size_t at = 0; at < n; at += BATCH) {
         size_t k = n - at < BATCH ? n - at : BATCH;
         uint64_t words[BATCH];
-        if (read_words(os_pid, c_p + at, k, words, ok + at) != 0)
+        if (kp_current_process_terms(os_pid, c_p + at, k, words, ok + at) != 0)
             return -1;
         for (size_t i = 0; i < k; i++) {
-            if (ok[at + i] && (c_p[at + i] & 7) == 0 &&
-                kp_pid_term_decode(words[i], layout, &pids[at + i]) == 0)
+            if (ok[at + i] && kp_pid_term_decode(words[i], layout, &pids[at + i]) == 0)
                 decoded++;
             else
                 ok[at + i] = 0;

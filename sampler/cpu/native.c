@@ -578,27 +578,15 @@ static int setup_frames(kp_native *n)
                : 0;
 }
 
-/* Was the map at `path` last written before process `pid` started? Then it
+/* Was the map at `path` last written before the node started (`ticks`
+ * after boot, as /proc/PID/stat says)? Then it
  * is another's that had the same pid (in a container, every node is pid 1
  * of its namespace): the JIT writes its map from the node's boot on. */
-static int stale_map(const char *path, int pid)
+static int stale_map(const char *path, unsigned long long ticks)
 {
-    char stat_path[64], text[1024];
     struct stat st;
-    snprintf(stat_path, sizeof stat_path, "/proc/%d/stat", pid);
-    FILE *f = fopen(stat_path, "re");
-    if (!f || stat(path, &st) != 0) {
-        if (f)
-            fclose(f);
+    if (stat(path, &st) != 0)
         return 0; /* no map: kp_perf_map_refresh says so */
-    }
-    size_t len = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[len] = '\0';
-    const char *p = strrchr(text, ')');
-    for (int field = 2; field < 22 && p; field++)
-        p = strchr(p + 1, ' ');
-    unsigned long long ticks = p ? strtoull(p + 1, NULL, 10) : 0;
     long hz = sysconf(_SC_CLK_TCK);
     struct timespec real, boot;
     if (!ticks || hz <= 0 || clock_gettime(CLOCK_REALTIME, &real) != 0 ||
@@ -636,7 +624,7 @@ kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len
         kp_native_free(n);
         return NULL;
     }
-    if (stale_map(n->map_path, o->os_pid)) {
+    if (stale_map(n->map_path, o->start_ticks)) {
         snprintf(err, err_len,
                  "the node has no perf map of its own (%s is older than the node: another "
                  "process's with the same pid): start the node with +JPperf true",

@@ -44,9 +44,13 @@ typedef struct {
 } kp_native_observer;
 
 typedef struct {
-    int os_pid;           /* the node's beam.smp as this host sees it, checked by the caller */
-    int own_pid;          /* the same as the node sees itself (os:getpid()): other in a
-                  * pid namespace; its perf map is /tmp/perf-OWN_PID.map */
+    int os_pid; /* the node's beam.smp as this host sees it, checked by the caller */
+    /* the same as the node sees itself (os:getpid()): other in a pid
+     * namespace; its perf map is /tmp/perf-OWN_PID.map */
+    int own_pid;
+    /* when the node started, in clock ticks since boot (/proc/PID/stat); a
+     * perf map written before is another process's. 0: unknown */
+    unsigned long long start_ticks;
     kp_pid_layout layout; /* of the node's pid terms, learned (attach.h) */
     /* Where call_light_bif_shared spills the calling Erlang function's
      * address, in bytes above the runtime stack pointer at the C call;

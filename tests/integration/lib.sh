@@ -182,34 +182,25 @@ wait_clean() {
   done
 }
 
+# In a container the node gets SIGTERM, while the process waited for (and
+# killed if need be) is unshare, which ignores SIGTERM while it waits for
+# the node and takes it along when killed (--kill-child).
 stop_node() {
-  if [ -n "$container_unshare" ]; then
-    # unshare waits for its child ignoring SIGTERM: stop the node, then it
-    [ -n "$node_pid" ] && kill -TERM "$node_pid" 2>/dev/null
-    local i
-    for i in $(seq 1 75); do
-      kill -0 "$container_unshare" 2>/dev/null || break
-      sleep 0.2
-    done
-    kill -9 "$container_unshare" 2>/dev/null || true
-    wait "$container_unshare" 2>/dev/null || true
-    rmdir "$container_root$work" 2>/dev/null || true
-    container_unshare=
-    node_pid=
-    return 0
-  fi
   [ -n "$node_pid" ] || return 0
-  if kill -0 "$node_pid" 2>/dev/null; then
+  local waited=${container_unshare:-$node_pid}
+  if kill -0 "$waited" 2>/dev/null; then
     kill -TERM "$node_pid" 2>/dev/null || true
     local i
     for i in $(seq 1 75); do
-      kill -0 "$node_pid" 2>/dev/null || break
+      kill -0 "$waited" 2>/dev/null || break
       sleep 0.2
     done
     # fails when the node is already gone, which must not end a caller under set -e
-    kill -9 "$node_pid" 2>/dev/null || true
+    kill -9 "$waited" 2>/dev/null || true
   fi
-  wait "$node_pid" 2>/dev/null || true
+  wait "$waited" 2>/dev/null || true
+  [ -z "$container_unshare" ] || rmdir "$container_root$work" 2>/dev/null || true
+  container_unshare=
   node_pid=
 }
 

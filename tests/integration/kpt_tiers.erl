@@ -221,7 +221,9 @@ patterns_left() ->
                        element(2, erlang:trace_info(MFA, traced)) =/= false]).
 
 %% @doc A traced request that loads a module it then calls (kpt_late, made
-%% here and loaded fresh each time): returns the trace's id.
+%% here and loaded fresh each time): returns "Id,Left", the trace's id and
+%% how many functions still carried patterns right after it. Counted here,
+%% not by a later erl_call, which can take longer than linger_ms to start.
 -spec late_module_trace() -> string().
 late_module_trace() ->
     _ = code:purge(kpt_late),
@@ -237,7 +239,7 @@ late_module_trace() ->
                                      42 = kpt_late:work(),
                                      kprof:trace_id()
                              end),
-    binary_to_list(Id).
+    binary_to_list(Id) ++ "," ++ integer_to_list(patterns_left()).
 
 %% @doc "clean", or what tier tracing left behind: patterns on traced
 %% functions, call-traced processes, trace flags for new processes, kprof

@@ -53,6 +53,15 @@
 %%% second, over a window that grows from the agent's start. Everything is
 %%% bounded: the selection by `top', the MFA dictionary by ?MAX_MFAS (then
 %%% reset and resent), the stack depth by `depth'.
+%%%
+%%% == One agent, many releases ==
+%%% The same .beam files load into nodes of every release from the one they
+%%% were compiled for (CMakeLists.txt: OTP 25 from OTP 25 to 28) to OTP 29.
+%%% No binary pattern matching in the agent's modules: OTP 25 compiles it to
+%%% instructions OTP 29 no longer loads, and later compilers to bs_match,
+%%% which OTP 25 does not know. Binaries are built, compared and read with
+%%% the binary module instead (tests/unit/agent_portable checks the .beam
+%%% files; the OTP matrix loads them).
 -module(kprof_agent).
 
 -include("kprof_version.hrl").

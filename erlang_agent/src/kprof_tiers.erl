@@ -688,10 +688,13 @@ pause(S = #state{patterns = Patterns, active = Active}) ->
 open_trace_port(QSize) ->
     try
         Port = (dbg:trace_port(ip, {0, QSize}))(),
-        case erlang:port_control(Port, $p, "") of
-            [_, Hi, Lo] -> {ok, Port, Hi * 256 + Lo};
-            <<_, TcpPort:16>> -> {ok, Port, TcpPort}
-        end
+        %% a list, or a binary on some releases: read by position, not with
+        %% a binary pattern (see kprof_agent's module doc)
+        [_, Hi, Lo] = case erlang:port_control(Port, $p, "") of
+                          L when is_list(L) -> L;
+                          B when is_binary(B) -> binary_to_list(B)
+                      end,
+        {ok, Port, Hi * 256 + Lo}
     catch
         _:Why ->
             {error, lists:flatten(io_lib:format(

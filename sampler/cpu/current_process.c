@@ -110,6 +110,15 @@ static long read_words(int os_pid, const uint64_t *c_p, size_t n, uint64_t *word
     return 0;
 }
 
+int kp_current_process_readable(int os_pid)
+{
+    uint64_t word;
+    struct iovec local = {&word, 8}, remote = {NULL, 8};
+    if (process_vm_readv(os_pid, &local, 1, &remote, 1, 0) >= 0 || errno == EFAULT)
+        return 0;
+    return errno;
+}
+
 int kp_current_process_terms(int os_pid, const uint64_t *c_p, size_t n, uint64_t *words,
                              unsigned char *ok)
 {

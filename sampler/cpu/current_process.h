@@ -54,6 +54,12 @@ int kp_pid_layout_learn(const uint64_t *terms, size_t n_terms, const kp_pid_numb
  * slot, 2^18 slots, 8 a cache line)": for the summary. */
 void kp_pid_layout_describe(const kp_pid_layout *layout, char *buf, size_t len);
 
+/* 0 if this process may read process `os_pid`'s memory, else the errno
+ * that says why not (EPERM: no ptrace access, which kprof needs to tell a
+ * sample's Erlang process; ESRCH: gone). Asks with a read of address 0,
+ * which fails with EFAULT when reading is allowed. */
+int kp_current_process_readable(int os_pid);
+
 /* Reads the words at the `n` addresses `c_p` in process `os_pid` into
  * `words`; `ok[i]` says whether words[i] could be read. Returns 0, or -1
  * with errno when the process cannot be read at all (as below). */

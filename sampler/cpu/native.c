@@ -637,6 +637,11 @@ kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len
             snprintf(err, err_len,
                      "the node has no perf map (%s): start the node with +JPperf true",
                      n->map_path);
+        else if (errno == EACCES || errno == EPERM)
+            snprintf(err, err_len,
+                     "kprof may not read the node's perf map (%s: %s): run kprof as root, "
+                     "or as the node's user with CAP_SYS_PTRACE",
+                     n->map_path, strerror(errno));
         else
             snprintf(err, err_len, "cannot read %s: %s", n->map_path, strerror(errno));
         kp_native_free(n);

@@ -5,8 +5,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kprof_version.h"
 #include "node/agent_modules.h"
+#include "node/locate.h"
 #include "node/term.h"
+
+/* Refuses a node older than the release the embedded agent was compiled
+ * for (its code would not load, or worse, half of it would): 0 if the node
+ * can run it, -1 with the reason in err. */
+static int release_supported(kp_agent *a, char *err, size_t err_len)
+{
+    ei_x_buff reply;
+    int rc =
+        kp_node_call_atom(a->node, "erlang", "system_info", "otp_release", &reply, err, err_len);
+    if (rc == 0) {
+        char text[32];
+        int i = 0;
+        long release = 0;
+        if (ei_decode_string(reply.buff, &i, text) == 0)
+            release = strtol(text, NULL, 10);
+        if (release > 0 && release < KPROF_AGENT_OLDEST_OTP) {
+            snprintf(err, err_len,
+                     "node %s runs OTP %ld; this kprof's agent was compiled by OTP %d for "
+                     "OTP %d and later: use a kprof built with OTP %ld to %ld",
+                     a->node->target, release, KPROF_BUILD_OTP, KPROF_AGENT_OLDEST_OTP, release,
+                     release + 2);
+            rc = -1;
+        }
+    }
+    ei_x_free(&reply);
+    return rc;
+}
 
 /* 1 if the node has module `m` loaded with exactly this build's code (a
  * version string would not tell two builds of one version apart), 0 if
@@ -108,14 +137,7 @@ static int load_modules(kp_agent *a, char *err, size_t err_len)
 static int node_facts(kp_agent *a, char *err, size_t err_len)
 {
     ei_x_buff reply;
-    int rc = kp_node_call_atom(a->node, "os", "getpid", NULL, &reply, err, err_len);
-    if (rc == 0) {
-        char text[32];
-        int i = 0;
-        if (ei_decode_string(reply.buff, &i, text) == 0)
-            a->os_pid = strtol(text, NULL, 10);
-    }
-    ei_x_free(&reply);
+    int rc = kp_node_own_pid(a->node, &a->os_pid, err, err_len);
     if (rc != 0)
         return rc;
     rc = kp_node_call_atom(a->node, "erlang", "system_info", "wordsize", &reply, err, err_len);
@@ -134,7 +156,7 @@ int kp_agent_load(kp_agent *a, kp_node *node, char *err, size_t err_len)
     memset(a, 0, sizeof *a);
     a->node = node;
     a->wordsize = 8;
-    if (load_modules(a, err, err_len) != 0)
+    if (release_supported(a, err, err_len) != 0 || load_modules(a, err, err_len) != 0)
         return -1;
     return node_facts(a, err, err_len);
 }

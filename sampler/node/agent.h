@@ -12,7 +12,7 @@
 
 typedef struct {
     kp_node *node;
-    long os_pid;       /* the BEAM's OS pid */
+    long os_pid;       /* the BEAM's OS pid, in its own pid namespace */
     unsigned wordsize; /* bytes in a word of the node */
     int loaded;        /* 1 if this kprof loaded some of the agent's code */
 } kp_agent;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "node/locate.h"
 #include "node/nif_embed.h"
 #include "node/term.h"
 
@@ -109,19 +110,30 @@ int kp_nif_bring(kp_node *node, char *why, size_t why_len)
     int loaded = nif_loaded(node, why, why_len);
     if (loaded != 0)
         return loaded > 0 ? 0 : -1;
-    char dir[] = "/tmp/kprof-nif-XXXXXX";
+    /* the node's root as this host sees it: "" for this host's, where a
+     * node that cannot be located (another host) is told to look, and
+     * fails with a reason naming that */
+    char root[64] = "", dir[96], path[128];
+    long own_pid, host_pid;
+    unsigned long long start;
+    char ignored[256];
+    if (kp_node_own_pid(node, &own_pid, why, why_len) != 0)
+        return -1;
+    if (own_pid > 0 &&
+        (host_pid = kp_node_locate(node, own_pid, &start, ignored, sizeof ignored)) > 0)
+        snprintf(root, sizeof root, "/proc/%ld/root", host_pid);
+    snprintf(dir, sizeof dir, "%s/tmp/kprof-nif-XXXXXX", root);
     if (!mkdtemp(dir)) {
-        snprintf(why, why_len, "cannot create a directory under /tmp: %s", strerror(errno));
+        snprintf(why, why_len, "cannot create a directory under %s/tmp: %s", root, strerror(errno));
         return -1;
     }
-    char path[sizeof dir + 32];
     snprintf(path, sizeof path, "%s/kprof_tracer.so", dir);
     int rc = -1;
     /* mkdtemp made it 0700: the node may run as another user */
     if (chmod(dir, 0755) != 0)
         snprintf(why, why_len, "cannot make %s readable: %s", dir, strerror(errno));
     else if (write_nif(path, why, why_len) == 0)
-        rc = load_on_node(node, path, why, why_len);
+        rc = load_on_node(node, path + strlen(root), why, why_len);
     /* dlopen keeps its mapping of the file: the node needs it no more */
     unlink(path);
     rmdir(dir);

@@ -45,6 +45,7 @@ cleanup() {
     wait "$kprof_pid" 2>/dev/null
   fi
   stop_node
+  [ -z "$container_root" ] || rmdir "$container_root$work" 2>/dev/null
   if [ "$rc" -ne 0 ]; then
     for f in "$work"/node*.log; do
       [ -s "$f" ] && { log "--- $(basename "$f"):"; tail -n 30 "$f" >&2; }
@@ -63,7 +64,62 @@ trap 'printf "%s: FAIL: status %s at line %s: %s\n" "$test_name" "$?" "$LINENO" 
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$cookie"
 chmod 400 "$cookie"
 mkdir -p "$work/ebin"
-erlc -o "$work/ebin" "$here/kpt_node.erl"
+
+# With KPT_OTP_SUITE set (bookworm: OTP 25, trixie: OTP 27, forky: OTP 29),
+# the test's node runs as a container runs it: the Erlang of a Debian root
+# of that release (tests/support/otp_root), in its own pid and mount
+# namespaces (unshare, chroot), with the host's network. The test's
+# directory, the source checkout, the agent's ebin and kprof's directory
+# (for the request-trace collector a node starts) are bind-mounted at the
+# same paths inside, so paths and the cookie stay the same. The test's
+# modules and the sample applications are compiled by the root's erlc, as
+# a user's code is by their release; the agent is kprof's, compiled once
+# for every release (tests/support/agent_portable.escript).
+container_root=
+container_binds=()
+container_unshare=
+if [ -n "${KPT_OTP_SUITE:-}" ]; then
+  container_root=$("$here/../support/otp_root" "$KPT_OTP_SUITE") ||
+    fail "no Debian $KPT_OTP_SUITE root to run the node in"
+  container_binds=("$work" "$(cd "$here/../.." && pwd)" "$ebin" "$(dirname "$kprof")")
+  for d in "${container_binds[@]}"; do mkdir -p "$container_root$d"; done
+fi
+
+# in_container [exec] [UNSHARE_OPTION...] -- COMMAND...: COMMAND in the
+# root, in a mount namespace of its own holding /proc and the bind mounts.
+# With exec, unshare replaces the calling shell (a subshell run with &,
+# whose $! is then unshare's pid).
+in_container() {
+  local opts=() how=
+  [ "$1" != exec ] || { how=exec && shift; }
+  while [ "$1" != -- ]; do
+    opts+=("$1")
+    shift
+  done
+  shift
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  $how unshare --mount "${opts[@]}" sh -c '
+    root=$1 binds=$2
+    shift 2
+    mount -t proc proc "$root/proc" || exit 1
+    while [ "$binds" -gt 0 ]; do
+      mount --bind "$1" "$root$1" || exit 1
+      shift
+      binds=$((binds - 1))
+    done
+    exec chroot "$root" "$@"' \
+    sh "$container_root" "${#container_binds[@]}" "${container_binds[@]}" "$@"
+}
+
+# test_erlc ERLC_ARGS...: erlc of the node's release
+test_erlc() {
+  if [ -n "$container_root" ]; then
+    in_container -- erlc "$@"
+  else
+    erlc "$@"
+  fi
+}
+test_erlc -o "$work/ebin" "$here/kpt_node.erl"
 epmd -daemon 2>/dev/null || true
 # a node that crashes writes its dump here, not into the caller's directory
 export ERL_CRASH_DUMP=$work/erl_crash.dump
@@ -80,7 +136,14 @@ need_sample_apps() {
   for app in "$@"; do
     [ -e "$sample_apps/$app/ebin/$app.app" ] ||
       fail "$sample_apps/$app/ebin/$app.app is missing: the build does not compile erlang_agent/sample_apps/$app/"
-    sample_pa+=(-pa "$sample_apps/$app/ebin")
+    if [ -z "$container_root" ]; then
+      sample_pa+=(-pa "$sample_apps/$app/ebin")
+      continue
+    fi
+    mkdir -p "$work/sample_apps/$app/ebin"
+    cp "$sample_apps/$app/ebin/$app.app" "$work/sample_apps/$app/ebin/"
+    test_erlc -o "$work/sample_apps/$app/ebin" "$here/../../erlang_agent/sample_apps/$app/src/"*.erl
+    sample_pa+=(-pa "$work/sample_apps/$app/ebin")
   done
 }
 
@@ -96,45 +159,26 @@ run_kprof() { timeout -k 5 "${KPT_KPROF_TIMEOUT:-120}" "$kprof" "$@"; }
 start_node() {
   local opts=${1:-}
   shift || true
-  local ready=$work/ready
-  rm -f "$ready"
-  HOME=$work erl -noshell -sname "$node" -pa "$work/ebin" "$@" \
-    -eval "kpt_node:main(#{${opts:+$opts, }ready => \"$ready\"})" \
-    </dev/null >"$work/node.log" 2>&1 &
-  node_pid=$!
-  wait_ready "$ready"
+  start_node_eval "kpt_node:main(#{${opts:+$opts, }ready => \"$work/ready\"})" "$work/ready" \
+    -pa "$work/ebin" "$@"
 }
 
 # start_node_eval EXPR READY_FILE [EXTRA_ERL_ARGS...]: starts the test node
-# with any -eval expression that eventually writes READY_FILE. With
-# KPT_OTP_SUITE set (trixie: OTP 27, forky: OTP 29), the node runs as a
-# container runs it: the Erlang of a Debian root of that release
-# (tests/support/otp_root), in its own pid and mount namespaces
-# (unshare, chroot), with the host's network; the test's directory is
-# bind-mounted at the same path inside, so paths, the cookie and the
-# compiled test modules (of the host's OTP, which later releases load)
-# stay the same. node_pid is then the node's pid as the host sees it.
-container_unshare=
-container_root=
+# with any -eval expression that eventually writes READY_FILE; in a
+# container with KPT_OTP_SUITE set, where node_pid is then the node's pid as
+# the host sees it.
 start_node_eval() {
   local expr=$1 ready=$2
   shift 2
   rm -f "$ready"
-  if [ -z "${KPT_OTP_SUITE:-}" ]; then
+  if [ -z "$container_root" ]; then
     HOME=$work erl -noshell -sname "$node" "$@" -eval "$expr" </dev/null >"$work/node.log" 2>&1 &
     node_pid=$!
     wait_ready "$ready"
     return
   fi
-  local root
-  root=$("$here/../support/otp_root" "$KPT_OTP_SUITE") || fail "no Debian $KPT_OTP_SUITE root to run the node in"
-  mkdir -p "$root$work"
-  container_root=$root
-  # shellcheck disable=SC2016 # expanded by the inner shell
-  unshare --pid --mount --fork --kill-child sh -c \
-    'mount -t proc proc "$1/proc" && mount --bind "$2" "$1$2" && root=$1 && shift 2 && exec chroot "$root" "$@"' \
-    sh "$root" "$work" env HOME="$work" erl -noshell -sname "$node" "$@" -eval "$expr" \
-    </dev/null >"$work/node.log" 2>&1 &
+  in_container exec --pid --fork --kill-child -- env HOME="$work" erl -noshell -sname "$node" "$@" \
+    -eval "$expr" </dev/null >"$work/node.log" 2>&1 &
   container_unshare=$!
   local deadline=$((SECONDS + 10))
   node_pid=
@@ -199,7 +243,6 @@ stop_node() {
     kill -9 "$waited" 2>/dev/null || true
   fi
   wait "$waited" 2>/dev/null || true
-  [ -z "$container_unshare" ] || rmdir "$container_root$work" 2>/dev/null || true
   container_unshare=
   node_pid=
 }

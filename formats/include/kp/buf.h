@@ -13,10 +13,10 @@ typedef struct {
     size_t cap;
 } kp_buf;
 
-#define KP_BUF_INIT \
-    {               \
-        NULL, 0, 0  \
-    }
+/* clang-format 14 and 19 lay out a braced macro differently: kept as is */
+/* clang-format off */
+#define KP_BUF_INIT {NULL, 0, 0}
+/* clang-format on */
 
 /* Makes room for `extra` more bytes. KP_ERR_NOMEM leaves the buffer as it was. */
 kp_status kp_buf_reserve(kp_buf *buf, size_t extra);

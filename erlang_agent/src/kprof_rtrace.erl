@@ -516,7 +516,7 @@ start_trace(Pid, Settings, S = #state{traces = Traces}) ->
 %% The tracer of `Pid' when it is someone else's, else `false'.
 foreign_tracer(Pid, Port) ->
     case erlang:trace_info(Pid, tracer) of
-        {tracer, []} -> false;
+        {tracer, []} -> kprof_tiers:other_session(Pid);
         {tracer, Tracer} ->
             case is_kprof_tracer(Tracer, Port) of
                 true -> false;
@@ -867,11 +867,11 @@ quiet(S) ->
 disarm_owned({Set, OnLoad, true}) ->
     %% the send pattern first: no process is followed any more; one someone
     %% set since is theirs
-    case erlang:trace_info(send, match_spec) of
-        {match_spec, [{['$1', '_'], _, [{trace, '$1', [], ?FOLLOW_FLAGS} | _]}]} ->
-            send_pattern(true);
-        _ -> ok
-    end,
+    _ = case erlang:trace_info(send, match_spec) of
+            {match_spec, [{['$1', '_'], _, [{trace, '$1', [], ?FOLLOW_FLAGS} | _]}]} ->
+                send_pattern(true);
+            _ -> ok
+        end,
     disarm_owned({Set, OnLoad, false});
 disarm_owned({Set, false, false}) ->
     disarm_set(Set);

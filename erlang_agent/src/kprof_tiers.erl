@@ -47,7 +47,7 @@
 -module(kprof_tiers).
 
 -export([start/2, start/3, stop/0, parse_text/1, normalize/1, report/0, open_trace_port/1,
-         clear_tokens/0]).
+         other_session/1, clear_tokens/0]).
 %% spawned
 -export([agent_init/3, guard_init/4]).
 
@@ -351,7 +351,8 @@ start_agent(Owner, Config) ->
                     "until they stop"};
         {{tracer, []}, undefined} ->
             case [MFA || {MFA, _} <- patterns(Config), element(1, MFA) =/= kprof_tier_mark,
-                         erlang:trace_info(MFA, traced) =/= {traced, false}] of
+                         erlang:trace_info(MFA, traced) =/= {traced, false}
+                             orelse other_session(MFA) =/= false] of
                 [] -> spawn_agent(Owner, Config);
                 [{M, F, A} | _] ->
                     {error, lists:flatten(io_lib:format(
@@ -419,6 +420,22 @@ disarm(Patterns) ->
 
 %% Patterns a code reload removed (the new code has no breakpoints): set
 %% them again. Returns how many were re-armed.
+%% @doc On OTP 27 and later a process or a function can be traced in trace
+%% sessions besides the one kprof uses (dbg makes its own), where kprof's
+%% checks of erlang:trace_info/2 do not see it. kprof shares neither with
+%% such a session (its flags and patterns there would outlive its trace)
+%% until it traces in a session of its own. The other session, or false.
+-spec other_session(pid() | mfa()) -> false | {session, term()}.
+other_session(What) ->
+    case erlang:system_info(otp_release) >= "27" of
+        true ->
+            case [S || S <- apply(trace, session_info, [What]), element(1, S) =/= legacy] of
+                [Session | _] -> {session, Session};
+                [] -> false
+            end;
+        false -> false
+    end.
+
 rearm(Patterns) ->
     lists:sum([rearm_one(MFA, Spec) || {MFA, Spec} <- Patterns]).
 

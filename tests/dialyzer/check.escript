@@ -65,7 +65,7 @@ ensure_plt(Plt, Apps) ->
             ok = filelib:ensure_dir(Plt),
             Tmp = Plt ++ ".tmp",
             _ = dialyzer:run([{analysis_type, plt_build}, {output_plt, Tmp},
-                              {files_rec, [code:lib_dir(A, ebin) || A <- Apps]},
+                              {files_rec, [filename:join(code:lib_dir(A), "ebin") || A <- Apps]},
                               {warnings, []}]),
             ok = file:rename(Tmp, Plt)
     end.

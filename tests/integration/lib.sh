@@ -44,7 +44,8 @@ cleanup() {
     kill -9 "$kprof_pid" 2>/dev/null
     wait "$kprof_pid" 2>/dev/null
   fi
-  stop_node
+  # not yet defined when the container's setup fails, before any node
+  ! declare -F stop_node >/dev/null || stop_node
   [ -z "$container_root" ] || rmdir "$container_root$work" 2>/dev/null
   if [ "$rc" -ne 0 ]; then
     for f in "$work"/node*.log; do

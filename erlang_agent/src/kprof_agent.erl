@@ -56,11 +56,12 @@
 %%%
 %%% == One agent, many releases ==
 %%% The same .beam files load into nodes of every release from the one they
-%%% were compiled for (CMakeLists.txt: OTP 25 from OTP 25 to 28) to OTP 29.
-%%% No binary pattern matching in the agent's modules: OTP 25 compiles it to
-%%% instructions OTP 29 no longer loads, and later compilers to bs_match,
-%%% which OTP 25 does not know. Binaries are built, compared and read with
-%%% the binary module instead (tests/unit/agent_portable checks the .beam
+%%% were compiled for to OTP 29 (CMakeLists.txt: for OTP 25 when built with
+%%% OTP 25 to 28, for OTP 26 when built with OTP 29). No binary pattern
+%%% matching in the agent's modules: OTP 25 compiles it to instructions
+%%% OTP 29 no longer loads, and later compilers to bs_match, which OTP 25
+%%% does not know. Binaries are built, compared and read with the binary
+%%% module instead (tests/support/agent_portable.escript checks the .beam
 %%% files; the OTP matrix loads them).
 -module(kprof_agent).
 

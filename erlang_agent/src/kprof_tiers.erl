@@ -418,8 +418,6 @@ disarm(Patterns) ->
      || {MFA, Spec} <- Patterns, erlang:trace_info(MFA, match_spec) =:= {match_spec, Spec}],
     ok.
 
-%% Patterns a code reload removed (the new code has no breakpoints): set
-%% them again. Returns how many were re-armed.
 %% @doc On OTP 27 and later a process or a function can be traced in trace
 %% sessions besides the one kprof uses (dbg makes its own), where kprof's
 %% checks of erlang:trace_info/2 do not see it. kprof shares neither with
@@ -436,6 +434,8 @@ other_session(What) ->
         false -> false
     end.
 
+%% Patterns a code reload removed (the new code has no breakpoints): set
+%% them again. Returns how many were re-armed.
 rearm(Patterns) ->
     lists:sum([rearm_one(MFA, Spec) || {MFA, Spec} <- Patterns]).
 

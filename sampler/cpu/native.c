@@ -205,14 +205,26 @@ static int is_fragment(const kp_jit_symbol *jit, const char *name)
  * above the BIF's return address). The slot is learned from the node
  * (kp_native_learn: 8 on OTP 25, 27 and 29), not assumed. Only an address
  * in an Erlang function's code is taken. Returns the frame, or NO_FRAME. */
+/* The word `offset` bytes above the runtime stack pointer the unwinder
+ * reached (r->jit_sp), from the sample's copy of the stack: 0, or -1 when
+ * the copy does not hold it. */
+static int stack_word(const kp_cpu_sample *s, const kp_unwind_result *r, uint64_t offset,
+                      uint64_t *word)
+{
+    uint64_t base = s->regs[KP_REG_SP];
+    if (r->jit_sp < base || r->jit_sp - base > s->stack_size ||
+        s->stack_size - (r->jit_sp - base) < offset + 8)
+        return -1;
+    memcpy(word, s->stack + (r->jit_sp - base) + offset, 8);
+    return 0;
+}
+
 static uint32_t light_bif_caller(kp_native *n, const kp_cpu_sample *s, const kp_unwind_result *r)
 {
-    uint64_t base = s->regs[KP_REG_SP], entry;
+    uint64_t entry;
     int slot = n->o.light_bif_slot;
-    if (slot < 0 || r->jit_sp < base || r->jit_sp - base > s->stack_size ||
-        s->stack_size - (r->jit_sp - base) < (uint64_t)slot + 8)
+    if (slot < 0 || stack_word(s, r, (uint64_t)slot, &entry) != 0)
         return NO_FRAME;
-    memcpy(&entry, s->stack + (r->jit_sp - base) + (uint64_t)slot, 8);
     const kp_jit_symbol *jit = kp_perf_map_find(n->map, entry);
     return jit && jit->kind != KP_JIT_RUNTIME ? frame_of(n, entry) : NO_FRAME;
 }
@@ -479,15 +491,11 @@ static void study(kp_native *n, const kp_cpu_sample *s)
                s->regs[KP_REG_IP] == s->chain[0]) {
         kp_unwind_result r;
         kp_unwind_sample(n->unwind, s, is_jit, n, &r);
-        uint64_t base = s->regs[KP_REG_SP];
-        if (r.reached_jit && r.jit_sp >= base && r.jit_sp - base <= s->stack_size &&
+        if (r.reached_jit &&
             is_fragment(kp_perf_map_find(n->map, r.jit_pc - 1), "global::call_light_bif_shared")) {
             int from_caller = 0;
-            for (size_t k = 0; k < LEARN_SLOTS; k++) {
-                uint64_t at = r.jit_sp - base + 8 * k, word;
-                if (s->stack_size < at + 8)
-                    break;
-                memcpy(&word, s->stack + at, 8);
+            uint64_t word;
+            for (size_t k = 0; k < LEARN_SLOTS && stack_word(s, &r, 8 * k, &word) == 0; k++) {
                 if (is_calibration(kp_perf_map_find(n->map, word), "hash")) {
                     l->slot_votes[k]++;
                     from_caller = 1;

@@ -37,13 +37,19 @@
 %%% with none left they are refused.
 %%%
 %%% == The node is left as found ==
-%%% kprof removes only what it set. Functions that had a call pattern (a
-%%% user's `dbg:tp'/`dbg:tpl') are not armed; the set armed is remembered
-%%% and removed exactly, and a pattern someone put on an armed function
+%%% On OTP 27 and later the patterns and flags are in kprof's own trace
+%%% session (kprof_tracing), open while the patterns are armed: closing it
+%%% removes them all, and another session's (dbg's) are not touched. Its
+%%% tracer is fixed: the trace port, or the NIF once it serves (a session
+%%% opened before is replaced at its next release). Before OTP 27 all
+%%% tracers share one session: functions that had a call pattern (a user's
+%%% `dbg:tp'/`dbg:tpl') are not armed; the set armed is remembered and
+%%% removed exactly, and a pattern someone put on an armed function
 %%% meanwhile stays. Flags are cleared only on processes whose tracer is
 %%% kprof's (the trace port or the kprof_tracer NIF); a process another
-%%% tracer traces is never taken (OTP 25: one tracer a process). The guard
-%%% process knows the same set and undoes it when the server is killed.
+%%% tracer traces is never taken (one tracer a process). The guard process
+%%% knows the same set (or holds the session) and undoes it when the server
+%%% is killed.
 %%%
 %%% Settings come from the application environment `{kprof, request_trace,
 %%% Map}' merged with the options of each call; see defaults/0.
@@ -269,6 +275,8 @@ ensure_started(Mode) ->
                 flush_timer = false :: boolean(),  % a retry of flush/1 is due
                 guard :: pid(),                    % undoes `owned' if this server dies
                 owned = ?NOTHING_OWNED :: owned(), % the local patterns kprof set
+                %% where its flags and patterns are: open while armed
+                session :: kprof_tracing:session(),
                 linger :: reference() | undefined, % armed, no trace: see release/1
                 reached = [] :: [pid()] | all}).    % see add_reached/2
 
@@ -288,6 +296,7 @@ ensure_started(Mode) ->
 %% is excluded by a guard in the call's match spec.
 -define(MAX_FOREIGN, 1000).
 -define(MAX_REACHED, 100000).
+-define(NIF, {kprof_tracer, []}).
 
 %% @private
 -spec init(pid(), internal | {external, node()}) -> no_return().
@@ -300,7 +309,8 @@ init(Starter, Mode) ->
     process_flag(trap_exit, true),
     process_flag(priority, high),
     Settings = settings(#{}),
-    case {erlang:trace_info(new, tracer), whereis(kprof_tiers)} of
+    Closed = kprof_tracing:closed(),
+    case {kprof_tracing:info(Closed, new, tracer), whereis(kprof_tiers)} of
         {{tracer, []}, undefined} -> ok;
         {_, undefined} -> exit({failed, "another tracer (e.g. dbg) traces new processes"});
         _ -> exit({failed, "tier tracing runs on this node; request traces wait until it stops"})
@@ -308,14 +318,14 @@ init(Starter, Mode) ->
     case kprof_tiers:open_trace_port(maps:get(queue_size, Settings)) of
         {ok, Port, TcpPort} ->
             Self = self(),
-            Guard = spawn(fun() -> guard(Self, Port) end),
+            Guard = spawn(fun() -> guard(Self, Port, Closed) end),
             Collector = case Mode of
                             internal -> start_collector();
                             {external, Node} -> true = monitor_node(Node, true), undefined
                         end,
             Starter ! {self(), started},
             loop(#state{port = Port, tcp_port = TcpPort, settings = Settings,
-                        collector = Collector, guard = Guard,
+                        collector = Collector, guard = Guard, session = Closed,
                         last_limited = erlang:monotonic_time(microsecond)});
         {error, Why} ->
             exit({failed, Why})
@@ -357,7 +367,7 @@ loop(S = #state{settings = Settings}) ->
         flush ->
             loop(flush(S#state{flush_timer = false}));
         {untrace, Pids} when is_list(Pids) ->
-            _ = [untrace(P, S#state.port) || P <- Pids, is_pid(P)],
+            _ = [untrace(P, S#state.session, S#state.port) || P <- Pids, is_pid(P)],
             loop(S);
         {Port, {data, {_, Line}}} when Port =:= S#state.collector ->
             logger:notice("~ts", [Line]),
@@ -406,23 +416,23 @@ handle({begin_trace, Pid, Options}, S0 = #state{traces = Traces}) ->
             handle({begin_trace, Pid, maps:remove(rate_limit, Options)},
                    S#state{last_limited = Now, tokens = Tokens - 1.0});
         _ ->
-            case foreign_tracer(Pid, S#state.port) of
+            case foreign_tracer(Pid, S#state.session, S#state.port) of
                 false -> start_trace(Pid, Settings, S);
                 Tracer -> {{error, {traced_by_another_tracer, Tracer}}, S}
             end
     end;
 handle({end_trace, Id}, S) ->
     {ok, finish(Id, S)};
-handle({trace_calls, {M, F, A} = MFA}, S = #state{port = Port}) ->
+handle({trace_calls, {M, F, A} = MFA}, S = #state{port = Port, session = Session}) ->
     Exists = case code:ensure_loaded(M) of
                  {module, M} -> lists:member({F, A}, erlang:get_module_info(M, functions));
                  _ -> no_module
              end,
     %% a meta pattern someone else set stays theirs; processes another
     %% tracer traces are excluded (the match spec's `trace' would take them
-    %% from their tracer)
-    Foreign = [P || P <- erlang:processes(), foreign_tracer(P, Port) =/= false],
-    case {Exists, erlang:trace_info(MFA, meta), length(Foreign) > ?MAX_FOREIGN} of
+    %% from their tracer): both only in the shared session
+    Foreign = foreign_processes(Session, Port),
+    case {Exists, kprof_tracing:info(Session, MFA, meta), length(Foreign) > ?MAX_FOREIGN} of
         {no_module, _, _} ->
             {{error, {no_such_module, M}}, S};
         {false, _, _} ->
@@ -432,24 +442,28 @@ handle({trace_calls, {M, F, A} = MFA}, S = #state{port = Port}) ->
         {true, _, true} ->
             {{error, {too_many_processes_traced_by_another_tracer, length(Foreign)}}, S};
         {true, _, false} ->
-            S1 = arm(S#state{calls = [MFA | S#state.calls]}),
-            S1#state.guard ! {owned, S1#state.owned, S1#state.calls},
-            Flags = [{{tracer, Port}} | ?FLAGS],
-            %% the call sets the flags on its process and tells the collector
-            %% (its meta event starts the trace); its return ends it. The
-            %% port as meta tracer: `{meta, erl_tracer, Port}' is what the VM
-            %% makes of `{meta, Port}' (trace_info/2 answers `{meta, Port}'
-            %% for either), and the form erlang:trace_pattern/3's spec
-            %% allows, which names only a pid.
-            _ = erlang:trace_pattern(MFA, [{'_', [{'=/=', {self}, P} || P <- Foreign],
-                                        [{trace, [], Flags}, {return_trace}]}],
-                                 [{meta, erl_tracer, Port}]),
-            {ok, S1}
+            case arm_calls(S) of
+                Why when is_list(Why) ->
+                    {{error, Why}, S};
+                S0 ->
+                    S1 = S0#state{calls = [MFA | S0#state.calls]},
+                    S1#state.guard ! {owned, S1#state.session, S1#state.owned, S1#state.calls},
+                    %% the call sets the flags on its process and tells the
+                    %% collector (its meta event starts the trace); its
+                    %% return ends it
+                    Meta = meta_session(S1),
+                    Flags = kprof_tracing:action_flags(Meta, ?FLAGS),
+                    _ = kprof_tracing:function(Meta, MFA,
+                                               [{'_', [{'=/=', {self}, P} || P <- Foreign],
+                                                 [{trace, [], Flags}, {return_trace}]}],
+                                               [meta]),
+                    {ok, S1}
+            end
     end;
 handle({stop_calls, MFA}, S) ->
-    stop_meta(MFA, S#state.port),
+    stop_meta(MFA, S#state.session, S#state.port),
     S1 = S#state{calls = lists:delete(MFA, S#state.calls)},
-    S1#state.guard ! {owned, S1#state.owned, S1#state.calls},
+    S1#state.guard ! {owned, S1#state.session, S1#state.owned, S1#state.calls},
     case {S1#state.calls, maps:size(S1#state.traces)} of
         {[], 0} -> {ok, release(S1)};
         _ -> {ok, S1}
@@ -466,7 +480,7 @@ handle({use_nif, TcpPort}, S) ->
     case Loaded of
         ok ->
             case try kprof_tracer:connect(TcpPort) catch C:R -> {C, R} end of
-                ok -> {ok, arm_follow(S#state{nif = true})};
+                ok -> {ok, arm_follow(nif_session(S#state{nif = true}))};
                 Other -> {{error, Other}, S}
             end;
         Other ->
@@ -495,17 +509,16 @@ start_trace(Pid, Settings, S = #state{traces = Traces}) ->
     Seq = S1#state.seq + 1,
     Id = trace_id(Seq),
     Follow = following(S1) andalso maps:get(max_processes, Settings) > 0,
-    try erlang:trace(Pid, true, [tracer(S1) | ?FLAGS] ++ [send || Follow]) of
-        _ ->
+    case kprof_tracing:process(S1#state.session, Pid, true, ?FLAGS ++ [send || Follow]) of
+        1 ->
             Timer = erlang:send_after(maps:get(max_duration_ms, Settings), self(),
                                       {timeout, Id}),
             T = #trace{id = Id, root = Pid, timer = Timer},
             Bounds = maps:with([max_events, max_duration_ms, max_processes, name], Settings),
             {{ok, Id, if Follow -> Bounds#{follow => Seq}; true -> Bounds end},
-             S1#state{seq = Seq, traces = Traces#{Id => T}}}
-    catch
+             S1#state{seq = Seq, traces = Traces#{Id => T}}};
         %% gone, or traced by another tracer since the check
-        error:badarg ->
+        0 ->
             S2 = case {maps:size(Traces), S1#state.calls} of
                      {0, []} -> release(S1);
                      _ -> S1
@@ -513,16 +526,24 @@ start_trace(Pid, Settings, S = #state{traces = Traces}) ->
             {{error, cannot_trace_process}, S2}
     end.
 
-%% The tracer of `Pid' when it is someone else's, else `false'.
-foreign_tracer(Pid, Port) ->
-    case erlang:trace_info(Pid, tracer) of
-        {tracer, []} -> kprof_tiers:other_session(Pid);
+%% The tracer of `Pid' when it is someone else's, else `false' (always, in
+%% kprof's own session).
+foreign_tracer(Pid, Session, Port) ->
+    case kprof_tracing:info(Session, Pid, tracer) of
+        {tracer, []} -> false;
         {tracer, Tracer} ->
             case is_kprof_tracer(Tracer, Port) of
                 true -> false;
                 false -> Tracer
             end;
         _ -> false % not alive
+    end.
+
+%% The processes another tracer traces: none outside the shared session.
+foreign_processes(Session, Port) ->
+    case kprof_tracing:shared(Session) of
+        true -> [P || P <- erlang:processes(), foreign_tracer(P, Session, Port) =/= false];
+        false -> []
     end.
 
 %% OTP 25's spec of erlang:trace_info/2 leaves out `{Module, State}', the
@@ -535,11 +556,11 @@ is_kprof_tracer(_, _) -> false.
 
 %% Clears kprof's flags on `Pid' if kprof traces it (another tracer's
 %% process keeps its flags).
-untrace(Pid, Port) ->
-    case erlang:trace_info(Pid, tracer) of
+untrace(Pid, Session, Port) ->
+    case kprof_tracing:info(Session, Pid, tracer) of
         {tracer, Tracer} when Tracer =/= [] ->
             _ = is_kprof_tracer(Tracer, Port) andalso
-                (try erlang:trace(Pid, false, [send | ?FLAGS]) catch error:badarg -> 0 end),
+                kprof_tracing:process(Session, Pid, false, [send | ?FLAGS]),
             ok;
         _ -> ok
     end.
@@ -548,8 +569,8 @@ untrace(Pid, Port) ->
 %% processes traced ones spawned (they inherit flags and tracer through
 %% set_on_spawn), which no list here holds; one pass over the processes,
 %% run only when every trace stops at once.
-untrace_all(Port) ->
-    _ = [untrace(P, Port) || P <- erlang:processes()],
+untrace_all(Session, Port) ->
+    _ = [untrace(P, Session, Port) || P <- erlang:processes()],
     ok.
 
 %% The processes following reached (the collector lists them, `all' past
@@ -564,28 +585,69 @@ add_reached(Pids, S = #state{reached = R}) ->
         false -> S#state{reached = Pids ++ R}
     end.
 
-untrace_reached(S = #state{traces = Traces, reached = R, port = Port})
+untrace_reached(S = #state{traces = Traces, reached = R, port = Port, session = Session})
   when map_size(Traces) =:= 0, R =/= [] ->
     _ = case R of
-            all -> untrace_all(Port);
-            _ -> [untrace(P, Port) || P <- R, is_pid(P)]
+            all -> untrace_all(Session, Port);
+            _ -> [untrace(P, Session, Port) || P <- R, is_pid(P)]
         end,
     S#state{reached = []};
 untrace_reached(S) ->
     S.
 
-%% Removes kprof's meta pattern on `MFA', unless someone replaced it.
-stop_meta(MFA, Port) ->
-    case erlang:trace_info(MFA, meta) of
-        {meta, Port} -> erlang:trace_pattern(MFA, false, [meta]);
+%% Removes kprof's meta pattern on `MFA', unless someone replaced it (in
+%% the shared session).
+stop_meta(MFA, Session, Port) ->
+    case {kprof_tracing:shared(Session), kprof_tracing:info(Session, MFA, meta)} of
+        {_, {meta, false}} -> 0;
+        {Shared, {meta, Tracer}} when not Shared; Tracer =:= Port ->
+            kprof_tracing:function(Session, MFA, false, [meta]);
         _ -> 0
+    end.
+
+%% Armed for `--mfa', whose traces go through the trace port, as its
+%% collector expects of the processes it adopts (their meta events carry no
+%% time). kprof's own session has one tracer: an idle one with the NIF is
+%% replaced; a busy one makes `--mfa' wait. The state, or why not.
+arm_calls(S = #state{armed = false, session = Session}) ->
+    case kprof_tracing:shared(Session) of
+        true -> arm(S);
+        false -> arm(S, S#state.port)
+    end;
+arm_calls(S = #state{session = Session, port = Port}) ->
+    case {kprof_tracing:shared(Session) orelse kprof_tracing:tracer(Session) =:= Port,
+          maps:size(S#state.traces), S#state.calls} of
+        {true, _, _} -> arm(S);
+        {false, 0, []} -> arm(disarm(S#state{linger = undefined}), Port);
+        _ -> "request traces run through kprof's tracer NIF; trace calls when they end"
+    end.
+
+%% The session of `--mfa''s meta pattern. The shared session's is the trace
+%% port, as kprof_trace's collector expects of the processes it adopts; in
+%% kprof's own, the session's tracer.
+meta_session(#state{session = Session, port = Port}) ->
+    case kprof_tracing:shared(Session) of
+        true -> kprof_tracing:open(kprof_rtrace, Port);
+        false -> Session
+    end.
+
+%% Once the NIF serves: new traces in the shared session go through it at
+%% once; kprof's own session, whose tracer is fixed, is closed if it is
+%% idle, else at its release/1 (arm/1 opens the next one with the NIF).
+nif_session(S = #state{armed = false}) ->
+    S;
+nif_session(S = #state{session = Session}) ->
+    case {kprof_tracing:shared(Session), maps:size(S#state.traces), S#state.calls} of
+        {true, _, _} -> S#state{session = kprof_tracing:open(kprof_rtrace, tracer(S))};
+        {false, 0, []} -> disarm(S#state{linger = undefined});
+        _ -> S
     end.
 
 finish(Id, S = #state{traces = Traces}) ->
     case maps:take(Id, Traces) of
         {#trace{root = Root, timer = Timer}, Rest} ->
             _ = erlang:cancel_timer(Timer),
-            untrace(Root, S#state.port),
+            untrace(Root, S#state.session, S#state.port),
             S1 = untrace_reached(flush(S#state{traces = Rest})),
             case {maps:size(Rest), S1#state.calls} of
                 {0, []} -> release(S1);
@@ -596,23 +658,30 @@ finish(Id, S = #state{traces = Traces}) ->
     end.
 
 %% Undoes what the server set if it dies without its own shutdown (killed):
-%% the server tells it what it owns before arming it.
-guard(Server, Port) ->
+%% the server tells it what it owns before arming it. kprof's own session
+%% is closed (holding its handle, the guard keeps it open until then).
+guard(Server, Port, Session) ->
     Ref = monitor(process, Server),
-    guard_wait(Server, Ref, Port, ?NOTHING_OWNED, []).
+    guard_wait(Server, Ref, Port, Session, ?NOTHING_OWNED, []).
 
-guard_wait(Server, Ref, Port, Owned, Calls) ->
+guard_wait(Server, Ref, Port, Session, Owned, Calls) ->
     receive
-        {owned, Owned1, Calls1} ->
-            guard_wait(Server, Ref, Port, Owned1, Calls1);
+        {owned, Session1, Owned1, Calls1} ->
+            guard_wait(Server, Ref, Port, Session1, Owned1, Calls1);
         done ->
             ok; % the server undid everything itself
         {'DOWN', Ref, process, Server, _} ->
-            %% the port closed with the server (its processes are no longer
-            %% traced); the NIF tracer outlives it
-            untrace_all(Port),
-            [stop_meta(MFA, Port) || MFA <- Calls],
-            disarm_owned(Owned)
+            case kprof_tracing:shared(Session) of
+                true ->
+                    %% the port closed with the server (its processes are
+                    %% no longer traced); the NIF tracer outlives it
+                    untrace_all(Session, Port),
+                    [stop_meta(MFA, Session, Port) || MFA <- Calls],
+                    disarm_owned(Session, Owned);
+                false ->
+                    _ = kprof_tracing:close(Session),
+                    ok
+            end
     end.
 
 %% The node's side of the trace port has no bound of its own: a traced
@@ -632,7 +701,7 @@ watch(S0) ->
         false ->
             S;
         true ->
-            untrace_all(S#state.port),
+            untrace_all(S#state.session, S#state.port),
             Ids = maps:keys(Traces),
             S1 = cut_marks(S, Ids, node_backlog),
             logger:warning("kprof: request traces cut: the node's trace queue grew past ~p MB",
@@ -641,14 +710,15 @@ watch(S0) ->
     end.
 
 %% The marks come from this process, traced for the moment it makes them.
-cut_marks(S, Ids, Why) ->
-    erlang:trace(self(), true, [call, tracer(S)]),
+cut_marks(S = #state{session = Session}, Ids, Why) ->
+    _ = kprof_tracing:process(Session, self(), true, [call]),
     [kprof_rtrace_mark:end_trace({Id, Why}) || Id <- Ids],
-    erlang:trace(self(), false, [call]),
+    _ = kprof_tracing:process(Session, self(), false, [call]),
     flush(S).
 
-tracer(#state{nif = true}) -> {tracer, kprof_tracer, []};
-tracer(#state{port = Port}) -> {tracer, Port}.
+%% The tracer a session opened now gets: the NIF once it serves.
+tracer(#state{nif = true}) -> ?NIF;
+tracer(#state{port = Port}) -> Port.
 
 %% What the NIF holds goes out: at a trace's end, every ?WATCH_MS while
 %% traces run, and, when the socket did not take it all (the collector is
@@ -666,49 +736,55 @@ flush(S = #state{nif = true}) ->
 flush(S) ->
     S.
 
-arm(S = #state{armed = true}) ->
+arm(S) ->
+    arm(S, tracer(S)).
+
+arm(S = #state{armed = true}, _) ->
     S#state{linger = undefined};
-arm(S = #state{guard = Guard}) ->
+arm(S = #state{guard = Guard}, Tracer) ->
     erlang:send_after(?WATCH_MS, self(), watch),
     {module, _} = code:ensure_loaded(?MARKS),
-    Set = arm_set(),
+    Session = kprof_tracing:open(kprof_rtrace, Tracer),
+    Set = arm_set(Session),
     %% modules loaded during a trace are traced too, as eflame does, unless
     %% someone else has a pattern for new modules
-    OnLoad = case erlang:trace_info(on_load, traced) of
+    OnLoad = case kprof_tracing:info(Session, on_load, traced) of
                  {traced, false} -> erlang:loaded();
                  _ -> false
              end,
     Owned = {Set, OnLoad, false},
     %% the guard learns the set before it is set: killed halfway, this
     %% server leaves nothing the guard does not remove
-    Guard ! {owned, Owned, S#state.calls},
-    OnLoad =/= false andalso erlang:trace_pattern(on_load, true, [local]),
+    Guard ! {owned, Session, Owned, S#state.calls},
+    OnLoad =/= false andalso kprof_tracing:function(Session, on_load, true, [local]),
     _ = case Set of
-        all -> erlang:trace_pattern({'_', '_', '_'}, true, [local]);
+        all -> kprof_tracing:function(Session, {'_', '_', '_'}, true, [local]);
         {Mods, MFAs} ->
-            [erlang:trace_pattern({M, '_', '_'}, true, [local]) || M <- Mods],
-            [erlang:trace_pattern(MFA, true, [local]) || MFA <- MFAs]
+            [kprof_tracing:function(Session, {M, '_', '_'}, true, [local]) || M <- Mods],
+            [kprof_tracing:function(Session, MFA, true, [local]) || MFA <- MFAs]
     end,
-    _ = [erlang:trace_pattern(MFA, ?CALL_MS, [local]) || MFA <- ?DISPATCH, is_armed(MFA)],
+    _ = [kprof_tracing:function(Session, MFA, ?CALL_MS, [local])
+         || MFA <- ?DISPATCH, is_armed(Session, MFA)],
     %% the marks carry the trace's id and bounds into the stream
-    erlang:trace_pattern({?MARKS, begin_trace, 1},
-                         [{['$1'], [], [{message, '$1'}]}], [local]),
-    erlang:trace_pattern({?MARKS, end_trace, 1},
-                         [{['$1'], [], [{message, '$1'}]}], [local]),
-    arm_follow(S#state{armed = true, owned = Owned, baseline = erlang:memory(system)}).
+    [kprof_tracing:function(Session, {?MARKS, F, 1}, [{['$1'], [], [{message, '$1'}]}], [local])
+     || F <- [begin_trace, end_trace]],
+    arm_follow(S#state{armed = true, owned = Owned, session = Session,
+                       baseline = erlang:memory(system)}).
 
 %% The send pattern that follows a request's messages, once patterns are
 %% armed and events go through the NIF (which may come after the first
 %% trace armed them: the collector connects it then); see follow_spec/2.
-arm_follow(S = #state{armed = true, nif = true, owned = {Set, OnLoad, false}, guard = Guard}) ->
-    case erlang:trace_info(send, match_spec) =:= {match_spec, true}
-        andalso follow_spec(self(), S#state.port) of
+arm_follow(S = #state{armed = true, nif = true, owned = {Set, OnLoad, false}, guard = Guard,
+                      session = Session}) ->
+    case kprof_tracing:tracer(Session) =:= ?NIF
+        andalso kprof_tracing:info(Session, send, match_spec) =:= {match_spec, true}
+        andalso follow_spec(self(), Session, S#state.port) of
         false ->
             S;
         Spec ->
             Owned = {Set, OnLoad, true},
-            Guard ! {owned, Owned, S#state.calls},
-            send_pattern(Spec),
+            Guard ! {owned, Session, Owned, S#state.calls},
+            _ = kprof_tracing:send(Session, Spec),
             S#state{owned = Owned}
     end;
 arm_follow(S) ->
@@ -728,8 +804,9 @@ arm_follow(S) ->
 %% another tracer traced when the pattern was set (trace/3 would take them
 %% from it): past ?MAX_FOREIGN of those, or when someone has a send pattern,
 %% nothing is followed. Only through the NIF: the trace port has no labels.
-follow_spec(Server, Port) ->
-    Foreign = [P || P <- erlang:processes(), foreign_tracer(P, Port) =/= false],
+%% In kprof's own session (OTP 27 and later) no process is another tracer's.
+follow_spec(Server, Session, Port) ->
+    Foreign = foreign_processes(Session, Port),
     case length(Foreign) > ?MAX_FOREIGN of
         true -> false;
         false ->
@@ -740,34 +817,31 @@ follow_spec(Server, Port) ->
 
 following(#state{nif = Nif, owned = {_, _, Follow}}) -> Nif andalso Follow.
 
-%% OTP 25's spec of erlang:trace_pattern/2,3 leaves out `send', which the
-%% function takes (as erlang:trace_pattern/3's documentation says).
--dialyzer({[no_fail_call, no_return], send_pattern/1}).
-send_pattern(MS) ->
-    erlang:trace_pattern(send, MS, []).
-
 %% What kprof's local pattern takes: every function of every loaded module
 %% (what {'_', '_', '_'} would take) except those with a call pattern, which
 %% are someone else's (kprof has none while no trace runs). A module with
 %% none is armed in one call, since each trace_pattern/3 call costs a code
 %% barrier (20 us a function, 15-50 us a whole module, under 1 ms for
 %% {'_', '_', '_'}); a module with some, function by function. Without any,
-%% all of them in one call. The marks are always kprof's.
--spec arm_set() -> armed_set().
-arm_set() ->
+%% all of them in one call. The marks are always kprof's. kprof's own
+%% session starts empty: all of them.
+-spec arm_set(kprof_tracing:session()) -> armed_set().
+arm_set(Session) ->
     Loaded = erlang:loaded(),
     N = length(Loaded),
-    case arm_modules(Loaded) of
+    case kprof_tracing:shared(Session) andalso arm_modules(Session, Loaded) of
+        false -> all;
         {Mods, []} = Set -> case length(Mods) of N -> all; _ -> Set end;
         Set -> Set
     end.
 
-arm_modules(Loaded) ->
+arm_modules(Session, Loaded) ->
     lists:foldl(
       fun(?MARKS, Acc) -> Acc;
          (M, {Mods, MFAs}) ->
               Fs = module_functions(M),
-              case [MFA || MFA <- Fs, erlang:trace_info(MFA, traced) =:= {traced, false}] of
+              case [MFA || MFA <- Fs,
+                           kprof_tracing:info(Session, MFA, traced) =:= {traced, false}] of
                   [] -> {Mods, MFAs};
                   Fs -> {[M | Mods], MFAs};
                   Free -> {Mods, Free ++ MFAs}
@@ -781,49 +855,51 @@ module_functions(M) ->
         error:badarg -> [] % unloaded meanwhile
     end.
 
-%% Removes exactly the patterns arm/1 set. A function whose pattern is no
-%% longer kprof's plain local `true' got one from someone else meanwhile
-%% (or lost it to a code reload) and is left alone; the marks are kprof's.
--spec disarm_set(armed_set()) -> ok.
-disarm_set(all) ->
+%% Removes exactly the patterns arm/1 set in the shared session. A
+%% function whose pattern is no longer kprof's plain local `true' got one
+%% from someone else meanwhile (or lost it to a code reload) and is left
+%% alone; the marks are kprof's.
+-spec disarm_set(kprof_tracing:session(), armed_set()) -> ok.
+disarm_set(Session, all) ->
     Mods = [M || M <- erlang:loaded(), M =/= ?MARKS],
-    case lists:all(fun(M) -> foreign(module_functions(M)) =:= [] end, Mods) of
-        true -> erlang:trace_pattern({'_', '_', '_'}, false, [local]), ok;
-        false -> disarm_set({[?MARKS | Mods], []})
+    case lists:all(fun(M) -> foreign(Session, module_functions(M)) =:= [] end, Mods) of
+        true -> _ = kprof_tracing:function(Session, {'_', '_', '_'}, false, [local]), ok;
+        false -> disarm_set(Session, {[?MARKS | Mods], []})
     end;
-disarm_set({Mods, MFAs}) ->
+disarm_set(Session, {Mods, MFAs}) ->
+    Off = fun(What) -> kprof_tracing:function(Session, What, false, [local]) end,
     lists:foreach(
-      fun(?MARKS) -> erlang:trace_pattern({?MARKS, '_', '_'}, false, [local]);
+      fun(?MARKS) -> Off({?MARKS, '_', '_'});
          (M) ->
               Fs = module_functions(M),
-              case foreign(Fs) of
-                  [] -> erlang:trace_pattern({M, '_', '_'}, false, [local]);
-                  _ -> [erlang:trace_pattern(MFA, false, [local]) || MFA <- Fs, is_armed(MFA)]
+              case foreign(Session, Fs) of
+                  [] -> Off({M, '_', '_'});
+                  _ -> [Off(MFA) || MFA <- Fs, is_armed(Session, MFA)]
               end
       end, Mods),
-    [erlang:trace_pattern(MFA, false, [local]) || MFA <- MFAs, is_armed(MFA)],
+    _ = [Off(MFA) || MFA <- MFAs, is_armed(Session, MFA)],
     ok.
 
 %% Functions with a call pattern that is not kprof's (a function without
 %% any, e.g. of a module loaded since, is not in the way of a removal).
 %% Each `traced' is read once: this runs for every loaded function.
-foreign(MFAs) ->
+foreign(Session, MFAs) ->
     [MFA || MFA <- MFAs,
-            Traced <- [erlang:trace_info(MFA, traced)],
-            Traced =/= {traced, false}, not is_kprofs(Traced, MFA)].
+            Traced <- [kprof_tracing:info(Session, MFA, traced)],
+            Traced =/= {traced, false}, not is_kprofs(Session, Traced, MFA)].
 
-is_armed(MFA) ->
-    is_kprofs(erlang:trace_info(MFA, traced), MFA).
+is_armed(Session, MFA) ->
+    is_kprofs(Session, kprof_tracing:info(Session, MFA, traced), MFA).
 
 %% kprof's pattern, given the function's `traced': local, no match spec, or
 %% kprof's on the dispatch functions.
-is_kprofs({traced, local}, MFA) ->
-    case erlang:trace_info(MFA, match_spec) of
+is_kprofs(Session, {traced, local}, MFA) ->
+    case kprof_tracing:info(Session, MFA, match_spec) of
         {match_spec, []} -> true;
         {match_spec, ?CALL_MS} -> lists:member(MFA, ?DISPATCH);
         _ -> false
     end;
-is_kprofs(_, _) -> false.
+is_kprofs(_, _, _) -> false.
 
 %% No trace runs and no calls are traced: the patterns stay armed for
 %% `linger_ms' more (0: none), so that a trace soon after does not pay for
@@ -831,8 +907,13 @@ is_kprofs(_, _) -> false.
 %% begin_trace is a call), nor this server for disarming them. Armed
 %% patterns cost untraced code a breakpoint check per call meanwhile
 %% (tests/bench/rtrace_overhead measures it).
-release(S = #state{settings = Settings}) ->
+%% A session of kprof's own whose tracer is the port, now that the NIF
+%% serves, goes at once (see nif_session/1).
+release(S = #state{settings = Settings, session = Session}) ->
+    Stale = not kprof_tracing:shared(Session) andalso kprof_tracing:tracer(Session) =/= tracer(S),
     case maps:get(linger_ms, Settings, 0) of
+        _ when Stale ->
+            disarm(S);
         Ms when is_integer(Ms), Ms > 0 ->
             Ref = make_ref(),
             erlang:send_after(min(Ms, ?MAX_LINGER_MS), self(), {linger, Ref}),
@@ -841,11 +922,13 @@ release(S = #state{settings = Settings}) ->
             disarm(S)
     end.
 
+%% kprof's own session goes whole; in the shared one, what kprof set.
 disarm(S = #state{armed = false}) -> S;
-disarm(S) ->
-    disarm_owned(S#state.owned),
-    S#state.guard ! {owned, ?NOTHING_OWNED, S#state.calls},
-    S#state{armed = false, owned = ?NOTHING_OWNED}.
+disarm(S = #state{session = Session}) ->
+    _ = kprof_tracing:shared(Session) andalso disarm_owned(Session, S#state.owned),
+    Closed = kprof_tracing:close(Session),
+    S#state.guard ! {owned, Closed, ?NOTHING_OWNED, S#state.calls},
+    S#state{armed = false, owned = ?NOTHING_OWNED, session = Closed}.
 
 %% Tracing went quiet (the patterns' linger ended): what following left
 %% goes, the tokens of followed requests in the servers they reached and
@@ -853,9 +936,9 @@ disarm(S) ->
 %% SEND it lost). One pass over the processes: never on a request's path
 %% (with `linger_ms' 0, the patterns go at each trace's end_trace/1; then
 %% this waits for shutdown/1).
-quiet(S = #state{owned = {_, _, true}, port = Port}) ->
+quiet(S = #state{owned = {_, _, true}, port = Port, session = Session}) ->
     kprof_tiers:clear_tokens(),
-    untrace_all(Port),
+    untrace_all(Session, Port),
     S;
 quiet(S) ->
     S.
@@ -863,37 +946,37 @@ quiet(S) ->
 %% Removes exactly what arm/1 set: the on_load pattern first (no module
 %% gets kprof's pattern any more), then the armed set, then the patterns of
 %% the modules loaded since, which took kprof's from on_load.
--spec disarm_owned(owned()) -> ok.
-disarm_owned({Set, OnLoad, true}) ->
+-spec disarm_owned(kprof_tracing:session(), owned()) -> ok.
+disarm_owned(Session, {Set, OnLoad, true}) ->
     %% the send pattern first: no process is followed any more; one someone
     %% set since is theirs
-    _ = case erlang:trace_info(send, match_spec) of
+    _ = case kprof_tracing:info(Session, send, match_spec) of
             {match_spec, [{['$1', '_'], _, [{trace, '$1', [], ?FOLLOW_FLAGS} | _]}]} ->
-                send_pattern(true);
+                kprof_tracing:send(Session, true);
             _ -> ok
         end,
-    disarm_owned({Set, OnLoad, false});
-disarm_owned({Set, false, false}) ->
-    disarm_set(Set);
-disarm_owned({Set, LoadedThen, false}) ->
-    erlang:trace_info(on_load, traced) =:= {traced, local}
-        andalso erlang:trace_info(on_load, match_spec) =:= {match_spec, []}
-        andalso erlang:trace_pattern(on_load, false, [local]),
-    disarm_set(Set),
+    disarm_owned(Session, {Set, OnLoad, false});
+disarm_owned(Session, {Set, false, false}) ->
+    disarm_set(Session, Set);
+disarm_owned(Session, {Set, LoadedThen, false}) ->
+    kprof_tracing:info(Session, on_load, traced) =:= {traced, local}
+        andalso kprof_tracing:info(Session, on_load, match_spec) =:= {match_spec, []}
+        andalso kprof_tracing:function(Session, on_load, false, [local]),
+    disarm_set(Session, Set),
     Then = sets:from_list(LoadedThen, [{version, 2}]),
     Since = [M || M <- erlang:loaded(), not sets:is_element(M, Then)],
-    Since =/= [] andalso disarm_set({Since, []}),
+    Since =/= [] andalso disarm_set(Session, {Since, []}),
     ok.
 
 -spec shutdown(#state{}) -> no_return().
-shutdown(S = #state{traces = Traces, calls = Calls, port = Port}) ->
-    _ = [stop_meta(MFA, Port) || MFA <- Calls],
-    _ = [untrace(R, Port) || #trace{root = R} <- maps:values(Traces)],
+shutdown(S = #state{traces = Traces, calls = Calls, port = Port, session = Session}) ->
+    _ = [stop_meta(MFA, Session, Port) || MFA <- Calls],
+    _ = [untrace(R, Session, Port) || #trace{root = R} <- maps:values(Traces)],
     %% processes spawned by traced ones inherited the flags; quiet/1 does
     %% it too, with the tokens following left
     _ = case S#state.owned of
             {_, _, true} -> quiet(S);
-            _ -> untrace_all(Port)
+            _ -> untrace_all(Session, Port)
         end,
     _ = disarm(S#state{armed = true}),
     S#state.guard ! done,

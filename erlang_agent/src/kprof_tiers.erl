@@ -39,15 +39,18 @@
 %%% settings term, and the seq_trace tokens of
 %%% kprof's requests (see clear_tokens/0).
 %%%
-%%% kprof removes only what it set: a tier function that already has a call
-%%% pattern (a user's `dbg:tp') makes it refuse to start, a pattern someone
-%%% puts on a tier function while it runs stays, and flags are cleared only
-%%% on processes whose tracer is kprof's trace port (`erlang:trace(all, ...)'
+%%% kprof removes only what it set. On OTP 27 and later its patterns and
+%%% flags are in a trace session of its own (kprof_tracing), beside any
+%%% other (dbg's), and closing it removes them. Before, in the one session
+%%% all tracers share: a tier function that already has a call pattern (a
+%%% user's `dbg:tp') makes it refuse to start, a pattern someone puts on a
+%%% tier function while it runs stays, and flags are cleared only on
+%%% processes whose tracer is kprof's trace port (`erlang:trace(all, ...)'
 %%% leaves processes another tracer traces alone when it sets flags).
 -module(kprof_tiers).
 
 -export([start/2, start/3, stop/0, parse_text/1, normalize/1, report/0, open_trace_port/1,
-         other_session/1, clear_tokens/0]).
+         clear_tokens/0]).
 %% spawned
 -export([agent_init/3, guard_init/4]).
 
@@ -101,12 +104,12 @@
                     queue_size := pos_integer(),
                     max_identities := pos_integer(),
                     via => via(),
-                    tracer => tracer()}. % the guard's copy: the tracer it removes
+                    %% the guard's copy: where the flags and patterns it removes are
+                    session => kprof_tracing:session()}.
 %% How events leave the node: runtime_tools' ip trace port, or the
 %% kprof_tracer NIF connected to kprof on 127.0.0.1:Port (bounded by
 %% construction; see kprof_tracer:connect/2).
 -type via() :: trace_port | {nif, inet:port_number()}.
--type tracer() :: port() | {kprof_tracer, kprof_tiers}.
 %% The C side's last report: the text table and the JSON line of counts
 %% since start.
 -type report() :: #{table := binary(), json := binary()}.
@@ -344,15 +347,17 @@ report() ->
             end
     end.
 
+%% Another tracer can be in the way only in the shared session (before OTP
+%% 27): kprof's own starts empty.
 start_agent(Owner, Config) ->
-    case {erlang:trace_info(new, tracer), whereis(kprof_rtrace)} of
+    Closed = kprof_tracing:closed(),
+    case {kprof_tracing:info(Closed, new, tracer), whereis(kprof_rtrace)} of
         {{tracer, []}, Pid} when is_pid(Pid) ->
             {error, "request traces run on this node (kprof_rtrace); tier tracing waits "
                     "until they stop"};
         {{tracer, []}, undefined} ->
             case [MFA || {MFA, _} <- patterns(Config), element(1, MFA) =/= kprof_tier_mark,
-                         erlang:trace_info(MFA, traced) =/= {traced, false}
-                             orelse other_session(MFA) =/= false] of
+                         kprof_tracing:info(Closed, MFA, traced) =/= {traced, false}] of
                 [] -> spawn_agent(Owner, Config);
                 [{M, F, A} | _] ->
                     {error, lists:flatten(io_lib:format(
@@ -407,45 +412,30 @@ patterns(#{tiers := Tiers, entry := Entry, identity_arg := Arg}) ->
                    end,
     Marks ++ EntryPattern ++ [{MFA, tier_spec()} || {_, MFA} <- Tiers].
 
-arm(Patterns) ->
-    [erlang:trace_pattern(MFA, Spec, [local]) || {MFA, Spec} <- Patterns],
+arm(Session, Patterns) ->
+    _ = [kprof_tracing:function(Session, MFA, Spec, [local]) || {MFA, Spec} <- Patterns],
     ok.
 
 %% Only patterns still kprof's: one someone set on a tier function meanwhile
-%% stays.
-disarm(Patterns) ->
-    [erlang:trace_pattern(MFA, false, [local])
-     || {MFA, Spec} <- Patterns, erlang:trace_info(MFA, match_spec) =:= {match_spec, Spec}],
+%% (in the shared session) stays.
+disarm(Session, Patterns) ->
+    _ = [kprof_tracing:function(Session, MFA, false, [local])
+         || {MFA, Spec} <- Patterns,
+            kprof_tracing:info(Session, MFA, match_spec) =:= {match_spec, Spec}],
     ok.
-
-%% @doc On OTP 27 and later a process or a function can be traced in trace
-%% sessions besides the one kprof uses (dbg makes its own), where kprof's
-%% checks of erlang:trace_info/2 do not see it. kprof shares neither with
-%% such a session (its flags and patterns there would outlive its trace)
-%% until it traces in a session of its own. The other session, or false.
--spec other_session(pid() | mfa()) -> false | {session, term()}.
-other_session(What) ->
-    case erlang:system_info(otp_release) >= "27" of
-        true ->
-            case [S || S <- apply(trace, session_info, [What]), element(1, S) =/= legacy] of
-                [Session | _] -> {session, Session};
-                [] -> false
-            end;
-        false -> false
-    end.
 
 %% Patterns a code reload removed (the new code has no breakpoints): set
 %% them again. Returns how many were re-armed.
-rearm(Patterns) ->
-    lists:sum([rearm_one(MFA, Spec) || {MFA, Spec} <- Patterns]).
+rearm(Session, Patterns) ->
+    lists:sum([rearm_one(Session, MFA, Spec) || {MFA, Spec} <- Patterns]).
 
-rearm_one({M, _, _} = MFA, Spec) ->
+rearm_one(Session, {M, _, _} = MFA, Spec) ->
     %% any call pattern, kprof's or one someone set since, is kept
-    case erlang:trace_info(MFA, traced) of
+    case kprof_tracing:info(Session, MFA, traced) of
         {traced, T} when T =/= false -> 0;
         _ ->
             case erlang:module_loaded(M) of
-                true -> erlang:trace_pattern(MFA, Spec, [local]);
+                true -> kprof_tracing:function(Session, MFA, Spec, [local]);
                 false -> 0
             end
     end.
@@ -473,10 +463,13 @@ guard_init(Starter, Agent, OwnerNode, Config) ->
     cleanup(Config),
     exit(normal).
 
-cleanup(Config) ->
-    disarm(patterns(Config)),
-    Tracer = maps:get(tracer, Config, undefined),
-    untrace_all(Tracer),
+%% kprof's own session goes whole; in the shared one, what kprof set.
+cleanup(Config = #{session := Session}) ->
+    Tracer = kprof_tracing:tracer(Session),
+    _ = case kprof_tracing:shared(Session) of
+            true -> disarm(Session, patterns(Config)), untrace_all(Session);
+            false -> kprof_tracing:close(Session)
+        end,
     close_nif(Tracer),
     _ = persistent_term:erase(?SETTINGS),
     clear_tokens().
@@ -527,23 +520,24 @@ kprof_token(_) -> false.
 
 -define(FLAGS, [call, arity, monotonic_timestamp]).
 
-%% Clears the flags kprof set: on processes (and new ones) whose tracer is
-%% its trace port or NIF. Processes another tracer traces never got them.
-%% Once the port is closed (the agent gone) its processes are no longer
-%% traced; this covers a port that is still open, and the NIF.
-untrace_all(undefined) ->
-    ok;
-untrace_all(Tracer) ->
-    erlang:trace_info(new, tracer) =:= {tracer, Tracer}
-        andalso erlang:trace(new, false, ?FLAGS),
-    _ = [try erlang:trace(P, false, ?FLAGS) catch error:badarg -> 0 end
-         || P <- erlang:processes(), erlang:trace_info(P, tracer) =:= {tracer, Tracer}],
+%% Clears the flags kprof set in the shared session: on processes (and new
+%% ones) whose tracer is its trace port or NIF. Processes another tracer
+%% traces never got them. Once the port is closed (the agent gone) its
+%% processes are no longer traced; this covers a port that is still open,
+%% and the NIF.
+untrace_all(Session) ->
+    Tracer = {tracer, kprof_tracing:tracer(Session)},
+    _ = kprof_tracing:info(Session, new, tracer) =:= Tracer
+        andalso kprof_tracing:process(Session, new, false, ?FLAGS),
+    _ = [kprof_tracing:process(Session, P, false, ?FLAGS)
+         || P <- erlang:processes(), kprof_tracing:info(Session, P, tracer) =:= Tracer],
     ok.
 
 %%% ---------------------------------------------------------------------
 %%% The agent
 
 -record(state, {patterns :: [{mfa(), term()}],
+                session :: kprof_tracing:session(),
                 active :: atomics:atomics_ref(),
                 owner :: pid(),
                 fill_base = 0 :: integer(),
@@ -570,23 +564,25 @@ agent_start(Starter, Owner, Config) ->
             persistent_term:put(?SETTINGS, #{active => Active,
                                              identity_f => maps:get(identity_f, Config),
                                              sample_rate => maps:get(sample_rate, Config)}),
+            Session = kprof_tracing:open(kprof_tiers, Tracer),
             Guard = spawn(?MODULE, guard_init, [self(), self(), node(Owner),
-                                                Config#{tracer => Tracer}]),
+                                                Config#{session => Session}]),
             receive {Guard, guarding} -> ok after 5000 -> exit(guard_timeout) end,
             Patterns = patterns(Config),
             %% A pattern set on a module that is not loaded matches nothing.
             {module, _} = code:ensure_loaded(kprof_tier_mark),
-            %% `all' skips processes another tracer traces
-            erlang:trace(all, true, [tracer_flag(Tracer) | ?FLAGS]),
-            arm(Patterns),
+            %% `all' skips processes another tracer traces in the shared
+            %% session
+            _ = kprof_tracing:process(Session, all, true, ?FLAGS),
+            arm(Session, Patterns),
             atomics:put(Active, 1, 1),
             Starter ! {self(), started, ViaReply ++ reply(Config)},
             case whereis(kprof_session) of
                 undefined -> ok;
-                Session -> Session ! {kprof_tiers, started}, ok
+                InNode -> InNode ! {kprof_tiers, started}, ok
             end,
             erlang:send_after(?REARM_MS, self(), rearm),
-            S = #state{patterns = Patterns, active = Active, owner = Owner},
+            S = #state{patterns = Patterns, session = Session, active = Active, owner = Owner},
             case Tracer of
                 ?NIF_TRACER ->
                     %% bounded by construction: the NIF trips itself
@@ -634,9 +630,6 @@ connect_nif(TcpPort) ->
         error:{badmatch, {error, Why}} -> {error, Why};
         _:Why -> {error, Why}
     end.
-
-tracer_flag(?NIF_TRACER) -> {tracer, kprof_tracer, kprof_tiers};
-tracer_flag(Port) -> {tracer, Port}.
 
 %% Trace messages the port has not taken yet wait in the node's system
 %% memory, outside any process, ETS table or binary: a storm of tier events
@@ -693,9 +686,9 @@ nif_flush(S = #state{owner = Owner}) ->
     end.
 
 %% Tracing stops at once: do_apply/set_token see it off, the patterns go.
-pause(S = #state{patterns = Patterns, active = Active}) ->
+pause(S = #state{patterns = Patterns, session = Session, active = Active}) ->
     atomics:put(Active, 1, 0),
-    disarm(Patterns),
+    disarm(Session, Patterns),
     S#state{paused = true}.
 
 %% @doc Opens runtime_tools' ip trace port (a TCP listener the kprof C
@@ -727,7 +720,7 @@ reply(Config) ->
                                           report_interval, stats_file, max_lag, cooldown,
                                           queue_size, max_identities]]].
 
-loop(S = #state{patterns = Patterns, active = Active}) ->
+loop(S = #state{patterns = Patterns, session = Session, active = Active}) ->
     receive
         {clock, From, Seq} ->
             From ! {kprof_tiers_clock, Seq, erlang:monotonic_time(nanosecond), S#state.rearms},
@@ -736,12 +729,12 @@ loop(S = #state{patterns = Patterns, active = Active}) ->
             loop(pause(S));
         resume when S#state.paused, S#state.nif ->
             kprof_tracer:rearm(),
-            arm(Patterns),
+            arm(Session, Patterns),
             atomics:put(Active, 1, 1),
             loop(S#state{paused = false});
         resume when S#state.paused ->
             Base = backlog(),
-            arm(Patterns),
+            arm(Session, Patterns),
             atomics:put(Active, 1, 1),
             loop(S#state{paused = false, fill_base = Base});
         fill_check ->
@@ -753,7 +746,7 @@ loop(S = #state{patterns = Patterns, active = Active}) ->
             erlang:send_after(?REARM_MS, self(), rearm),
             case S#state.paused of
                 true -> loop(S);
-                false -> loop(S#state{rearms = S#state.rearms + rearm(Patterns)})
+                false -> loop(S#state{rearms = S#state.rearms + rearm(Session, Patterns)})
             end;
         {kprof_tier_report, Table, Json} when is_binary(Table), is_binary(Json) ->
             loop(S#state{report = #{table => Table, json => Json}});

@@ -76,13 +76,15 @@ concurrent(N) ->
     Ids = [receive {P, Id} -> Id after 30000 -> timeout end || P <- Ps],
     lists:flatten(lists:join(",", [binary_to_list(I) || I <- Ids, is_binary(I)])).
 
-%% @doc "clean", or the processes that still carry trace flags and whether
-%% the send pattern is still set.
+%% @doc "clean", or the processes that still carry trace flags, whether
+%% the send pattern is still set and kprof's session still open (OTP 27
+%% and later).
 -spec flags_left() -> string().
 flags_left() ->
-    Traced = [P || P <- processes(), {flags, F} <- [erlang:trace_info(P, flags)], F =/= []],
-    case {Traced, erlang:trace_info(send, match_spec)} of
-        {[], {match_spec, true}} -> "clean";
+    S = kprof_tracing:session_of(kprof_rtrace),
+    Traced = [P || P <- processes(), {flags, F} <- [kprof_tracing:info(S, P, flags)], F =/= []],
+    case {Traced, kprof_tracing:info(S, send, match_spec), kprof_tracing:sessions()} of
+        {[], {match_spec, true}, []} -> "clean";
         Other -> lists:flatten(io_lib:format("~p", [Other]))
     end.
 
@@ -91,7 +93,8 @@ flags_left() ->
 traced_servers() ->
     {ok, Workers} = gen_server:call(kpt_pool, workers),
     Servers = [whereis(kpt_cache), whereis(kpt_db), whereis(kpt_pool) | Workers],
-    length([P || P <- Servers, erlang:trace_info(P, flags) =/= {flags, []}]).
+    S = kprof_tracing:session_of(kprof_rtrace),
+    length([P || P <- Servers, kprof_tracing:info(S, P, flags) =/= {flags, []}]).
 
 %%% gen_server: the cache, the db and the workers (`server'), and the pool
 

@@ -200,7 +200,10 @@ spin(N) -> fast(), spin(N - 1).
 %% kprof_tracer NIF) or "port" (runtime_tools' ip trace port).
 -spec tracer_kind() -> string().
 tracer_kind() ->
-    case kprof:trace_request(fun() -> erlang:trace_info(self(), tracer) end) of
+    case kprof:trace_request(fun() ->
+                                     kprof_tracing:info(kprof_tracing:session_of(kprof_rtrace), self(),
+                                                        tracer)
+                             end) of
         {tracer, {kprof_tracer, _}} -> "nif";
         _ -> "port"
     end.
@@ -212,13 +215,14 @@ stop_rtrace() -> kprof_rtrace:stop().
 %% @doc How many functions of a few modules still carry a trace pattern.
 -spec patterns_left() -> non_neg_integer().
 patterns_left() ->
+    S = kprof_tracing:session_of(kprof_rtrace),
     Late = [kpt_late || erlang:module_loaded(kpt_late)],
-    OnLoad = [x || element(2, erlang:trace_info(on_load, traced)) =/= false],
+    OnLoad = [x || element(2, kprof_tracing:info(S, on_load, traced)) =/= false],
     length(OnLoad) +
         length([MFA || M <- [lists, ?MODULE, kprof_kv, gen_server | Late],
                        {F, A} <- M:module_info(functions),
                        MFA <- [{M, F, A}],
-                       element(2, erlang:trace_info(MFA, traced)) =/= false]).
+                       element(2, kprof_tracing:info(S, MFA, traced)) =/= false]).
 
 %% @doc A traced request that loads a module it then calls (kpt_late, made
 %% here and loaded fresh each time): returns "Id,Left", the trace's id and
@@ -251,21 +255,24 @@ clean() ->
             {kprof_kv, request, 1}, {?MODULE, step, 0}, {?MODULE, rec, 1},
             {kprof_tier_mark, request, 2}, {kprof_tier_mark, begin_request, 1},
             {kprof_tier_mark, end_request, 0}],
-    Patterns = [MFA || MFA <- MFAs, element(2, erlang:trace_info(MFA, match_spec)) =/= false,
-                       element(2, erlang:trace_info(MFA, match_spec)) =/= undefined],
-    Traced = [P || P <- processes(), {flags, F} <- [erlang:trace_info(P, flags)], F =/= []],
-    {flags, New} = erlang:trace_info(new, flags),
+    S = kprof_tracing:session_of(kprof_tiers),
+    Patterns = [MFA || MFA <- MFAs, element(2, kprof_tracing:info(S, MFA, match_spec)) =/= false,
+                       element(2, kprof_tracing:info(S, MFA, match_spec)) =/= undefined],
+    Traced = [P || P <- processes(), {flags, F} <- [kprof_tracing:info(S, P, flags)], F =/= []],
+    {flags, New} = kprof_tracing:info(S, new, flags),
+    %% OTP 27 and later: kprof's own session, whose closing removes it all
+    Sessions = kprof_tracing:sessions(),
     Procs = [R || R <- [kprof_tiers, kprof_tiers_guard], whereis(R) =/= undefined],
     Setting = persistent_term:get({kprof_tiers, settings}, none),
     Tokens = [{P, T} || P <- processes(),
                         {sequential_trace_token, T} <- [process_info(P, sequential_trace_token)],
                         T =/= []],
-    case {Patterns, Traced, New, Procs, Setting, Tokens} of
-        {[], [], [], [], none, []} -> "clean";
+    case {Patterns, Traced, New, Procs, Setting, Tokens, Sessions} of
+        {[], [], [], [], none, [], []} -> "clean";
         _ -> lists:flatten(io_lib:format("patterns=~p traced=~p new=~p procs=~p setting=~p "
-                                         "tokens=~p",
+                                         "tokens=~p sessions=~p",
                                          [Patterns, length(Traced), New, Procs, Setting,
-                                          lists:sublist(Tokens, 3)]))
+                                          lists:sublist(Tokens, 3), Sessions]))
     end.
 
 %% @doc The `requests' counter of kprof:stats()'s JSON line, as text.

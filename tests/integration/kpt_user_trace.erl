@@ -12,7 +12,7 @@
 -module(kpt_user_trace).
 
 -export([setup/0, check/0, user_pid/0, user_fun/1, meta_fun/0, counted/0, poke/1, trace_user/0,
-         kill_rtrace/0]).
+         share_user/0, kill_rtrace/0]).
 
 -define(USER_MFAS, [{lists, seq, 2}, {?MODULE, user_fun, 1}, {?MODULE, meta_fun, 0},
                     {?MODULE, counted, 0}]).
@@ -61,10 +61,32 @@ poke(Req) ->
     apply_in_user(kprof_kv, request, [Req]).
 
 %% @doc A request trace asked for on the user's traced process: kprof must
-%% refuse it (OTP 25: one tracer a process).
+%% refuse it in the shared session (before OTP 27: one tracer a process).
 -spec trace_user() -> term().
 trace_user() ->
     kprof_rtrace:begin_trace(user_pid(), #{}).
+
+%% @doc OTP 27 and later: a request trace of the user's traced process, in
+%% kprof's own session, while the user's tracer goes on getting its events.
+%% "Id" of the trace, or what went wrong.
+-spec share_user() -> string().
+share_user() ->
+    case kprof_rtrace:begin_trace(user_pid(), #{}) of
+        {ok, Id, Bounds} ->
+            %% the marks tell the collector whose trace the process's events are
+            apply_in_user(kprof_rtrace_mark, begin_trace, [{Id, Bounds}]),
+            Delivers = delivers(),
+            Kprofs = kprof_tracing:info(kprof_tracing:session_of(kprof_rtrace), user_pid(), flags),
+            apply_in_user(kprof_rtrace_mark, end_trace, [Id]),
+            ok = kprof_rtrace:end_trace(Id),
+            case {Delivers, Kprofs} of
+                {true, {flags, [_ | _]}} -> binary_to_list(Id);
+                _ -> lists:flatten(io_lib:format("user_tracer_gets_events=~p kprof_flags=~p",
+                                                 [Delivers, Kprofs]))
+            end;
+        Other ->
+            lists:flatten(io_lib:format("~p", [Other]))
+    end.
 
 %% @doc Kills the request-trace server (its guard must undo what it set).
 -spec kill_rtrace() -> boolean().
@@ -114,14 +136,16 @@ check() ->
     Traced = [{P, erlang:trace_info(P, tracer), erlang:trace_info(P, flags)}
               || P <- erlang:processes(), P =/= User,
                  element(2, erlang:trace_info(P, flags)) =/= []],
-    case {Same, Delivers, Patterns, Traced} of
-        {true, true, [], []} -> "ok";
+    %% OTP 27 and later: what kprof set is in its own session, gone with it
+    Sessions = kprof_tracing:sessions(),
+    case {Same, Delivers, Patterns, Traced, Sessions} of
+        {true, true, [], [], []} -> "ok";
         _ ->
             lists:flatten(io_lib:format(
               "user_state_same=~p user_tracer_gets_events=~p other_patterns=~p(~p) "
-              "other_traced=~p now=~p before=~p",
+              "other_traced=~p kprof_sessions=~p now=~p before=~p",
               [Same, Delivers, length(Patterns), lists:sublist(Patterns, 5),
-               lists:sublist(Traced, 5), Now, Before]))
+               lists:sublist(Traced, 5), Sessions, Now, Before]))
     end.
 
 strip_count({MFAs, T, F, NT, NF}) ->

@@ -15,18 +15,11 @@
 #include "node/locate.h"
 #include "node/term.h"
 
-/* erlang:system_info(Item) as text. */
+/* erlang:system_info(Item) as text; 0, or nonzero. */
 static int system_info(kp_node *node, const char *item, char *out, size_t cap)
 {
-    ei_x_buff reply;
     char err[256];
-    int rc = kp_node_call_atom(node, "erlang", "system_info", item, &reply, err, sizeof err);
-    int i = 0;
-    if (rc == 0 && kp_term_decode_text(reply.buff, &i, out, cap) != 0 &&
-        (i = 0, kp_term_decode_atom(reply.buff, &i, out, cap) != 0))
-        rc = -1;
-    ei_x_free(&reply);
-    return rc;
+    return kp_node_call_text(node, "erlang", "system_info", item, out, cap, err, sizeof err);
 }
 
 /* log2 of erlang:system_info(process_limit), which the node rounds to a

@@ -15,26 +15,21 @@
  * can run it, -1 with the reason in err. */
 static int release_supported(kp_agent *a, char *err, size_t err_len)
 {
-    ei_x_buff reply;
-    int rc =
-        kp_node_call_atom(a->node, "erlang", "system_info", "otp_release", &reply, err, err_len);
-    if (rc == 0) {
-        char text[32];
-        int i = 0;
-        long release = 0;
-        if (ei_decode_string(reply.buff, &i, text) == 0)
-            release = strtol(text, NULL, 10);
-        if (release > 0 && release < KPROF_AGENT_OLDEST_OTP) {
-            snprintf(err, err_len,
-                     "node %s runs OTP %ld; this kprof's agent was compiled by OTP %d for "
-                     "OTP %d and later: use a kprof built with OTP %ld to %ld",
-                     a->node->target, release, KPROF_BUILD_OTP, KPROF_AGENT_OLDEST_OTP, release,
-                     release + 2);
-            rc = -1;
-        }
+    char text[32];
+    int rc = kp_node_call_text(a->node, "erlang", "system_info", "otp_release", text, sizeof text,
+                               err, err_len);
+    if (rc < 0)
+        return -1;
+    long release = strtol(text, NULL, 10); /* 0 when the reply was not text: let it try */
+    if (release > 0 && release < KPROF_AGENT_OLDEST_OTP) {
+        snprintf(err, err_len,
+                 "node %s runs OTP %ld; this kprof's agent was compiled by OTP %d for "
+                 "OTP %d and later: use a kprof built with OTP %ld to %ld",
+                 a->node->target, release, KPROF_BUILD_OTP, KPROF_AGENT_OLDEST_OTP, release,
+                 release + 2);
+        return -1;
     }
-    ei_x_free(&reply);
-    return rc;
+    return 0;
 }
 
 /* 1 if the node has module `m` loaded with exactly this build's code (a

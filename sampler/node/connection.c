@@ -281,6 +281,23 @@ int kp_node_call_atom(kp_node *node, const char *mod, const char *fun, const cha
     return rc;
 }
 
+int kp_node_call_text(kp_node *node, const char *mod, const char *fun, const char *atom, char *out,
+                      size_t cap, char *err, size_t err_len)
+{
+    ei_x_buff reply;
+    int rc = kp_node_call_atom(node, mod, fun, atom, &reply, err, err_len);
+    int i = 0;
+    if (rc == 0 && kp_term_decode_text(reply.buff, &i, out, cap) != 0 &&
+        (i = 0, kp_term_decode_atom(reply.buff, &i, out, cap) != 0)) {
+        if (cap)
+            out[0] = '\0';
+        snprintf(err, err_len, "unexpected reply from %s:%s on %s", mod, fun, node->target);
+        rc = 1;
+    }
+    ei_x_free(&reply);
+    return rc;
+}
+
 int kp_node_clock_offset(kp_node *node, int64_t *offset_us, char *err, size_t err_len)
 {
     uint64_t best_rtt = UINT64_MAX;

@@ -49,6 +49,13 @@ int kp_node_call(kp_node *node, const char *mod, const char *fun, const ei_x_buf
 int kp_node_call_atom(kp_node *node, const char *mod, const char *fun, const char *atom,
                       ei_x_buff *reply, char *err, size_t err_len);
 
+/* kp_node_call_atom whose reply is text (a string, binary or atom, e.g.
+ * erlang:system_info(otp_release), os:getpid()), NUL-terminated in `out`.
+ * Returns 0; 1 when the reply is not text of fewer than `cap` bytes (`out`
+ * empty, `err` says so); -1 when the connection failed (`err` says so). */
+int kp_node_call_text(kp_node *node, const char *mod, const char *fun, const char *atom, char *out,
+                      size_t cap, char *err, size_t err_len);
+
 /* Measures our CLOCK_MONOTONIC (kp_now_us) minus the node's monotonic
  * clock, in microseconds, from the quickest of a few rpc round trips (a
  * fraction of a millisecond off on a local network). Returns 0, or -1 with

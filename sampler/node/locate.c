@@ -163,15 +163,8 @@ long kp_node_locate(kp_node *node, long own_pid, unsigned long long *start_ticks
 
 int kp_node_own_pid(kp_node *node, long *pid, char *err, size_t err_len)
 {
-    ei_x_buff reply;
     char text[32];
-    *pid = 0;
-    int rc = kp_node_call_atom(node, "os", "getpid", NULL, &reply, err, err_len);
-    if (rc == 0) {
-        int i = 0;
-        if (ei_decode_string(reply.buff, &i, text) == 0)
-            *pid = strtol(text, NULL, 10);
-    }
-    ei_x_free(&reply);
-    return rc;
+    int rc = kp_node_call_text(node, "os", "getpid", NULL, text, sizeof text, err, err_len);
+    *pid = rc == 0 ? strtol(text, NULL, 10) : 0;
+    return rc < 0 ? -1 : 0;
 }

@@ -634,8 +634,9 @@ kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len
     }
     if (stale_map(n->map_path, o->start_ticks)) {
         snprintf(err, err_len,
-                 "the node has no perf map of its own (%s is older than the node: another "
-                 "process's with the same pid): start the node with +JPperf true",
+                 "the node has no perf map of its own (%s is older than the node: left by "
+                 "an earlier process with its pid, e.g. an earlier node in its container): "
+                 "start the node with +JPperf true",
                  n->map_path);
         kp_native_free(n);
         return NULL;

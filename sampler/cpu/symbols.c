@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/mapped_files.h"
 #include "kp/alloc.h"
 
 /* ---- a module's functions -------------------------------------------------
@@ -261,7 +262,7 @@ static int sign_module(Dwfl_Module *mod, void **userdata, const char *name, Dwar
 static int report(kp_symbols *s, char *err, size_t err_len)
 {
     dwfl_report_begin(s->dwfl);
-    int r = dwfl_linux_proc_report(s->dwfl, s->pid);
+    int r = kp_mapped_files_report(s->dwfl, s->pid);
     /* ends the report even on failure: the modules not reported again go */
     int end = dwfl_report_end(s->dwfl, module_removed, NULL);
     if (r > 0) {

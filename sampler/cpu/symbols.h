@@ -1,6 +1,7 @@
 /* Names of native code in another process (a node's beam.smp, its shared
- * libraries and NIFs), from the ELF files mapped into it, with elfutils'
- * libdwfl: .symtab when the file has one or its build id leads to a debug
+ * libraries and NIFs), from the ELF files mapped into it (opened as
+ * cpu/mapped_files.h says: the node's own, from any mount namespace), with
+ * elfutils' libdwfl: .symtab when the file has one or its build id leads to a debug
  * file under /usr/lib/debug, else .dynsym (Debian's beam.smp has only that:
  * most of its functions have no name there, and are told by their offset).
  * JIT code is in no file: the perf map names it (cpu/perf_map.h).

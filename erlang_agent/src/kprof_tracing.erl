@@ -89,9 +89,9 @@ session_of(Name) ->
         false -> closed()
     end.
 
-%% @doc The names of kprof's own sessions alive in the node (none before
-%% OTP 27): once kprof has stopped, none.
--spec sessions() -> [{atom(), term()}].
+%% @doc kprof's own sessions alive in the node, as trace:session_info/1
+%% names them (none before OTP 27): once kprof has stopped, none.
+-spec sessions() -> [term()].
 sessions() ->
     case has_sessions() of
         true -> [S || S <- apply(trace, session_info, [all]), lists:member(name(S), ?NAMES)];

@@ -196,17 +196,25 @@ watch_memory(Parent, Max) ->
 spin(0) -> ok;
 spin(N) -> fast(), spin(N - 1).
 
-%% @doc What a request trace's events go through now: "nif" (the
-%% kprof_tracer NIF) or "port" (runtime_tools' ip trace port).
+%% @doc What a request trace's events go through now, "nif" (the
+%% kprof_tracer NIF) or "port" (runtime_tools' ip trace port), and the id
+%% of the trace that found out ("none" if it was not traced): "nif,Id".
 -spec tracer_kind() -> string().
 tracer_kind() ->
-    case kprof:trace_request(fun() ->
-                                     kprof_tracing:info(kprof_tracing:session_of(kprof_rtrace), self(),
-                                                        tracer)
-                             end) of
-        {tracer, {kprof_tracer, _}} -> "nif";
-        _ -> "port"
-    end.
+    {Tracer, Id} = kprof:trace_request(
+                     fun() ->
+                             {kprof_tracing:info(kprof_tracing:session_of(kprof_rtrace), self(),
+                                                 tracer),
+                              kprof:trace_id()}
+                     end),
+    Kind = case Tracer of
+               {tracer, {kprof_tracer, _}} -> "nif";
+               _ -> "port"
+           end,
+    Kind ++ "," ++ case Id of
+                       undefined -> "none";
+                       _ -> binary_to_list(Id)
+                   end.
 
 %% @doc Stops request tracing in the node (its collector program too).
 -spec stop_rtrace() -> ok.

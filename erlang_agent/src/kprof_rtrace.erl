@@ -567,10 +567,15 @@ untrace(Pid, Session, Port) ->
 
 %% Every process kprof traces: its tracer is kprof's. That includes the
 %% processes traced ones spawned (they inherit flags and tracer through
-%% set_on_spawn), which no list here holds; one pass over the processes,
-%% run only when every trace stops at once.
+%% set_on_spawn), which no list here holds; run only when every trace
+%% stops at once. In the shared session, one pass over the processes, each
+%% checked for kprof's tracer; in kprof's own every flag is kprof's, and
+%% one call clears them all.
 untrace_all(Session, Port) ->
-    _ = [untrace(P, Session, Port) || P <- erlang:processes()],
+    _ = case kprof_tracing:shared(Session) of
+            true -> [untrace(P, Session, Port) || P <- erlang:processes()];
+            false -> kprof_tracing:process(Session, all, false, [send | ?FLAGS])
+        end,
     ok.
 
 %% The processes following reached (the collector lists them, `all' past

@@ -17,6 +17,9 @@ void kp_stop_on_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    /* a closed terminal or a dropped ssh session: the recording so far is
+     * as worth keeping as after Ctrl-C */
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
 

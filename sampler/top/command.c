@@ -31,7 +31,7 @@ static const char usage[] =
     "                           host and the node started with +JPperf true,\n"
     "                           else the view falls back to reductions\n"
     "  -i, --interval T         refresh every T [1s]\n"
-    "  -d, --duration T         stop after T [until q, Ctrl-C or SIGTERM]\n"
+    "  -d, --duration T         stop after T [until q, Ctrl-C, SIGTERM, SIGHUP]\n"
     "      --rows N             rows per table [as many as fit; 10 when not on\n"
     "                           a terminal]\n"
     "  -h, --help               show this help and exit\n"

@@ -18,11 +18,72 @@
 #include "common/clock.h"
 #include "node/term.h"
 
-static void trim(char *s)
+/* The line after the one `line` is in, or NULL after the last. */
+static const char *next_line(const char *line)
 {
-    size_t n = strlen(s);
-    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
-        s[--n] = '\0';
+    const char *nl = strchr(line, '\n');
+    return nl && nl[1] ? nl + 1 : NULL;
+}
+
+/* The value after "-setcookie" on a line of a vm.args text: 1 found (in
+ * `cookie`), 0 no such line, -1 one that holds no usable value (in `err`). */
+static int vm_args_cookie(const char *text, const char *path, char *cookie, size_t cap, char *err,
+                          size_t err_len)
+{
+    for (const char *line = *text ? text : NULL; line; line = next_line(line)) {
+        line += strspn(line, " \t");
+        if (strncmp(line, "-setcookie", 10) != 0 || !strchr(" \t", line[10]))
+            continue;
+        const char *v = line + 10 + strspn(line + 10, " \t");
+        size_t n = strcspn(v, " \t\r\n#");
+        if (n >= 2 && (v[0] == '\'' || v[0] == '"') && v[n - 1] == v[0]) {
+            v++; /* erl takes the quotes off as a shell does */
+            n -= 2;
+        }
+        if (n == 0 || n >= cap || v[0] == '$') {
+            snprintf(err, err_len,
+                     "%s sets the cookie with '-setcookie %.*s', which kprof cannot read "
+                     "(filled in when the release starts?): set KPROF_COOKIE to the node's cookie",
+                     path, (int)(n > 64 ? 64 : n), v);
+            return -1;
+        }
+        memcpy(cookie, v, n);
+        cookie[n] = '\0';
+        return 1;
+    }
+    return 0;
+}
+
+int kp_cookie_parse(const char *text, const char *path, char *cookie, size_t cap, char *err,
+                    size_t err_len)
+{
+    int found = vm_args_cookie(text, path, cookie, cap, err, err_len);
+    if (found != 0)
+        return found > 0 ? 0 : -1;
+    /* a vm.args that sets no cookie: the node reads its user's cookie file */
+    for (const char *line = *text ? text : NULL; line; line = next_line(line)) {
+        if (line[strspn(line, " \t")] == '-') {
+            snprintf(err, err_len,
+                     "%s is a vm.args without -setcookie: the node uses the .erlang.cookie in its "
+                     "user's home; pass that file with --cookie-file",
+                     path);
+            return -1;
+        }
+    }
+    size_t n = strcspn(text, "\r\n");
+    while (n > 0 && (text[n - 1] == ' ' || text[n - 1] == '\t'))
+        n--;
+    if (n == 0) {
+        snprintf(err, err_len, "the cookie file %s is empty", path);
+        return -1;
+    }
+    if (n >= cap) {
+        snprintf(err, err_len, "the cookie in %s is longer than %zu bytes", path, cap - 1);
+        return -1;
+    }
+    memcpy(cookie, text, n);
+    cookie[n] = '\0';
+    return 0;
 }
 
 int kp_cookie_load(const char *cookie_file, char *cookie, size_t cap, char *err, size_t err_len)
@@ -46,15 +107,13 @@ int kp_cookie_load(const char *cookie_file, char *cookie, size_t cap, char *err,
                  path, strerror(errno));
         return -1;
     }
-    if (!fgets(cookie, (int)cap, f))
-        cookie[0] = '\0';
+    /* a cookie file, or a release's vm.args (they are small: a bigger file
+     * is neither) */
+    char text[16384];
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    text[len] = '\0';
     fclose(f);
-    trim(cookie);
-    if (!cookie[0]) {
-        snprintf(err, err_len, "the cookie file %s is empty", path);
-        return -1;
-    }
-    return 0;
+    return kp_cookie_parse(text, path, cookie, cap, err, err_len);
 }
 
 int kp_node_name(const char *given, char *out, size_t cap, char *err, size_t err_len)

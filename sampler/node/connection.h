@@ -17,9 +17,19 @@ typedef struct {
 } kp_node;
 
 /* Reads the cookie: from `cookie_file` when not NULL, else $KPROF_COOKIE, else
- * ~/.erlang.cookie. Returns 0, or -1 with a message in `err`. The cookie is
- * never printed. */
+ * ~/.erlang.cookie. The file is a cookie file (the cookie on its first line:
+ * ~/.erlang.cookie, a Mix release's releases/COOKIE) or a release's vm.args
+ * (the value of its -setcookie line). Returns 0, or -1 with a message in
+ * `err`. The cookie is never printed. */
 int kp_cookie_load(const char *cookie_file, char *cookie, size_t cap, char *err, size_t err_len);
+
+/* kp_cookie_load's reading of a file's NUL-terminated `text` (`path` names
+ * it in messages): the -setcookie value of a vm.args, else the first line
+ * of a cookie file, without its trailing blanks. A vm.args without
+ * -setcookie, an empty file, a cookie of `cap` bytes or more, or a value
+ * filled in at start ($VAR) is an error. Returns 0 or -1. */
+int kp_cookie_parse(const char *text, const char *path, char *cookie, size_t cap, char *err,
+                    size_t err_len);
 
 /* Completes a node name: "app" becomes "app@<short hostname>". Returns 0, or
  * -1 with a message in `err` for an empty or malformed name. */

@@ -65,9 +65,7 @@
 %%% files; the OTP matrix loads them).
 -module(kprof_agent).
 
--include("kprof_version.hrl").
-
--export([version/0, modules/0, start/2, stop/0, labels/1]).
+-export([modules/0, start/2, stop/0, labels/1]).
 %% spawned
 -export([agent_init/3, guard_init/4, stacker/1]).
 
@@ -97,11 +95,6 @@
                       depth := pos_integer(),
                       idle_timeout_ms := pos_integer()}.
 -export_type([options/0, select_by/0, settings/0]).
-
-%% @doc The kprof version this agent was built with, e.g. "0.1.0".
--spec version() -> string().
-version() ->
-    ?KPROF_VERSION.
 
 %% @doc The modules kprof loads into a node: this sampling agent and its
 %% selection (kprof_select), tier tracing (kprof_tiers), the request-marking

@@ -136,14 +136,14 @@ need_sample_apps() {
   local app
   for app in "$@"; do
     [ -e "$sample_apps/$app/ebin/$app.app" ] ||
-      fail "$sample_apps/$app/ebin/$app.app is missing: the build does not compile erlang_agent/sample_apps/$app/"
+      fail "$sample_apps/$app/ebin/$app.app is missing: the build does not compile sample_apps/$app/"
     if [ -z "$container_root" ]; then
       sample_pa+=(-pa "$sample_apps/$app/ebin")
       continue
     fi
     mkdir -p "$work/sample_apps/$app/ebin"
     cp "$sample_apps/$app/ebin/$app.app" "$work/sample_apps/$app/ebin/"
-    test_erlc -o "$work/sample_apps/$app/ebin" "$here/../../erlang_agent/sample_apps/$app/src/"*.erl
+    test_erlc -o "$work/sample_apps/$app/ebin" "$here/../../sample_apps/$app/src/"*.erl
     sample_pa+=(-pa "$work/sample_apps/$app/ebin")
   done
 }

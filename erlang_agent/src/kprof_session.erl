@@ -64,18 +64,33 @@ options() ->
     ?MODULE ! {options, self(), Ref},
     receive {Ref, Options} -> Options after 5000 -> [] end.
 
-%% @doc The kprof program: `{kprof, executable}', else the PATH, else
-%% `priv/kprof' of the kprof application.
+%% @doc The kprof program: `{kprof, executable}' (a string, or a binary as
+%% Elixir's config writes it), else the PATH, else `priv/kprof' of the kprof
+%% application.
 -spec executable() -> {ok, string()} | {error, string()}.
 executable() ->
-    Env = application:get_env(kprof, executable, undefined),
-    Priv = case code:priv_dir(kprof) of
-               {error, _} -> undefined;
-               Dir -> filename:join(Dir, "kprof")
-           end,
-    Found = [P || P <- [Env, os:find_executable("kprof"), Priv],
-                  is_list(P), filelib:is_regular(P)],
-    case Found of
+    case application:get_env(kprof, executable, undefined) of
+        undefined -> found([os:find_executable("kprof"), priv_executable()]);
+        Env when is_list(Env); is_binary(Env) ->
+            Path = unicode:characters_to_list(Env),
+            case is_list(Path) andalso filelib:is_regular(Path) of
+                true -> {ok, Path};
+                false -> {error, lists:flatten(io_lib:format(
+                                   "{kprof, executable} is ~tp, which is no file: set it to the "
+                                   "kprof program's path", [Env]))}
+            end;
+        Env ->
+            {error, lists:flatten(io_lib:format("{kprof, executable} is ~tp, not a path", [Env]))}
+    end.
+
+priv_executable() ->
+    case code:priv_dir(kprof) of
+        {error, _} -> false;
+        Dir -> filename:join(Dir, "kprof")
+    end.
+
+found(Candidates) ->
+    case [P || P <- Candidates, is_list(P), filelib:is_regular(P)] of
         [Exe | _] -> {ok, Exe};
         [] -> {error, "the kprof program was not found: set the application environment "
                       "{kprof, executable} to its path, or put it on the PATH"}

@@ -48,15 +48,15 @@ export HOME=$work
 export ERL_CRASH_DUMP=$work/erl_crash.dump
 epmd -daemon 2>/dev/null || true
 
-# kprof_copy: a copy of the kprof application's directory (erlang_agent/,
-# without what an earlier build left in it), as a user's checkout of kprof
-# would hold it; prints its path. Builds write into it, never into the
-# source tree.
+# kprof_copy DIR: a copy of what a user's project takes of a kprof
+# checkout into DIR (made): the root's rebar.config (rebar3 takes the root)
+# and erlang_agent/ (Mix takes that directory), without what an earlier
+# build left in them; builds write into the copy, never into the source.
 kprof_copy() {
-  mkdir -p "$work/kprof"
+  mkdir -p "$1/erlang_agent"
+  cp "$repo/rebar.config" "$1/"
   (cd "$repo/erlang_agent" && tar --exclude=./priv --exclude=./_build --exclude=./deps -cf - .) |
-    tar -xf - -C "$work/kprof"
-  echo "$work/kprof"
+    tar -xf - -C "$1/erlang_agent"
 }
 
 # wait_for SECONDS WHAT COMMAND...: runs COMMAND until it succeeds

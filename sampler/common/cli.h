@@ -9,7 +9,7 @@
 
 #include "kp/status.h"
 
-/* Exit codes, documented in README.md and in `kprof --help`. */
+/* Exit codes, documented in docs/record.md ("Exit status") and in `kprof --help`. */
 enum {
     KP_EXIT_OK = 0,
     KP_EXIT_FAILURE = 1, /* I/O error, out of memory, disk full */

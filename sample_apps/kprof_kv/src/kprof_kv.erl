@@ -1,4 +1,4 @@
-%%% @doc The key-value example of the kprof README: a request pipeline with
+%%% @doc The key-value example of kprof's docs/tiers.md: a request pipeline with
 %%% several processes per layer, to profile with kprof's tier tracing.
 %%%
 %%% A request is one line of text: `<<"GET key">>', `<<"PUT key value">>',

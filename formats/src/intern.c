@@ -4,6 +4,7 @@
 
 #include "kp/alloc.h"
 #include "kp/buf.h"
+#include "kp/frame_name.h"
 #include "kp/strtab.h"
 #include "kp/symbol.h"
 
@@ -23,14 +24,16 @@ struct kp_frames {
     display_ids *ids;   /* by frame id */
     uint32_t ids_cap;
     int with_lines;
-    kp_buf scratch;
+    kp_names names;
+    kp_buf scratch; /* a key, then the frame's display strings */
+    kp_buf name;    /* a function's name before encoding */
 };
 
 struct kp_stacks {
     kp_strtab *table;
 };
 
-kp_frames *kp_frames_create(int with_lines)
+kp_frames *kp_frames_create(unsigned flags)
 {
     kp_frames *f = kp_calloc(1, sizeof *f);
     if (!f)
@@ -41,7 +44,8 @@ kp_frames *kp_frames_create(int with_lines)
         kp_frames_free(f);
         return NULL;
     }
-    f->with_lines = with_lines != 0;
+    f->with_lines = (flags & KP_FRAMES_LINES) != 0;
+    f->names = flags & KP_FRAMES_ERLANG_NAMES ? KP_NAMES_ERLANG : KP_NAMES_ELIXIR;
     return f;
 }
 
@@ -53,6 +57,7 @@ void kp_frames_free(kp_frames *f)
     kp_strtab_free(f->display);
     kp_free(f->ids);
     kp_buf_free(&f->scratch);
+    kp_buf_free(&f->name);
     kp_free(f);
 }
 
@@ -117,11 +122,10 @@ kp_status kp_frames_intern_mfa(kp_frames *f, const kp_mfa *m, uint32_t *id)
     uint64_t h;
     if (lookup(f, key_len, &h, id))
         return KP_OK;
-    if ((st = kp_symbol_encode(b, m->module, m->module_len)) != KP_OK ||
-        (st = kp_buf_append_char(b, ':')) != KP_OK ||
-        (st = kp_symbol_encode(b, m->function, m->function_len)) != KP_OK ||
-        (st = kp_buf_append_char(b, '/')) != KP_OK ||
-        (st = kp_buf_append_u64(b, m->arity)) != KP_OK)
+    kp_buf_clear(&f->name);
+    if ((st = kp_frame_name(&f->name, m->module, m->module_len, m->function, m->function_len,
+                            m->arity, f->names)) != KP_OK ||
+        (st = kp_symbol_encode(b, f->name.data, f->name.len)) != KP_OK)
         return st;
     if (line &&
         ((st = kp_buf_append_char(b, ':')) != KP_OK || (st = kp_buf_append_u64(b, line)) != KP_OK))
@@ -173,7 +177,7 @@ const char *kp_frames_module(const kp_frames *f, uint32_t id, size_t *len)
 size_t kp_frames_memory(const kp_frames *f)
 {
     return sizeof *f + kp_strtab_memory(f->keys) + kp_strtab_memory(f->display) +
-           f->ids_cap * sizeof *f->ids + f->scratch.cap;
+           f->ids_cap * sizeof *f->ids + f->scratch.cap + f->name.cap;
 }
 
 kp_stacks *kp_stacks_create(void)

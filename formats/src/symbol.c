@@ -66,3 +66,31 @@ kp_status kp_module_encode(kp_buf *out, const char *text, size_t len)
 {
     return encode(out, text, len, 1);
 }
+
+static int hex_value(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                  : -1;
+}
+
+kp_status kp_symbol_decode(kp_buf *out, const char *text, size_t len)
+{
+    kp_status st = kp_buf_reserve(out, len);
+    if (st != KP_OK)
+        return st;
+    char *d = out->data + out->len;
+    for (size_t i = 0; i < len; i++) {
+        int hi = text[i] == '%' && i + 2 < len ? hex_value(text[i + 1]) : -1;
+        int lo = hi >= 0 ? hex_value(text[i + 2]) : -1;
+        if (lo >= 0) {
+            *d++ = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            *d++ = text[i];
+        }
+    }
+    out->len = (size_t)(d - out->data);
+    return KP_OK;
+}

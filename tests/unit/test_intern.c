@@ -86,7 +86,7 @@ static void test_mfa_frames(void **state)
 static void test_mfa_with_lines(void **state)
 {
     (void)state;
-    kp_frames *f = kp_frames_create(1);
+    kp_frames *f = kp_frames_create(KP_FRAMES_LINES);
     assert_non_null(f);
     uint32_t l42 = frame(f, "my_mod", "loop", 1, 42);
     uint32_t l43 = frame(f, "my_mod", "loop", 1, 43);
@@ -164,7 +164,7 @@ static void test_pseudo_frames(void **state)
 static void test_many_frames_dense_and_stable(void **state)
 {
     (void)state;
-    kp_frames *f = kp_frames_create(1);
+    kp_frames *f = kp_frames_create(KP_FRAMES_LINES);
     assert_non_null(f);
     char fun[32], want[64];
     for (unsigned i = 0; i < 20000; i++) {
@@ -268,7 +268,7 @@ static void test_create_out_of_memory(void **state)
     for (long n = 0; !(frames_done && stacks_done); n++) {
         assert_true(n < 100);
         kp_fault_alloc_after(n);
-        kp_frames *f = frames_done ? NULL : kp_frames_create(1);
+        kp_frames *f = frames_done ? NULL : kp_frames_create(KP_FRAMES_LINES);
         kp_fault_alloc_after(n);
         kp_stacks *s = stacks_done ? NULL : kp_stacks_create();
         kp_fault_alloc_reset();
@@ -291,7 +291,7 @@ static void test_create_out_of_memory(void **state)
 static void test_frames_out_of_memory(void **state)
 {
     (void)state;
-    kp_frames *f = kp_frames_create(1);
+    kp_frames *f = kp_frames_create(KP_FRAMES_LINES);
     assert_non_null(f);
     char fun[64], text[64];
     long failures = 0;

@@ -200,6 +200,28 @@ static void test_out_of_memory(void **state)
     kp_buf_free(&b);
 }
 
+/* Decoding gives back the text of every encoded byte string, and copies a
+ * '%' that starts no "%XX". */
+static void test_decode(void **state)
+{
+    (void)state;
+    char all[256];
+    for (int i = 0; i < 256; i++)
+        all[i] = (char)i;
+    kp_buf enc = KP_BUF_INIT, dec = KP_BUF_INIT;
+    assert_int_equal(kp_symbol_encode(&enc, all, sizeof all), KP_OK);
+    assert_int_equal(kp_symbol_decode(&dec, enc.data, enc.len), KP_OK);
+    assert_int_equal(dec.len, sizeof all);
+    assert_memory_equal(dec.data, all, sizeof all);
+    kp_buf_clear(&dec);
+    static const char odd[] = "100% %zz %4 %4a%2f%";
+    assert_int_equal(kp_symbol_decode(&dec, odd, sizeof odd - 1), KP_OK);
+    assert_int_equal(dec.len, 15);
+    assert_memory_equal(dec.data, "100% %zz %4 J/%", 15);
+    kp_buf_free(&enc);
+    kp_buf_free(&dec);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +233,7 @@ int main(void)
         cmocka_unit_test(test_appends_to_existing_text),
         cmocka_unit_test(test_any_ascii_text_gives_a_valid_frame),
         cmocka_unit_test(test_out_of_memory),
+        cmocka_unit_test(test_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

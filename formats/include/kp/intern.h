@@ -30,14 +30,25 @@ typedef struct {
     unsigned line; /* 0 = unknown */
 } kp_mfa;
 
-/* Creates a frame table. With `with_lines` non-zero, frames that differ only by
- * line are distinct and their symbol ends in ":LINE"; otherwise the line is
- * ignored. Returns NULL when out of memory. */
-kp_frames *kp_frames_create(int with_lines);
+/* How a frame table names function frames, or-ed together. */
+enum {
+    /* frames that differ only by line are distinct and their symbol ends in
+     * ":LINE"; without it the line is ignored */
+    KP_FRAMES_LINES = 1,
+    /* frames of Elixir modules in Erlang's notation (Elixir.Mod:fun/1);
+     * without it in Elixir's (Mod.fun/1; frame_name.h) */
+    KP_FRAMES_ERLANG_NAMES = 2
+};
+
+/* Creates a frame table naming frames as `flags` (KP_FRAMES_*) say.
+ * Returns NULL when out of memory. */
+kp_frames *kp_frames_create(unsigned flags);
 void kp_frames_free(kp_frames *frames);
 
-/* Interns an Erlang function frame; its symbol is "module:function/arity"
- * (plus ":line") and its module column "module.beam", both encoded.
+/* Interns a function frame; its symbol is its name (kp_frame_name:
+ * "module:function/arity", or Elixir's "Module.function/arity") plus
+ * ":line", and its module column "module.beam" (the module's file), both
+ * encoded.
  * Returns KP_OK, KP_ERR_NOMEM or KP_ERR_LIMIT; on error nothing is added. */
 kp_status kp_frames_intern_mfa(kp_frames *frames, const kp_mfa *mfa, uint32_t *id);
 

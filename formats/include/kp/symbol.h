@@ -25,4 +25,12 @@ kp_status kp_symbol_encode(kp_buf *out, const char *text, size_t len);
  * kp_symbol_encode does plus '[' and ']'. Empty text becomes "%00". */
 kp_status kp_module_encode(kp_buf *out, const char *text, size_t len);
 
+/* Appends `text` with each "%XX" (two hex digits, either case) turned back
+ * into its byte: the readable name of an encoded symbol, for kprof's own
+ * viewers (SVG flame graphs, kprof top). Other bytes, and a '%' not followed
+ * by two hex digits, are copied. The result may hold any byte, NUL too ("%00"
+ * is the empty frame): a viewer escapes what it cannot show.
+ * Returns KP_OK or KP_ERR_NOMEM (buffer unchanged). */
+kp_status kp_symbol_decode(kp_buf *out, const char *text, size_t len);
+
 #endif

@@ -7,6 +7,8 @@
 
 #include "kp/alloc.h"
 #include "kp/buf.h"
+#include "kp/frame_name.h"
+#include "kp/symbol.h"
 
 /* Geometry, in pixels. The font is monospace so that a box's label can be cut
  * to fit here and in the script alike: 12 px characters are 0.6 em wide. */
@@ -184,9 +186,9 @@ static uint32_t fnv1a(const char *s, size_t len)
  * from one graph to the next, as flamegraph.pl --hash. */
 static kp_status append_fill(kp_buf *b, const box *f)
 {
-    const char *colon = memchr(f->name, ':', f->len);
-    int code = colon && memchr(colon, '/', f->len - (size_t)(colon - f->name)) != NULL;
-    uint32_t mod = fnv1a(f->name, code ? (size_t)(colon - f->name) : f->len);
+    size_t start = 0, len = f->len;
+    int code = kp_frame_name_module(f->name, f->len, &start, &len);
+    uint32_t mod = fnv1a(f->name + start, len);
     uint32_t fun = fnv1a(f->name, f->len);
     double v1 = (mod % 1000) / 1000.0, v2 = (fun % 1000) / 1000.0;
     int r, g, bl;
@@ -206,15 +208,25 @@ static kp_status append_fill(kp_buf *b, const box *f)
     return kp_buf_append(b, tmp, (size_t)n);
 }
 
+/* A box: its frame's readable name (kp_symbol_decode: the folded file's
+ * "anonymous%20fn/1%20in%20MyApp.Hot.spin/2" shows as "anonymous fn/1 in
+ * MyApp.Hot.spin/2") in its tooltip, its label and the data-n that search
+ * matches; `plain` is scratch space for it. */
 static kp_status append_box(kp_buf *b, const box *f, const layout *l, uint64_t total,
-                            const char *countname)
+                            const char *countname, kp_buf *plain)
 {
+    kp_buf_clear(plain);
+    kp_status decoded = kp_symbol_decode(plain, f->name, f->len);
+    if (decoded != KP_OK)
+        return decoded;
+    const char *name = plain->data ? plain->data : "";
+    size_t name_len = plain->len;
     double x = PAD + (double)f->x * l->px_per_unit, w = (double)f->w * l->px_per_unit;
     double y = TOP + (double)(l->max_depth - f->depth) * FRAME_H;
     long fit = (long)((w - 6) / CHAR_W);
     kp_status st = kp_buf_append_str(b, "<g class=\"f\" data-n=\"");
     if (st == KP_OK)
-        st = append_xml(b, f->name, f->len, SIZE_MAX);
+        st = append_xml(b, name, name_len, SIZE_MAX);
     if (st == KP_OK)
         st = kp_buf_append_str(b, "\" data-d=\"");
     if (st == KP_OK)
@@ -230,7 +242,7 @@ static kp_status append_box(kp_buf *b, const box *f, const layout *l, uint64_t t
     if (st == KP_OK)
         st = kp_buf_append_str(b, "\"><title>");
     if (st == KP_OK)
-        st = append_xml(b, f->name, f->len, SIZE_MAX);
+        st = append_xml(b, name, name_len, SIZE_MAX);
     if (st == KP_OK)
         st = kp_buf_append_str(b, " (");
     if (st == KP_OK)
@@ -255,10 +267,10 @@ static kp_status append_box(kp_buf *b, const box *f, const layout *l, uint64_t t
     if (st == KP_OK)
         st = append_fmt_double(b, "%.0f\">", y + 11.5);
     if (st == KP_OK && fit >= 3) {
-        if (char_count(f->name, f->len) <= (size_t)fit) {
-            st = append_xml(b, f->name, f->len, SIZE_MAX);
+        if (char_count(name, name_len) <= (size_t)fit) {
+            st = append_xml(b, name, name_len, SIZE_MAX);
         } else {
-            st = append_xml(b, f->name, f->len, (size_t)fit - 2);
+            st = append_xml(b, name, name_len, (size_t)fit - 2);
             if (st == KP_OK)
                 st = kp_buf_append_str(b, "..");
         }
@@ -438,24 +450,25 @@ kp_status kp_flame_svg_write(const kp_folded *folded, const kp_flame_options *op
     kp_status st = kp_folded_each_by_frame(folded, add_line, &l);
     if (st == KP_OK)
         st = close_frames(&l, 0);
-    kp_buf out = KP_BUF_INIT;
+    kp_buf out = KP_BUF_INIT, plain = KP_BUF_INIT;
     if (st == KP_OK) {
         unsigned height = TOP + (l.max_depth + 1) * FRAME_H + BOTTOM;
         st = append_header(&out, options, width, height);
         box all = {"all", 3, 0, 0, total};
         if (st == KP_OK)
-            st = append_box(&out, &all, &l, total, countname);
+            st = append_box(&out, &all, &l, total, countname, &plain);
         /* they closed leaf first: the file reads better row by row */
         if (l.n_boxes)
             qsort(l.boxes, l.n_boxes, sizeof *l.boxes, by_row);
         for (size_t i = 0; i < l.n_boxes && st == KP_OK; i++)
-            st = append_box(&out, &l.boxes[i], &l, total, countname);
+            st = append_box(&out, &l.boxes[i], &l, total, countname, &plain);
         if (st == KP_OK)
             st = kp_buf_append_str(&out, "</g>\n</svg>\n");
         if (st == KP_OK)
             st = kp_sink_write(sink, out.data, out.len);
     }
     kp_buf_free(&out);
+    kp_buf_free(&plain);
     kp_free(l.open);
     kp_free(l.boxes);
     return st;

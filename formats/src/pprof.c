@@ -5,6 +5,7 @@
 
 #include "kp/alloc.h"
 #include "kp/strtab.h"
+#include "kp/symbol.h"
 
 #define MAX_TYPES 16
 
@@ -65,9 +66,11 @@ size_t kp_pprof_samples(const kp_pprof *p)
 }
 
 /* Marks string `id` (`name`, `len` bytes) a frame's, with the name its
- * Function shows: pprof takes <...> for C++ template arguments and drops
- * them (a process's frame <0.85.0> would show as <unknown>), so those
- * brackets become [...] there; the system_name keeps the frame as it is. */
+ * Function shows: the frame readable, its percent-encoding undone
+ * (kp_symbol_decode: "anonymous fn/1 in MyApp.Hot.spin/2"), and since pprof
+ * takes <...> for C++ template arguments and drops them (a process's frame
+ * <0.85.0> would show as <unknown>), those brackets become [...]; the
+ * system_name keeps the frame as it is. */
 static kp_status mark_frame(kp_pprof *p, uint32_t id, const char *name, size_t len)
 {
     if (id >= p->cap_frame) {
@@ -88,14 +91,14 @@ static kp_status mark_frame(kp_pprof *p, uint32_t id, const char *name, size_t l
     if (p->is_frame[id])
         return KP_OK;
     uint32_t shown = id;
-    if (memchr(name, '<', len) || memchr(name, '>', len)) {
-        char *copy = kp_malloc(len ? len : 1);
-        if (!copy)
-            return KP_ERR_NOMEM;
-        for (size_t k = 0; k < len; k++)
-            copy[k] = name[k] == '<' ? '[' : name[k] == '>' ? ']' : name[k];
-        kp_status st = kp_strtab_intern(p->strings, copy, len, &shown, NULL);
-        kp_free(copy);
+    if (memchr(name, '<', len) || memchr(name, '>', len) || memchr(name, '%', len)) {
+        kp_buf copy = KP_BUF_INIT;
+        kp_status st = kp_symbol_decode(&copy, name, len);
+        for (size_t k = 0; k < copy.len; k++)
+            copy.data[k] = copy.data[k] == '<' ? '[' : copy.data[k] == '>' ? ']' : copy.data[k];
+        if (st == KP_OK)
+            st = kp_strtab_intern(p->strings, copy.len ? copy.data : "", copy.len, &shown, NULL);
+        kp_buf_free(&copy);
         if (st != KP_OK)
             return st;
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kp/alloc.h"
+#include "kp/symbol.h"
 #include "top/view_internal.h"
 
 /* Columns of `text`: a UTF-8 character is one (continuation bytes count
@@ -64,6 +65,22 @@ static kp_status cell(kp_buf *line, const char *text, size_t width)
     }
     for (size_t i = 0; i < pad && st == KP_OK; i++)
         st = kp_buf_append_char(line, ' ');
+    return st;
+}
+
+/* A cell of a function's or a process's name, shown readable: the names
+ * are frame symbols, percent-encoded for kprof's files (kp/symbol.h), so
+ * anonymous%20fn/1%20in%20MyApp.Hot.spin/2 shows as anonymous fn/1 in
+ * MyApp.Hot.spin/2. */
+static kp_status name_cell(kp_buf *line, const char *text, size_t width)
+{
+    kp_buf plain = KP_BUF_INIT;
+    kp_status st = kp_symbol_decode(&plain, text, strlen(text));
+    if (st == KP_OK)
+        st = kp_buf_append_char(&plain, '\0');
+    if (st == KP_OK)
+        st = cell(line, plain.data, width);
+    kp_buf_free(&plain);
     return st;
 }
 
@@ -163,7 +180,7 @@ static kp_status function_rows(const kp_top *t, const kp_top_layout *l, size_t r
         st = linef(line, "%7.1f  %7.1f  ", 100.0 * (double)w[SELF] / (double)all,
                    100.0 * (double)w[TOTAL] / (double)all);
         if (st == KP_OK)
-            st = cell(line, text, name_width);
+            st = name_cell(line, text, name_width);
         if (st == KP_OK)
             st = emit(out, line, l->width);
     }
@@ -220,11 +237,11 @@ static kp_status process_row(const kp_top *t, const top_process *p, const kp_top
     }
     kp_status st = cell(line, pid, 12);
     if (st == KP_OK && (st = kp_buf_append_char(line, ' ')) == KP_OK)
-        st = cell(line, p->label[0] ? p->label : "-", name_w);
+        st = name_cell(line, p->label[0] ? p->label : "-", name_w);
     if (st == KP_OK)
         st = linef(line, " %6s %7s %6s %7s  ", cpu, reds, queue, memory);
     if (st == KP_OK)
-        st = cell(line, p->current[0] ? p->current : "-", current_w);
+        st = name_cell(line, p->current[0] ? p->current : "-", current_w);
     return st == KP_OK ? emit(out, line, l->width) : st;
 }
 

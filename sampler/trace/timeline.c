@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kp/alloc.h"
+#include "kp/symbol.h"
 #include "trace/files.h"
 
 #define MAX_DEPTH 1024    /* as the collector's stacks */
@@ -31,6 +32,7 @@ typedef struct {
     uint32_t lane;
     int64_t min_dur; /* shorter slices are left out: their time stays in their parent */
     kp_status st;
+    kp_buf name; /* a frame's name, decoded */
 } writer;
 
 static void us(writer *w, int64_t ns)
@@ -49,6 +51,17 @@ static void string(writer *w, const char *s, size_t len)
 {
     if (w->st == KP_OK)
         w->st = kp_json_string(w->out, s, len);
+}
+
+/* A frame's name as a JSON string, readable: frame symbols are
+ * percent-encoded for folded and perf files (kp/symbol.h), which JSON does
+ * not need, so a trace viewer shows "anonymous fn/1 in MyApp.Hot.spin/2". */
+static void frame_name(writer *w, const char *symbol, size_t len)
+{
+    kp_buf_clear(&w->name);
+    if (w->st == KP_OK)
+        w->st = kp_symbol_decode(&w->name, symbol, len);
+    string(w, w->name.data, w->name.len);
 }
 
 static void lane_number(writer *w)
@@ -76,7 +89,7 @@ static void slice(writer *w, uint32_t frame, int64_t start, int64_t end)
     text(w, ",\"cat\":");
     text(w, sleep ? "\"sleep\"" : gc ? "\"gc\"" : "\"call\"");
     text(w, ",\"name\":");
-    string(w, name, len);
+    frame_name(w, name, len);
     text(w, "}");
 }
 
@@ -91,7 +104,7 @@ static void lane(writer *w, const kp_trace_interval *iv, size_t n)
     text(w, ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":");
     lane_number(w);
     text(w, ",\"name\":\"thread_name\",\"args\":{\"name\":");
-    string(w, name, len);
+    frame_name(w, name, len);
     text(w, "}}");
     for (size_t k = 0; k < n; k++) {
         size_t sn;
@@ -190,6 +203,7 @@ kp_status kp_trace_write_timeline(const kp_trace_data *t, const char *path, cons
     text(&w, "\n]}\n");
     kp_free(lanes);
     kp_free(iv);
+    kp_buf_free(&w.name);
     kp_sink *sink = NULL;
     kp_status st = w.st;
     if (st == KP_OK)

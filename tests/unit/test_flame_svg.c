@@ -192,6 +192,61 @@ static void test_escaping(void **state)
     kp_folded_free(f);
 }
 
+/* The fill of the box whose data-n is `name` (the first such box). */
+static void fill_of(const char *svg, const char *name, char *out, size_t cap)
+{
+    char key[256];
+    snprintf(key, sizeof key, "data-n=\"%s\"", name);
+    const char *box = strstr(svg, key);
+    assert_non_null(box);
+    const char *fill = strstr(box, "fill=\"") + 6;
+    size_t len = (size_t)(strchr(fill, '"') - fill);
+    assert_true(len < cap);
+    memcpy(out, fill, len);
+    out[len] = '\0';
+}
+
+/* Frames are shown readable, their percent-encoding undone (and the text
+ * XML-escaped after); Elixir functions are code, coloured by module like
+ * Erlang ones: warm, the red channel from 205 up. */
+static void test_readable_names_and_code_colours(void **state)
+{
+    (void)state;
+    static const char *const lines[] = {
+        "<0.1.0>;MyApp.Hot.run/0;anonymous%20fn/1%20in%20MyApp.Hot.spin/2 3",
+        "<0.1.0>;MyApp.Hot.%22a%3Cb%22/0 1", "<0.1.0>;erlang:%2B%2B/2 1", "<0.1.0>;sleep 1"};
+    kp_folded *f = folded_of(lines, 4);
+    char *svg = draw(f, NULL);
+    assert_svg_shape(svg);
+    assert_non_null(strstr(svg, "data-n=\"anonymous fn/1 in MyApp.Hot.spin/2\""));
+    assert_non_null(strstr(svg, "<title>anonymous fn/1 in MyApp.Hot.spin/2 (3 samples"));
+    assert_non_null(strstr(svg, "data-n=\"MyApp.Hot.&quot;a&lt;b&quot;/0\""));
+    assert_non_null(strstr(svg, "data-n=\"erlang:++/2\""));
+    assert_null(strstr(svg, "%20"));
+    char code[64], other[64];
+    unsigned r, g, b;
+    static const char *const functions[] = {"MyApp.Hot.run/0", "anonymous fn/1 in MyApp.Hot.spin/2",
+                                            "erlang:++/2"};
+    for (size_t i = 0; i < 3; i++) {
+        fill_of(svg, functions[i], code, sizeof code);
+        assert_int_equal(sscanf(code, "rgb(%u,%u,%u)", &r, &g, &b), 3);
+        assert_true(r >= 205);
+    }
+    fill_of(svg, "sleep", other, sizeof other);
+    assert_int_equal(sscanf(other, "rgb(%u,%u,%u)", &r, &g, &b), 3);
+    assert_true(r < 205);
+    /* one module, one shade: the green channel follows the module alone */
+    char run[64], spin[64];
+    unsigned g1, g2;
+    fill_of(svg, "MyApp.Hot.run/0", run, sizeof run);
+    fill_of(svg, "anonymous fn/1 in MyApp.Hot.spin/2", spin, sizeof spin);
+    assert_int_equal(sscanf(run, "rgb(%*u,%u,", &g1), 1);
+    assert_int_equal(sscanf(spin, "rgb(%*u,%u,", &g2), 1);
+    assert_int_equal(g1, g2);
+    free(svg);
+    kp_folded_free(f);
+}
+
 /* A label is cut to what fits its box (7.2 px a character, 3 px margins),
  * ending in "..", and left out below 3 characters. */
 static void test_labels(void **state)
@@ -298,7 +353,7 @@ int main(void)
         cmocka_unit_test(test_options),   cmocka_unit_test(test_narrow_boxes_left_out),
         cmocka_unit_test(test_escaping),  cmocka_unit_test(test_labels),
         cmocka_unit_test(test_errors),    cmocka_unit_test(test_out_of_memory),
-        cmocka_unit_test(test_disk_full),
+        cmocka_unit_test(test_disk_full), cmocka_unit_test(test_readable_names_and_code_colours),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -314,6 +314,25 @@ static void naming_native_only_processes(void **state)
     free(text);
 }
 
+/* Names come as frame symbols, percent-encoded; the tables show them
+ * readable: an Elixir anonymous function with its spaces, an Erlang
+ * operator with its pluses, and never a control byte. */
+static void names_shown_readable(void **state)
+{
+    kp_top *t = *state;
+    add(t, "MyApp.Hot.run/0;anonymous%20fn/1%20in%20MyApp.Hot.spin/2", 5);
+    add(t, "erlang:%2B%2B/2", 3);
+    add_proc(t, 1, "MyApp.Hot.%22a%0Ab%22/0", "anonymous%20fn/1%20in%20MyApp.Hot.spin/2", 10, 0, 0);
+    kp_top_close_window(t, 1000000);
+    kp_top_layout l = {120, 0, 5, "t", "reductions", NULL, KP_TOP_BY_SELF, KP_TOP_BY_CPU, 0, 0};
+    char *text = render(t, &l);
+    assert_non_null(strstr(text, "  anonymous fn/1 in MyApp.Hot.spin/2\n"));
+    assert_non_null(strstr(text, "  erlang:++/2\n"));
+    assert_non_null(strstr(text, "<0.1.0>      MyApp.Hot.\"a?b\"/0"));
+    assert_null(strstr(text, "%20"));
+    free(text);
+}
+
 static void forgets_gone_processes(void **state)
 {
     kp_top *t = *state;
@@ -355,6 +374,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(screen_height, setup, teardown),
         cmocka_unit_test_setup_teardown(naming_native_only_processes, setup, teardown),
         cmocka_unit_test_setup_teardown(forgets_gone_processes, setup, teardown),
+        cmocka_unit_test_setup_teardown(names_shown_readable, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

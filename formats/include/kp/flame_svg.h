@@ -26,7 +26,9 @@ typedef struct {
 } kp_flame_options;
 
 /* Writes `folded` to `sink` as a flame graph (UTF-8 SVG 1.1). Frame text is
- * shown as it is in the folded file (XML-escaped); a box narrower than 0.1
+ * shown readable: the folded file's percent-encoding undone (kp_symbol_decode,
+ * so "anonymous%20fn/1%20in%20M.f/2" reads "anonymous fn/1 in M.f/2"), then
+ * XML-escaped; a box narrower than 0.1
  * pixel at full width is left out with everything above it, as flamegraph.pl
  * does, so the size of the file follows what can be seen. The whole drawing
  * is built in memory before the first byte is written.

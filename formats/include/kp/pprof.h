@@ -4,8 +4,9 @@
  * KP_COMPRESS_GZIP sink). Built from folded stacks: one function and one
  * location per distinct frame name, one sample per stack, its values one
  * per sample type. A function's system_name is its frame; its name is the
- * frame with <...> written [...], which pprof would otherwise drop as C++
- * template arguments (a process's frame <0.85.0> shows as [0.85.0]). The
+ * frame readable (percent-encoding undone: "anonymous fn/1 in M.f/2") with
+ * <...> written [...], which pprof would otherwise drop as C++ template
+ * arguments (a process's frame <0.85.0> shows as [0.85.0]). The
  * first sample type is the period type and the default one (pprof would
  * otherwise show the last).
  *

@@ -21,12 +21,12 @@
  * Then learns the node's layout (kp_native_learn) from known work that
  * kprof_calibrate runs in it while it samples (0.2 s on an idle node, at
  * most 2.5 s on a busy one), and
- * refuses when it cannot be sure. `segments`, `observer`: as
- * kp_native_options (NULL for none). Returns the running sampler, or
+ * refuses when it cannot be sure. `segments`, `observer`, `frame_flags`:
+ * as kp_native_options (NULL for none). Returns the running sampler, or
  * NULL. */
 kp_native *kp_native_attach(kp_node *node, long own_pid, unsigned rate_hz,
                             const kp_segment_config *segments, const kp_native_observer *observer,
-                            char *err, size_t err_len);
+                            unsigned frame_flags, char *err, size_t err_len);
 
 /* After kp_native_stop(): asks the node (kprof_agent:labels/1) for the
  * registered name or initial call of each process samples were attributed

@@ -625,7 +625,7 @@ kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len
     snprintf(n->map_path, sizeof n->map_path, "/proc/%d/root/tmp/perf-%d.map", o->os_pid,
              o->own_pid);
     n->map = kp_perf_map_create();
-    n->frames = kp_frames_create(0);
+    n->frames = kp_frames_create(o->frame_flags);
     n->stacks = kp_stacks_create();
     if (!n->map || !n->frames || !n->stacks || setup_frames(n) != 0) {
         snprintf(err, err_len, "out of memory");

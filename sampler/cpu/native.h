@@ -64,6 +64,9 @@ typedef struct {
     const kp_segment_config *segments;
     /* Sees every kept sample as it is named; NULL for none. */
     const kp_native_observer *observer;
+    /* How Erlang and Elixir frames are named: kp_frames_create's flags,
+     * KP_FRAMES_ERLANG_NAMES or 0 */
+    unsigned frame_flags;
 } kp_native_options;
 
 /* Opens the events and starts sampling. While `options->layout` is NONE

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "common/cli.h"
 #include "common/units.h"
+#include "kp/intern.h"
 #include "record/run.h"
 
 static const char record_usage[] =
@@ -38,6 +39,9 @@ static const char record_usage[] =
     "  -p, --pid PID            sample this process ('<0.123.0>'); repeatable;\n"
     "                           replaces --top\n"
     "      --depth N            deepest stack kept, in frames [64]\n"
+    "      --erlang-names       name Elixir functions as Erlang does\n"
+    "                           (Elixir.MyApp.Hot:spin/2), not as Elixir does\n"
+    "                           (MyApp.Hot.spin/2, anonymous fn/1 in ...)\n"
     "Rate and length:\n"
     "  -r, --rate HZ            samples per second per process [10]\n"
     "  -d, --duration T         stop after T (e.g. 30s, 5m) [until Ctrl-C]\n"
@@ -72,7 +76,7 @@ static const char dump_usage[] =
     "\n"
     "Prints the stacks and metrics of the busiest processes of a node, once.\n"
     "Options as for kprof record: --node, --cookie-file, --connect-timeout,\n"
-    "--top [10], --select-by, --pid, --depth.\n";
+    "--top [10], --select-by, --pid, --depth, --erlang-names.\n";
 
 enum {
     OPT_ALL_NODES = 999,
@@ -87,7 +91,8 @@ enum {
     OPT_COMPRESS,
     OPT_CPU_RATE,
     OPT_PPROF,
-    OPT_NO_REPORT
+    OPT_NO_REPORT,
+    OPT_ERLANG_NAMES
 };
 
 static const struct option options[] = {{"node", required_argument, NULL, 'n'},
@@ -109,6 +114,7 @@ static const struct option options[] = {{"node", required_argument, NULL, 'n'},
                                         {"cpu-rate", required_argument, NULL, OPT_CPU_RATE},
                                         {"pprof", no_argument, NULL, OPT_PPROF},
                                         {"no-report", no_argument, NULL, OPT_NO_REPORT},
+                                        {"erlang-names", no_argument, NULL, OPT_ERLANG_NAMES},
                                         {"quiet", no_argument, NULL, 'q'},
                                         {"help", no_argument, NULL, 'h'},
                                         {NULL, 0, NULL, 0}};
@@ -158,6 +164,7 @@ static int parse_selection(int opt, const char *arg, kp_record_options *o, named
         names->pids[o->n_pids++] = arg;
         return KP_EXIT_OK;
     case OPT_DEPTH: return kp_parse_depth_option(arg, &o->depth);
+    case OPT_ERLANG_NAMES: o->erlang_names = 1; return KP_EXIT_OK;
     default: return -1;
     }
 }
@@ -262,6 +269,11 @@ static int run(int argc, char **argv, int dump)
     o.nodes = names.nodes;
     o.pids = names.pids;
     return dump ? kp_dump_run(&o) : kp_record_run(&o);
+}
+
+unsigned kp_record_frame_flags(const kp_record_options *o)
+{
+    return o->erlang_names ? KP_FRAMES_ERLANG_NAMES : 0;
 }
 
 int kp_cmd_record(int argc, char **argv)

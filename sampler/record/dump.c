@@ -8,6 +8,7 @@
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/pid_text.h"
+#include "kp/symbol.h"
 #include "node/connection.h"
 #include "record/processes.h"
 #include "record/run.h"
@@ -18,7 +19,24 @@ typedef struct {
     kp_stacks *stacks;
     kp_processes *procs;
     int printed;
+    kp_buf name;
 } dumper;
+
+/* Prints a frame's readable name (its symbol decoded, as kprof top shows
+ * it: anonymous fn/1 in MyApp.Hot.spin/2), control bytes as '?' so that no
+ * name moves the cursor. */
+static void print_name(dumper *d, const char *symbol, size_t len)
+{
+    kp_buf_clear(&d->name);
+    if (kp_symbol_decode(&d->name, symbol, len) != KP_OK) {
+        fwrite(symbol, 1, len, stdout); /* out of memory: encoded, still one line */
+        return;
+    }
+    for (size_t i = 0; i < d->name.len; i++) {
+        unsigned char c = (unsigned char)d->name.data[i];
+        putchar(c < 0x20 || c == 0x7f ? '?' : c);
+    }
+}
 
 static int print_sample(void *ctx, const kp_proc_sample *s)
 {
@@ -35,14 +53,17 @@ static int print_sample(void *ctx, const kp_proc_sample *s)
     fputs(pid, stdout);
     if (has_label) {
         const char *text = kp_frames_symbol(frames, ids[2], &len);
-        printf(" %.*s", (int)len, text);
+        putchar(' ');
+        print_name(d, text, len);
     }
     printf("  %s  reductions %lld  memory %lld  queue %lld\n", s->status,
            (long long)s->value[KP_METRIC_REDUCTIONS], (long long)s->value[KP_METRIC_MEMORY],
            (long long)s->value[KP_METRIC_QUEUE]);
     for (size_t i = n; i-- > (size_t)(has_label ? 3 : 2);) {
         const char *sym = kp_frames_symbol(frames, ids[i], &len);
-        printf("    %.*s\n", (int)len, sym);
+        fputs("    ", stdout);
+        print_name(d, sym, len);
+        putchar('\n');
     }
     putchar('\n');
     d->printed++;
@@ -63,7 +84,8 @@ int kp_dump_run(const kp_record_options *o)
     }
     char target[sizeof node.target];
     snprintf(target, sizeof target, "%s", node.target); /* for messages after the close */
-    dumper d = {kp_frames_create(0), kp_stacks_create(), NULL, 0};
+    dumper d = {kp_frames_create(kp_record_frame_flags(o)), kp_stacks_create(), NULL, 0,
+                KP_BUF_INIT};
     if (d.frames && d.stacks)
         d.procs =
             kp_processes_create(d.frames, d.stacks, wire.agent.wordsize, NULL, print_sample, &d);
@@ -83,6 +105,7 @@ int kp_dump_run(const kp_record_options *o)
     kp_processes_free(d.procs);
     kp_frames_free(d.frames);
     kp_stacks_free(d.stacks);
+    kp_buf_free(&d.name);
     if (res != 1) {
         kp_error("no answer from the agent on %s", target);
         return KP_EXIT_NODE;

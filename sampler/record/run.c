@@ -455,7 +455,7 @@ static int start_recording(recording *r)
     for (size_t i = 0; i < r->n; i++)
         snprintf(r->targets + strlen(r->targets), sizeof r->targets - strlen(r->targets), "%s%.60s",
                  i ? ", " : "", r->nodes[i].target);
-    r->frames = kp_frames_create(0);
+    r->frames = kp_frames_create(kp_record_frame_flags(o));
     r->stacks = kp_stacks_create();
     r->out = r->frames && r->stacks
                  ? open_outputs(o, r->dir, r->targets, r->frames, r->stacks, r->nodes, r->n)
@@ -584,7 +584,7 @@ static void start_native(recording *r)
                  node->target, o->cpu_rate);
         kp_segment_config sc = segment_config(o, r->dir, "cpu", title, header, sizeof header);
         r->native = kp_native_attach(&node->node, node->wire.agent.os_pid, o->cpu_rate, &sc, NULL,
-                                     r->native_off, sizeof r->native_off);
+                                     kp_record_frame_flags(o), r->native_off, sizeof r->native_off);
     }
     if (o->quiet)
         return;

@@ -29,8 +29,12 @@ typedef struct {
     kp_compression compression;
     unsigned depth;
     unsigned cpu_rate; /* native CPU samples per second per thread; 0 = off */
+    int erlang_names;  /* --erlang-names: Elixir frames as Elixir.Mod:fun/1 */
     int quiet;
 } kp_record_options;
+
+/* The kp_frames_create flags the options ask for. */
+unsigned kp_record_frame_flags(const kp_record_options *options);
 
 /* Runs a recording; returns the process exit code. */
 int kp_record_run(const kp_record_options *options);

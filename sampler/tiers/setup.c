@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kp/alloc.h"
+#include "kp/frame_name.h"
 #include "node/term.h"
 
 static int decode_u64(const char *buf, int *i, uint64_t *v)
@@ -24,10 +25,13 @@ static void add_fn(kp_tiers_config *c, const char *mod, const char *fun, unsigne
     snprintf(c->mfas[k].module, sizeof c->mfas[k].module, "%s", mod);
     snprintf(c->mfas[k].function, sizeof c->mfas[k].function, "%s", fun);
     c->mfas[k].arity = arity;
-    if (name)
-        snprintf(c->fn_names[k], sizeof c->fn_names[k], "%s", name);
+    kp_buf mfa = KP_BUF_INIT;
+    if (!name &&
+        kp_frame_name(&mfa, mod, strlen(mod), fun, strlen(fun), arity, KP_NAMES_ELIXIR) == KP_OK)
+        snprintf(c->fn_names[k], sizeof c->fn_names[k], "%.*s", (int)mfa.len, mfa.data);
     else
-        snprintf(c->fn_names[k], sizeof c->fn_names[k], "%s:%s/%u", mod, fun, arity);
+        snprintf(c->fn_names[k], sizeof c->fn_names[k], "%s", name ? name : mod); /* no memory */
+    kp_buf_free(&mfa);
     c->fns[k] = (kp_tier_fn){.role = role, .tier_index = k, .name = c->fn_names[k]};
 }
 

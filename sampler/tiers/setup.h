@@ -20,6 +20,8 @@ typedef struct {
     char *tier_names[64];
     kp_tier_mfa mfas[KP_TIERS_MAX_FNS];
     kp_tier_fn fns[KP_TIERS_MAX_FNS];
+    /* a tier's name is the user's; the entry's and the marks' are their
+     * functions' names (kp_frame_name), which no table or call tree shows */
     char fn_names[KP_TIERS_MAX_FNS][300];
     size_t n_fns;
     int print_calls;

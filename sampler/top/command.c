@@ -27,6 +27,9 @@ static const char usage[] =
     "  -t, --top N              processes sampled, the busiest by reductions [50]\n"
     "  -r, --rate HZ            samples per second per process [10]\n"
     "      --depth N            deepest stack read, in frames [64]\n"
+    "      --erlang-names       name Elixir functions as Erlang does\n"
+    "                           (Elixir.MyApp.Hot:spin/2), not as Elixir does\n"
+    "                           (MyApp.Hot.spin/2, anonymous fn/1 in ...)\n"
     "      --cpu-rate HZ        native CPU samples per second per thread of the\n"
     "                           node, 0 = off [997]; needs kprof on the node's\n"
     "                           host and the node started with +JPperf true,\n"
@@ -48,7 +51,7 @@ static const char usage[] =
     "\n"
     "Exit status: 0 success, 1 failure, 2 usage error, 4 node unreachable or lost.\n";
 
-enum { OPT_COOKIE = 1000, OPT_CONNECT, OPT_DEPTH, OPT_CPU_RATE, OPT_ROWS };
+enum { OPT_COOKIE = 1000, OPT_CONNECT, OPT_DEPTH, OPT_CPU_RATE, OPT_ROWS, OPT_ERLANG_NAMES };
 
 static const struct option options[] = {{"node", required_argument, NULL, 'n'},
                                         {"cookie-file", required_argument, NULL, OPT_COOKIE},
@@ -60,6 +63,7 @@ static const struct option options[] = {{"node", required_argument, NULL, 'n'},
                                         {"interval", required_argument, NULL, 'i'},
                                         {"duration", required_argument, NULL, 'd'},
                                         {"rows", required_argument, NULL, OPT_ROWS},
+                                        {"erlang-names", no_argument, NULL, OPT_ERLANG_NAMES},
                                         {"help", no_argument, NULL, 'h'},
                                         {NULL, 0, NULL, 0}};
 
@@ -80,6 +84,7 @@ static int parse(int opt, const char *arg, kp_top_options *o)
             return kp_bad_value("--rate", arg, "samples per second, above 0 and up to 1000");
         return KP_EXIT_OK;
     case OPT_DEPTH: return kp_parse_depth_option(arg, &o->depth);
+    case OPT_ERLANG_NAMES: o->erlang_names = 1; return KP_EXIT_OK;
     case OPT_CPU_RATE: return kp_parse_cpu_rate_option(arg, &o->cpu_rate);
     case 'i':
         if (kp_parse_duration(arg, &o->interval_us) != 0 || o->interval_us < 100000 ||

@@ -290,7 +290,7 @@ static void start_native(session *t)
         return;
     t->observer = (kp_native_observer){on_native_sample, t};
     t->native = kp_native_attach(&t->node, t->wire.agent.os_pid, t->o->cpu_rate, NULL, &t->observer,
-                                 why, sizeof why);
+                                 t->o->erlang_names ? KP_FRAMES_ERLANG_NAMES : 0, why, sizeof why);
     if (!t->native)
         fprintf(stderr,
                 "kprof: CPU: no native sampling (%s); functions and processes by "
@@ -339,7 +339,7 @@ int kp_top_run(const kp_top_options *o)
         finish(&t);
         return KP_EXIT_NODE;
     }
-    t.frames = kp_frames_create(0);
+    t.frames = kp_frames_create(o->erlang_names ? KP_FRAMES_ERLANG_NAMES : 0);
     t.stacks = kp_stacks_create();
     t.top = kp_top_create(o->cpu_rate); /* before the native thread counts into it */
     if (t.top)

@@ -15,6 +15,7 @@ typedef struct {
     unsigned cpu_rate;    /* native CPU samples per second per thread; 0 = off */
     unsigned rows;        /* rows per table; 0: fit the screen (10 without one) */
     unsigned depth;       /* deepest stack read */
+    int erlang_names;     /* --erlang-names: Elixir frames as Elixir.Mod:fun/1 */
 } kp_top_options;
 
 /* Attaches to the node, shows the tables until asked to stop, leaves the

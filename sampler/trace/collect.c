@@ -38,7 +38,7 @@ kp_trace_collector *kp_trace_collector_create(const kp_trace_collector_options *
         rt->o.max_processes = 16;
     if (!rt->o.max_depth || rt->o.max_depth > 1000)
         rt->o.max_depth = 512; /* kp_tc_account() builds stacks on the C stack */
-    rt->frames = kp_frames_create(0);
+    rt->frames = kp_frames_create(o->frame_flags);
     if (!rt->frames || kp_frames_intern_pseudo(rt->frames, "sleep", 5, "state", &rt->sleep_frame) ||
         kp_frames_intern_pseudo(rt->frames, "garbage_collection", 18, "state", &rt->gc_frame)) {
         kp_trace_collector_free(rt);

@@ -111,6 +111,7 @@ typedef struct {
     uint64_t max_duration_ms;
     unsigned max_depth;     /* frames kept per process */
     uint64_t max_processes; /* followed per trace, for traces that give none; 0: 16 */
+    unsigned frame_flags;   /* how frames are named: kp_frames_create's flags */
 } kp_trace_collector_options;
 
 /* Returns a collector, or NULL when out of memory. */

@@ -33,6 +33,9 @@ static const char trace_usage[] =
     "  -c, --count K            how many calls [1]\n"
     "  -d, --duration T         how long (with --mfa: at most) [5s]\n"
     "  -o, --output DIR         where the files go [.]\n"
+    "      --erlang-names       name Elixir functions as Erlang does\n"
+    "                           (Elixir.MyApp.Hot:spin/2), not as Elixir does\n"
+    "                           (MyApp.Hot.spin/2, anonymous fn/1 in ...)\n"
     "      --session            collect for kprof_rtrace in the node (started by it)\n"
     "      --cookie-file FILE   the cookie, or a release's vm.args that sets it\n"
     "                           [$KPROF_COOKIE, else ~/.erlang.cookie]\n"
@@ -42,7 +45,7 @@ static const char trace_usage[] =
     "Exit status: 0 success, 1 a trace could not be written, 2 usage error,\n"
     "3 malformed trace stream, 4 node unreachable, busy or lost.\n";
 
-enum { OPT_SESSION = 1000, OPT_COOKIE, OPT_CONNECT };
+enum { OPT_SESSION = 1000, OPT_COOKIE, OPT_CONNECT, OPT_ERLANG_NAMES };
 
 static const struct option trace_options[] = {
     {"node", required_argument, NULL, 'n'},
@@ -52,6 +55,7 @@ static const struct option trace_options[] = {
     {"duration", required_argument, NULL, 'd'},
     {"output", required_argument, NULL, 'o'},
     {"session", no_argument, NULL, OPT_SESSION},
+    {"erlang-names", no_argument, NULL, OPT_ERLANG_NAMES},
     {"cookie-file", required_argument, NULL, OPT_COOKIE},
     {"connect-timeout", required_argument, NULL, OPT_CONNECT},
     {"help", no_argument, NULL, 'h'},
@@ -82,7 +86,7 @@ static int parse_target(int opt, const char *arg, kp_trace_options *o)
     }
 }
 
-/* How much and where: --count, --duration, --output. Returns as
+/* How much and where: --count, --duration, --output, --erlang-names. Returns as
  * parse_target does. */
 static int parse_bounds(int opt, const char *arg, kp_trace_options *o)
 {
@@ -98,6 +102,7 @@ static int parse_bounds(int opt, const char *arg, kp_trace_options *o)
             return kp_bad_value("--duration", arg, "a duration such as 500ms or 5s, up to 1h");
         return KP_EXIT_OK;
     case 'o': o->output_dir = arg; return KP_EXIT_OK;
+    case OPT_ERLANG_NAMES: o->erlang_names = 1; return KP_EXIT_OK;
     default: return -1;
     }
 }

@@ -19,6 +19,7 @@
 
 #include "commands.h"
 #include "common/cli.h"
+#include "kp/intern.h"
 #include "common/clock.h"
 #include "common/signals.h"
 #include "node/agent.h"
@@ -500,8 +501,11 @@ int kp_trace_run(const kp_trace_options *o)
     int code = attach(&r);
     if (code != KP_EXIT_OK)
         return code;
-    kp_trace_collector_options ro = {
-        .dir = r.dir, .max_events = 1000000, .max_duration_ms = 5000, .max_processes = 16};
+    kp_trace_collector_options ro = {.dir = r.dir,
+                                     .max_events = 1000000,
+                                     .max_duration_ms = 5000,
+                                     .max_processes = 16,
+                                     .frame_flags = o->erlang_names ? KP_FRAMES_ERLANG_NAMES : 0};
     kp_trace_collector_handler h = {.ctx = &r, .on_done = on_done, .on_reached = on_reached};
     r.rt = kp_trace_collector_create(&ro, &h);
     char err[4096], id[64] = "";

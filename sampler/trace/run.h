@@ -17,6 +17,7 @@ typedef struct {
     uint64_t count;
     uint64_t duration_us; /* of a --pid trace; at most, for --mfa */
     const char *output_dir;
+    int erlang_names; /* --erlang-names: Elixir frames as Elixir.Mod:fun/1 */
 } kp_trace_options;
 
 /* Runs the collector; returns the process exit code (cli.h). */

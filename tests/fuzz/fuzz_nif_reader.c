@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         atexit(remove_dir);
         made = 1;
     }
-    kp_trace_collector_options o = {dir, 1000, 1000, 16, 4};
+    kp_trace_collector_options o = {dir, 1000, 1000, 16, 4, 0};
     kp_trace_collector_handler h = {NULL, done, NULL};
     kp_trace_collector *c = kp_trace_collector_create(&o, &h);
     /* one reader for every input: creating its tables costs more than the

@@ -6,11 +6,16 @@
 # it. The NIF is built by c_src/Makefile through the compiler below, so
 # nothing comes from hex (elixir_make would).
 defmodule Mix.Tasks.Compile.KprofNif do
-  @moduledoc "Builds kprof's request-trace NIF into the application's priv/."
+  @moduledoc "Builds kprof's request-trace NIF into the application's priv/; makes inets' headers visible to the Erlang compiler."
   use Mix.Task.Compiler
 
   @impl true
   def run(_args) do
+    # kprof_httpd includes inets' httpd.hrl, and Mix 1.15 and later keep
+    # only the applications a dependency runs with on the code path: inets
+    # is not one (kprof must not start it), so it is brought back here, for
+    # the Erlang compiler that runs next
+    if function_exported?(Mix, :ensure_application!, 1), do: Mix.ensure_application!(:inets)
     priv = Path.join(Mix.Project.app_path(), "priv")
     File.mkdir_p!(priv)
 

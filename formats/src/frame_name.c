@@ -196,6 +196,31 @@ kp_status kp_frame_name(kp_buf *out, const char *module, size_t module_len, cons
     return kp_buf_append_u64(out, arity);
 }
 
+kp_status kp_label_name(kp_buf *out, int registered, const char *label, size_t len, kp_names names)
+{
+    if (names == KP_NAMES_ERLANG || len < 7 || memcmp(label, "Elixir.", 7) != 0)
+        return kp_buf_append(out, label, len);
+    if (registered)
+        return append_module(out, (text){label, len});
+    /* "Module:function/arity": an Elixir module holds no ':' (an alias
+     * cannot), a function name may hold ':' and '/', the arity is digits */
+    const char *colon = memchr(label, ':', len);
+    size_t after_slash = len; /* the index after the last '/' */
+    while (after_slash > 0 && label[after_slash - 1] != '/')
+        after_slash--;
+    size_t fun_start = colon ? (size_t)(colon - label) + 1 : len;
+    if (!colon || after_slash <= fun_start + 1 || after_slash == len || len - after_slash > 9)
+        return kp_buf_append(out, label, len);
+    unsigned arity = 0;
+    for (size_t i = after_slash; i < len; i++) {
+        if (label[i] < '0' || label[i] > '9')
+            return kp_buf_append(out, label, len);
+        arity = arity * 10u + (unsigned)(label[i] - '0');
+    }
+    return kp_frame_name(out, label, fun_start - 1, label + fun_start, after_slash - 1 - fun_start,
+                         arity, names);
+}
+
 /* The length of `s[0..len)` without a trailing "/DIGITS" (1 or more digits),
  * or SIZE_MAX when it has none. */
 static size_t before_arity(const char *s, size_t len)

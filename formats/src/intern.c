@@ -225,3 +225,14 @@ size_t kp_stacks_memory(const kp_stacks *s)
 {
     return sizeof *s + kp_strtab_memory(s->table);
 }
+
+kp_status kp_frames_intern_label(kp_frames *f, int registered, const char *label, size_t len,
+                                 uint32_t *id)
+{
+    kp_buf_clear(&f->name);
+    kp_status st = kp_label_name(&f->name, registered, label, len, f->names);
+    if (st != KP_OK)
+        return st;
+    return kp_frames_intern_pseudo(f, f->name.data, f->name.len,
+                                   registered ? "registered" : "initial", id);
+}

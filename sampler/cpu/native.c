@@ -778,8 +778,8 @@ int kp_native_label(kp_native *n, kp_pid_numbers pid, int registered, const char
     uint32_t at;
     if (!kp_u64_map_get(&n->proc_index, (uint64_t)pid.num << 32 | pid.serial, &at))
         return 0;
-    return kp_frames_intern_pseudo(n->frames, text, len, registered ? "registered" : "initial",
-                                   &n->procs[at].label_frame) == KP_OK
+    return kp_frames_intern_label(n->frames, registered, text, len, &n->procs[at].label_frame) ==
+                   KP_OK
                ? 0
                : -1;
 }

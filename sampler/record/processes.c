@@ -145,10 +145,8 @@ static int on_label(void *ctx, uint32_t num, uint32_t serial, int registered, co
     if (!pr)
         return -1;
     pr->full_stack = NO_FRAME;
-    return kp_frames_intern_pseudo(p->frames, text, len, registered ? "registered" : "initial",
-                                   &pr->label_frame) == KP_OK
-               ? 0
-               : -1;
+    return kp_frames_intern_label(p->frames, registered, text, len, &pr->label_frame) == KP_OK ? 0
+                                                                                               : -1;
 }
 
 /* The code stack of a sample that brought one, interned into pr->code_stack;

@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/signals.h"
 #include "cpu/attach.h"
+#include "kp/frame_name.h"
 #include "node/agent.h"
 #include "record/processes.h"
 #include "record/sample_wire.h"
@@ -130,11 +131,18 @@ static int on_label(void *ctx, uint32_t num, uint32_t serial, int registered, co
                     size_t len)
 {
     session *t = ctx;
-    (void)registered;
-    kp_top_text label = {text, len};
+    /* named as the sampled processes' labels are (kp_frames_intern_label) */
+    kp_buf name = KP_BUF_INIT;
+    if (kp_label_name(&name, registered, text, len,
+                      t->o->erlang_names ? KP_NAMES_ERLANG : KP_NAMES_ELIXIR) != KP_OK) {
+        kp_buf_free(&name);
+        return -1;
+    }
+    kp_top_text label = {name.data, name.len};
     pthread_mutex_lock(&t->lock);
     kp_top_name(t->top, num, serial, &label);
     pthread_mutex_unlock(&t->lock);
+    kp_buf_free(&name);
     return 0;
 }
 

@@ -148,6 +148,39 @@ static void test_appends_and_out_of_memory(void **state)
 }
 
 /* The module of a name, encoded (as files hold it) or not. */
+static void check_label(int registered, const char *label, kp_names names, const char *expected)
+{
+    kp_buf b = KP_BUF_INIT;
+    assert_int_equal(kp_label_name(&b, registered, label, strlen(label), names), KP_OK);
+    assert_int_equal(kp_buf_append_char(&b, '\0'), KP_OK);
+    assert_string_equal(b.data, expected);
+    kp_buf_free(&b);
+}
+
+/* process labels as kprof_agent:process_label/1 sends them: a registered
+ * name, or the initial call "M:F/A" */
+static void test_process_labels(void **state)
+{
+    (void)state;
+    check_label(1, "Elixir.MixShop.Store", KP_NAMES_ELIXIR, "MixShop.Store");
+    check_label(1, "Elixir.MixShop.Store", KP_NAMES_ERLANG, "Elixir.MixShop.Store");
+    check_label(1, "file_server_2", KP_NAMES_ELIXIR, "file_server_2");
+    check_label(1, "Elixir.lower", KP_NAMES_ELIXIR, ":\"Elixir.lower\"");
+    check_label(0, "Elixir.MixShop.Load:-start_link/1-fun-0-/0", KP_NAMES_ELIXIR,
+                "anonymous fn/0 in MixShop.Load.start_link/1");
+    check_label(0, "Elixir.MixShop.Load:loop/1", KP_NAMES_ELIXIR, "MixShop.Load.loop/1");
+    check_label(0, "Elixir.MixShop.Load:loop/1", KP_NAMES_ERLANG, "Elixir.MixShop.Load:loop/1");
+    check_label(0, "Elixir.M:'::'/2", KP_NAMES_ELIXIR, "M.\"'::'\"/2");
+    check_label(0, "Elixir.M:::/2", KP_NAMES_ELIXIR, "M.::/2");
+    check_label(0, "proc_lib:init_p/5", KP_NAMES_ELIXIR, "proc_lib:init_p/5");
+    check_label(0, "unknown", KP_NAMES_ELIXIR, "unknown");
+    /* not "M:F/A": copied as it is */
+    check_label(0, "Elixir.M:f/x", KP_NAMES_ELIXIR, "Elixir.M:f/x");
+    check_label(0, "Elixir.M:/1", KP_NAMES_ELIXIR, "Elixir.M:/1");
+    check_label(0, "Elixir.M:f/", KP_NAMES_ELIXIR, "Elixir.M:f/");
+    check_label(0, "Elixir.M", KP_NAMES_ELIXIR, "Elixir.M");
+}
+
 static void assert_module(const char *name, const char *expected)
 {
     size_t start = 99, len = 99;
@@ -216,6 +249,7 @@ int main(void)
         cmocka_unit_test(test_appends_and_out_of_memory),
         cmocka_unit_test(test_module_of_a_name),
         cmocka_unit_test(test_encoded_round_trip),
+        cmocka_unit_test(test_process_labels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

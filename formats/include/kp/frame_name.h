@@ -46,6 +46,16 @@ typedef enum {
 kp_status kp_frame_name(kp_buf *out, const char *module, size_t module_len, const char *function,
                         size_t function_len, unsigned arity, kp_names names);
 
+/* Appends the name of a process label as the agent sends it
+ * (kprof_agent:process_label/1): a registered name's atom text when
+ * `registered`, else an initial call "module:function/arity" (or "unknown").
+ * With KP_NAMES_ELIXIR, a registered Elixir alias reads as Elixir shows it
+ * (Elixir.MyApp.Store: MyApp.Store) and an initial call of an Elixir module
+ * as kp_frame_name names it (Elixir.MyApp.Load:-start_link/1-fun-0-/0:
+ * anonymous fn/0 in MyApp.Load.start_link/1); any other label is copied.
+ * Unencoded. Returns KP_OK or KP_ERR_NOMEM. */
+kp_status kp_label_name(kp_buf *out, int registered, const char *label, size_t len, kp_names names);
+
 /* Finds the module in a frame's name (one kp_frame_name wrote, encoded or
  * not, perhaps with a ":LINE" after it): returns 1 for a function frame and
  * sets `*start` and `*len` to its module's bytes ("lists" of lists:seq/2,

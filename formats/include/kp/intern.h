@@ -58,6 +58,12 @@ kp_status kp_frames_intern_mfa(kp_frames *frames, const kp_mfa *mfa, uint32_t *i
 kp_status kp_frames_intern_pseudo(kp_frames *frames, const char *text, size_t len, const char *kind,
                                   uint32_t *id);
 
+/* Interns the pseudo-frame of a process label (kind "registered" or
+ * "initial"), named by kp_label_name in the table's notation.
+ * Returns as kp_frames_intern_pseudo. */
+kp_status kp_frames_intern_label(kp_frames *frames, int registered, const char *label, size_t len,
+                                 uint32_t *id);
+
 uint32_t kp_frames_count(const kp_frames *frames);
 /* The encoded symbol of frame `id` (< count) and its length; valid until the
  * next intern call. */

@@ -230,7 +230,7 @@ static uint32_t light_bif_caller(kp_native *n, const kp_cpu_sample *s, const kp_
 }
 
 /* The JIT frame the CFI reached above a C leaf, and the frames above it
- * where they can be told exactly (see README, "Unwinding C code"):
+ * where they can be told exactly (see docs/native-cpu.md, "Unwinding C code"):
  *   - the frame itself, where the JIT called the C code: an Erlang
  *     function, or a runtime fragment ([jit]global::...);
  *   - when the C frames left rbp as the JIT had it (the CFI's rbp at the

@@ -54,7 +54,7 @@ typedef enum {
 
 /* Bytes of user stack the kernel copies with each sample, from the sampled
  * rsp up: enough for the C frames between a sample in the VM's C code and
- * the JIT code that called it (see README, "Unwinding C code"). A multiple
+ * the JIT code that called it (see docs/native-cpu.md, "Unwinding C code"). A multiple
  * of 8; the kernel copies at most what is mapped above rsp (dyn_size). */
 #define KP_PERF_STACK_SIZE 8192
 

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
@@ -30,6 +31,7 @@ static const char trace_usage[] =
     "  -n, --node NODE          name@host, or name (this host)\n"
     "  -p, --pid PID            the process to trace, e.g. '<0.123.0>'\n"
     "  -m, --mfa M:F/A          trace calls of this function, e.g. kv:handle/2\n"
+    "                           (Elixir: MyApp.KV.handle/2)\n"
     "  -c, --count K            how many calls [1]\n"
     "  -d, --duration T         how long (with --mfa: at most) [5s]\n"
     "  -o, --output DIR         where the files go [.]\n"
@@ -61,12 +63,39 @@ static const struct option trace_options[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
+/* --mfa's function into o->mfa_*: Erlang's "kv:handle/2", or Elixir's
+ * "MyApp.KV.handle/2" (module Elixir.MyApp.KV, as the node knows it).
+ * Returns 0, or -1 when it is neither. */
+static int parse_mfa(const char *arg, kp_trace_options *o)
+{
+    int used = 0;
+    if (strchr(arg, ':'))
+        return sscanf(arg, "%255[^:]:%255[^/]/%u%n", o->mfa_module, o->mfa_function, &o->mfa_arity,
+                      &used) == 3 &&
+                       arg[used] == '\0' && o->mfa_arity <= 255
+                   ? 0
+                   : -1;
+    const char *slash = strrchr(arg, '/'), *dot = NULL;
+    for (const char *c = arg; slash && c < slash; c++)
+        if (*c == '.')
+            dot = c;
+    if (arg[0] < 'A' || arg[0] > 'Z' || !dot || dot + 1 == slash || !slash[1] ||
+        strspn(slash + 1, "0123456789") != strlen(slash + 1) || strlen(slash + 1) > 3)
+        return -1;
+    int n = snprintf(o->mfa_module, sizeof o->mfa_module, "Elixir.%.*s", (int)(dot - arg), arg);
+    if (n < 0 || (size_t)n >= sizeof o->mfa_module ||
+        (size_t)(slash - dot - 1) >= sizeof o->mfa_function)
+        return -1;
+    snprintf(o->mfa_function, sizeof o->mfa_function, "%.*s", (int)(slash - dot - 1), dot + 1);
+    o->mfa_arity = (unsigned)atoi(slash + 1);
+    return o->mfa_arity <= 255 ? 0 : -1;
+}
+
 /* What to trace: --node, --pid, --mfa, --session. Returns -1 when `opt` is
  * none of these, else KP_EXIT_OK or the exit code of a bad value (already
  * reported). */
 static int parse_target(int opt, const char *arg, kp_trace_options *o)
 {
-    int used = 0;
     switch (opt) {
     case 'n': o->node = arg; return KP_EXIT_OK;
     case 'p':
@@ -75,10 +104,10 @@ static int parse_target(int opt, const char *arg, kp_trace_options *o)
         o->pid = arg;
         return KP_EXIT_OK;
     case 'm':
-        if (sscanf(arg, "%255[^:]:%255[^/]/%u%n", o->mfa_module, o->mfa_function, &o->mfa_arity,
-                   &used) != 3 ||
-            arg[used] != '\0' || o->mfa_arity > 255)
-            return kp_bad_value("--mfa", arg, "write it as module:function/arity");
+        if (parse_mfa(arg, o) != 0)
+            return kp_bad_value(
+                "--mfa", arg,
+                "write it as module:function/arity or, in Elixir, Module.function/arity");
         o->mfa = arg;
         return KP_EXIT_OK;
     case OPT_SESSION: o->session = 1; return KP_EXIT_OK;

@@ -8,7 +8,6 @@
 #include "commands.h"
 #include "common/cli.h"
 #include "common/units.h"
-#include "kp/intern.h"
 #include "record/run.h"
 
 static const char record_usage[] =
@@ -269,11 +268,6 @@ static int run(int argc, char **argv, int dump)
     o.nodes = names.nodes;
     o.pids = names.pids;
     return dump ? kp_dump_run(&o) : kp_record_run(&o);
-}
-
-unsigned kp_record_frame_flags(const kp_record_options *o)
-{
-    return o->erlang_names ? KP_FRAMES_ERLANG_NAMES : 0;
 }
 
 int kp_cmd_record(int argc, char **argv)

@@ -771,3 +771,8 @@ int kp_record_run(const kp_record_options *o)
     sample(&r);
     return finish(&r);
 }
+
+unsigned kp_record_frame_flags(const kp_record_options *o)
+{
+    return o->erlang_names ? KP_FRAMES_ERLANG_NAMES : 0;
+}

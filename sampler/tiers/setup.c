@@ -26,11 +26,13 @@ static void add_fn(kp_tiers_config *c, const char *mod, const char *fun, unsigne
     snprintf(c->mfas[k].function, sizeof c->mfas[k].function, "%s", fun);
     c->mfas[k].arity = arity;
     kp_buf mfa = KP_BUF_INIT;
-    if (!name &&
-        kp_frame_name(&mfa, mod, strlen(mod), fun, strlen(fun), arity, KP_NAMES_ELIXIR) == KP_OK)
+    if (name)
+        snprintf(c->fn_names[k], sizeof c->fn_names[k], "%s", name);
+    else if (kp_frame_name(&mfa, mod, strlen(mod), fun, strlen(fun), arity, KP_NAMES_ELIXIR) ==
+             KP_OK)
         snprintf(c->fn_names[k], sizeof c->fn_names[k], "%.*s", (int)mfa.len, mfa.data);
     else
-        snprintf(c->fn_names[k], sizeof c->fn_names[k], "%s", name ? name : mod); /* no memory */
+        snprintf(c->fn_names[k], sizeof c->fn_names[k], "%s", mod); /* out of memory */
     kp_buf_free(&mfa);
     c->fns[k] = (kp_tier_fn){.role = role, .tier_index = k, .name = c->fn_names[k]};
 }

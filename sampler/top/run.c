@@ -17,7 +17,6 @@
 #include "common/clock.h"
 #include "common/signals.h"
 #include "cpu/attach.h"
-#include "kp/frame_name.h"
 #include "node/agent.h"
 #include "record/processes.h"
 #include "record/sample_wire.h"
@@ -131,18 +130,16 @@ static int on_label(void *ctx, uint32_t num, uint32_t serial, int registered, co
                     size_t len)
 {
     session *t = ctx;
-    /* named as the sampled processes' labels are (kp_frames_intern_label) */
-    kp_buf name = KP_BUF_INIT;
-    if (kp_label_name(&name, registered, text, len,
-                      t->o->erlang_names ? KP_NAMES_ERLANG : KP_NAMES_ELIXIR) != KP_OK) {
-        kp_buf_free(&name);
+    /* through the frame table, as the sampled processes' labels: named in
+     * the same notation, and encoded as they are for render's name_cell */
+    uint32_t id;
+    if (kp_frames_intern_label(t->frames, registered, text, len, &id) != KP_OK)
         return -1;
-    }
-    kp_top_text label = {name.data, name.len};
+    kp_top_text label;
+    label.text = kp_frames_symbol(t->frames, id, &label.len);
     pthread_mutex_lock(&t->lock);
     kp_top_name(t->top, num, serial, &label);
     pthread_mutex_unlock(&t->lock);
-    kp_buf_free(&name);
     return 0;
 }
 

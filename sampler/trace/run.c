@@ -19,9 +19,9 @@
 
 #include "commands.h"
 #include "common/cli.h"
-#include "kp/intern.h"
 #include "common/clock.h"
 #include "common/signals.h"
+#include "kp/intern.h"
 #include "node/agent.h"
 #include "node/connection.h"
 #include "node/nif.h"

@@ -45,33 +45,41 @@ static uint64_t mfa_keys[TABLE][3];
 static uint32_t mfa_ids[TABLE];
 static uint32_t n_mfas;
 static uint64_t dropped;
-/* request traces: the label of each pid id's last call (KPT_NO_ID: not
- * known since the last RESET), so that a LABEL record marks each change */
+/* Request traces, per pid id: the request trace its seq_trace token was
+ * last seen to be for (N of its label {kprof, N}; 0: none; KPT_NO_ID: not
+ * known since the last RESET) */
 static uint32_t pid_labels[TABLE];
 /* Following (request traces): a process a traced one sent a message of a
- * request to got the trace flags from the send pattern. Once it has taken
- * in every such message (`pending`, counted from SEND, down at each change
- * of its label to a trace's) and then a message without kprof's token, its
- * work is no request's: it is idle here, and its events are discarded
- * (enabled/3), but for its calls, whose token says when it takes in a
- * message of a request again. Its flags stay: removing them (enabled/3's
+ * request to got the trace flags from the send pattern (see kprof_rtrace).
+ * While the NIF is the node's system seq tracer, the seq_trace `receive`
+ * event of such a message says when the process takes it in (RECEIVE): it
+ * works for that request from there, until it calls again the function it
+ * took the message in (its receive loop: `recv_fn`, the function its last
+ * call, return or scheduling in named: `cur_fn`), where it waits for its
+ * next message (LABEL 0). This holds for any receive loop, OTP behaviour or
+ * not. Idle (no request, every message of a request taken in: `pending`,
+ * counted from SEND), its events are discarded (enabled/3) but for its
+ * calls, sends and spawns. Its flags stay: removing them (enabled/3's
  * `remove`) would race a request's send, whose pattern gives them anew but
  * whose SEND comes here only after; kprof_rtrace removes them when no
- * trace runs. The processes of a trace itself (its first, and those they
- * spawn) are never idle, whatever their token. */
+ * trace runs. The processes of a trace itself (its first, those they
+ * spawn, and those a process spawns while it works for a request) are
+ * members, never idle, whatever their token. */
 enum { ROLE_NONE, ROLE_MEMBER, ROLE_FOLLOWED };
 static unsigned char pid_roles[TABLE];
 static uint16_t pid_pending[TABLE];
-static uint32_t n_followed;  /* pids with ROLE_FOLLOWED */
-static int seq_calls;        /* tier tracing: SEQ_CALL and exception records */
-static size_t fill_mark;     /* tier tracing: trip past this much waiting */
-static volatile int tripped; /* read without the lock by enabled/3 */
-static size_t tripped_at;    /* bytes waiting when it tripped */
+static uint32_t cur_fn[TABLE], recv_fn[TABLE]; /* MFA ids; KPT_NO_ID: none */
+static uint32_t n_followed;                    /* pids with ROLE_FOLLOWED */
+static int seq_calls;                          /* tier tracing: SEQ_CALL and exception records */
+static size_t fill_mark;                       /* tier tracing: trip past this much waiting */
+static volatile int tripped;                   /* read without the lock by enabled/3 */
+static size_t tripped_at;                      /* bytes waiting when it tripped */
 
 static ERL_NIF_TERM a_trace, a_discard, a_remove, a_trace_status, a_ok, a_error, a_undefined,
     a_match_spec_result, a_call, a_return_to, a_in, a_out, a_gc_minor_start, a_gc_major_start,
     a_gc_minor_end, a_gc_major_end, a_spawn, a_exit, a_return_from, a_mark_module, a_begin_trace,
-    a_pending, a_exception_from, a_tripped, a_too_long, a_send, a_extra, a_kprof;
+    a_pending, a_exception_from, a_tripped, a_too_long, a_send, a_extra, a_kprof, a_seq_trace,
+    a_receive;
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
@@ -107,6 +115,8 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     ATOM(a_send, "send");
     ATOM(a_extra, "extra");
     ATOM(a_kprof, "kprof");
+    ATOM(a_seq_trace, "seq_trace");
+    ATOM(a_receive, "receive");
     return mu ? 0 : 1;
 }
 
@@ -186,6 +196,8 @@ static void clear_tables(void)
     memset(pid_labels, 0xff, sizeof pid_labels);
     memset(pid_roles, 0, sizeof pid_roles);
     memset(pid_pending, 0, sizeof pid_pending);
+    memset(cur_fn, 0xff, sizeof cur_fn);
+    memset(recv_fn, 0xff, sizeof recv_fn);
     n_followed = 0;
     n_pids = n_mfas = 0;
 }
@@ -303,12 +315,13 @@ static ERL_NIF_TERM enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     if (tripped) /* tier tracing's breaker: build no more events */
         return argv[0] == a_trace_status ? a_trace : a_discard;
     /* an idle followed process's events are discarded, but for its calls
-     * (they say when it works for a request again) and sends (they gave
-     * another the flags: send_event). Read without the lock, on every
-     * event: a stale answer costs at most one event of a process just
-     * going idle or busy; its label, which makes it busy, changes in its
-     * own calls */
-    if (n_followed && argv[0] != a_call && argv[0] != a_send) {
+     * (trace/5 tracks its current function), sends (they gave another the
+     * flags: send_event) and spawns (the child is idle too). Read without
+     * the lock, on every event: a stale answer costs at most one event of
+     * a process just going idle or busy. seq_trace events name a label,
+     * not a process */
+    if (n_followed && argv[0] != a_call && argv[0] != a_send && argv[0] != a_spawn &&
+        argv[0] != a_seq_trace) {
         uint32_t id = find_pid(argv[2]);
         if (id < TABLE && is_idle(id))
             return a_discard;
@@ -390,45 +403,93 @@ static void seq_call(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM mfa, ERL_NIF_TER
         enif_release_binary(&ext);
 }
 
-/* The request trace a seq_trace token is kprof's for: N of the label
- * {kprof, N} that kprof:trace_begin/1 gives its process's token, else 0. */
-static uint32_t rtrace_label(ErlNifEnv *env, ERL_NIF_TERM token)
+/* The request trace a seq_trace label is for: N of the label {kprof, N}
+ * that kprof:trace_begin/1 gives its process's token, else 0. */
+static uint32_t rtrace_label(ErlNifEnv *env, ERL_NIF_TERM label)
 {
-    const ERL_NIF_TERM *t, *l;
-    int arity, larity;
+    const ERL_NIF_TERM *l;
+    int arity;
     unsigned n;
-    if (enif_get_tuple(env, token, &arity, &t) && arity == 5 &&
-        enif_get_tuple(env, t[1], &larity, &l) && larity == 2 && l[0] == a_kprof &&
+    if (enif_get_tuple(env, label, &arity, &l) && arity == 2 && l[0] == a_kprof &&
         enif_get_uint(env, l[1], &n) && n > 0 && n != KPT_NO_ID)
         return n;
     return 0;
 }
 
-/* A request trace's call: a LABEL record first when the process's token
- * changed since its last such call. Only the calls an OTP behaviour makes
- * right after taking a message in carry the token (kprof_rtrace's DISPATCH
- * functions: their pattern's message is the token; the others' is true).
- * Returns 0 when the call is not to be written: an idle process's. */
-static int label_call(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t ts)
+/* The same for a whole token, {Flags, Label, Serial, From, LastCount}. */
+static uint32_t token_label(ErlNifEnv *env, ERL_NIF_TERM token)
 {
-    ERL_NIF_TERM token;
-    if (!enif_get_map_value(env, opts, a_match_spec_result, &token) || enif_is_atom(env, token))
-        return !is_idle(pid); /* no token here: true */
-    uint32_t label = rtrace_label(env, token);
-    if (pid_labels[pid] == label)
-        return !is_idle(pid);
-    if (label && pid_roles[pid] == ROLE_FOLLOWED && pid_pending[pid])
-        pid_pending[pid]--; /* it took in a message of a request */
+    const ERL_NIF_TERM *t;
+    int arity;
+    return enif_get_tuple(env, token, &arity, &t) && arity == 5 ? rtrace_label(env, t[1]) : 0;
+}
+
+/* Every call, return and scheduling in names the function the process is
+ * in. Returns 1 when a followed process working for a request calls the
+ * function it took the request's message in: back in its receive loop, it
+ * works for none from here (see end_stretch). */
+static int track_fn(uint32_t pid, int kind, uint32_t fn)
+{
+    if (kind == KPT_CALL || kind == KPT_RETURN_TO || kind == KPT_IN)
+        cur_fn[pid] = fn;
+    return kind == KPT_CALL && pid_roles[pid] == ROLE_FOLLOWED && pid_labels[pid] &&
+           pid_labels[pid] != KPT_NO_ID && fn == recv_fn[pid] && fn != KPT_NO_ID;
+}
+
+/* LABEL 0: the process works for no request from `ts`. */
+static void end_stretch(uint32_t pid, int64_t ts)
+{
     if (room(32)) {
         put8(KPT_LABEL);
         put32(pid);
-        put32(label);
+        put32(0);
         put64(ts);
-        pid_labels[pid] = label;
     } else {
         count_drop();
     }
-    return !is_idle(pid);
+    pid_labels[pid] = 0;
+}
+
+/* seq_trace's `receive` event (the NIF is the system seq tracer): a
+ * process took in a message whose token is request trace N's. Written for
+ * the processes the NIF knows as a trace's or reached by one; others (a
+ * token spread beyond them) are nobody's concern here. Runs in the
+ * receiver, before its next event. */
+static void seq_receive(ErlNifEnv *env, ERL_NIF_TERM label, ERL_NIF_TERM info, int64_t ts)
+{
+    const ERL_NIF_TERM *t;
+    int arity;
+    uint32_t n = rtrace_label(env, label);
+    if (!n || !enif_get_tuple(env, info, &arity, &t) || arity != 5 || t[0] != a_receive ||
+        !enif_is_pid(env, t[3]))
+        return;
+    uint32_t to = find_pid(t[3]);
+    if (to >= TABLE || pid_roles[to] == ROLE_NONE) /* read again under the lock */
+        return;
+    enif_mutex_lock(mu);
+    to = find_pid(t[3]);
+    if (fd >= 0 && to < TABLE && pid_roles[to] != ROLE_NONE) {
+        uint32_t from = enif_is_pid(env, t[2]) ? pid_id(env, t[2]) : KPT_NO_ID;
+        if (pid_roles[to] == ROLE_FOLLOWED) {
+            if (pid_labels[to] != n) /* it takes up the request here */
+                recv_fn[to] = cur_fn[to];
+            pid_labels[to] = n;
+            if (pid_pending[to])
+                pid_pending[to]--;
+        }
+        if (room(32)) {
+            put8(KPT_RECEIVE);
+            put32(to);
+            put32(from);
+            put32(n);
+            put64(ts);
+        } else {
+            count_drop();
+        }
+        if (len - head >= WRITE_AT)
+            flush_locked();
+    }
+    enif_mutex_unlock(mu);
 }
 
 /* A message sent by a process of a request trace (send's pattern followed
@@ -436,15 +497,25 @@ static int label_call(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t t
 static void send_event(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t ts)
 {
     ERL_NIF_TERM to, token;
+    ErlNifPid named;
     uint32_t label = 0, to_id;
-    if (!enif_get_map_value(env, opts, a_extra, &to) || !enif_is_pid(env, to))
+    if (!enif_get_map_value(env, opts, a_extra, &to))
+        return;
+    if (enif_is_atom(env, to)) { /* Name ! Msg: the pattern gave the flags to its process */
+        if (!enif_whereis_pid(env, to, &named))
+            return;
+        to = enif_make_pid(env, &named);
+    }
+    if (!enif_is_pid(env, to))
         return;
     if (enif_get_map_value(env, opts, a_match_spec_result, &token))
-        label = rtrace_label(env, token);
+        label = token_label(env, token);
     to_id = pid_id(env, to);
     if (to_id != KPT_NO_ID && pid_roles[to_id] != ROLE_MEMBER) {
         /* the send pattern gave it the flags (the message has a token); it
          * has a message of a request to take in when the token is kprof's */
+        if (pid_roles[to_id] != ROLE_FOLLOWED)
+            pid_labels[to_id] = 0;
         set_role(to_id, ROLE_FOLLOWED);
         if (label && pid_pending[to_id] < UINT16_MAX)
             pid_pending[to_id]++;
@@ -464,6 +535,10 @@ static void send_event(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t 
 static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
+    if (argv[0] == a_seq_trace && !seq_calls) {
+        seq_receive(env, argv[2], argv[3], (int64_t)enif_monotonic_time(ERL_NIF_NSEC));
+        return a_ok;
+    }
     int kind = argv[0] == a_send && !seq_calls ? KPT_SEND : kind_of(argv[0]);
     if (!kind)
         return a_ok;
@@ -512,17 +587,25 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
             }
             enif_release_binary(&ext);
         }
-    } else if (kind == KPT_CALL && !label_call(env, pid, argv[4], ts)) {
-        /* an idle followed process's call: its label's change is written */
     } else {
         uint32_t arg = KPT_NO_ID;
+        int ends = 0;
         if (kind == KPT_SPAWN) {
+            /* a child of a trace's process, or of a followed one at work
+             * for a request, is the request's; an idle one's, idle */
             arg = pid_id(env, argv[3]);
-            if (arg != KPT_NO_ID && pid_roles[pid] == ROLE_MEMBER)
-                set_role(arg, ROLE_MEMBER);
-        } else if (kind != KPT_GC_START && kind != KPT_GC_END && kind != KPT_EXIT)
+            int working = pid_roles[pid] == ROLE_MEMBER || !is_idle(pid);
+            if (arg != KPT_NO_ID && pid_roles[pid] != ROLE_NONE) {
+                set_role(arg, working ? ROLE_MEMBER : ROLE_FOLLOWED);
+                pid_labels[arg] = working ? pid_labels[pid] : 0;
+            }
+        } else if (kind != KPT_GC_START && kind != KPT_GC_END && kind != KPT_EXIT) {
             arg = mfa_id(env, argv[3]);
-        if (room(32)) {
+            ends = track_fn(pid, kind, arg);
+        }
+        if (is_idle(pid)) {
+            /* an idle followed process's call or spawn: nobody's work */
+        } else if (room(32)) {
             put8((unsigned)kind);
             put32(pid);
             put32(arg);
@@ -530,6 +613,8 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         } else {
             count_drop();
         }
+        if (ends) /* after its call: its stack is back in its loop */
+            end_stretch(pid, ts);
     }
     if (seq_calls && !tripped && (pending_drops || len - head > fill_mark)) {
         tripped = 1;

@@ -25,12 +25,18 @@
  *          than KPT_IDENTITY_TERM_MAX is sent as the atom too_long), none
  *          (len 0) for a call inside one (the message was the Token)
  *
- *   LABEL  (request traces) kind, pid id u32, label u32, ts i64: from this
- *          call on, the process's seq_trace token is request trace `label`'s
- *          (N of its label {kprof, N}), or no trace's (0). Comes before the
- *          process's first CALL, and again before a CALL whenever it changed
+ *   LABEL  (request traces) kind, pid id u32, label u32, ts i64: a
+ *          process reached by a request's message works for no request
+ *          from here (label 0): it called again the function in which it
+ *          took the request's message in (its receive loop)
  *   SEND   (request traces) kind, sender's pid id u32, receiver's pid id
- *          u32, the sender's label u32 (as in LABEL), ts i64
+ *          u32, the sender's label u32 (N of its seq_trace token's label
+ *          {kprof, N}; 0: another token), ts i64
+ *   RECEIVE (request traces) kind, receiver's pid id u32, sender's pid id
+ *          u32 (KPT_NO_ID when it could not be named), label u32 (N), ts
+ *          i64: a process of a trace, or one its messages reached, took in
+ *          a message of request trace N (the seq_trace `receive` event:
+ *          the NIF is the node's system seq tracer while traces follow)
  *
  * Tier tracing also uses EVENT with KPT_RETURN_FROM and KPT_EXCEPTION_FROM.
  *
@@ -56,7 +62,8 @@ enum {
     KPT_RESET = 104,
     KPT_DROP = 105,
     KPT_LABEL = 106,
-    KPT_SEND = 107
+    KPT_SEND = 107,
+    KPT_RECEIVE = 108
 };
 
 enum { KPT_MARK_BEGIN = 1, KPT_MARK_END = 2 };
@@ -70,6 +77,7 @@ enum {
     KPT_DROP_SIZE = 5,
     KPT_LABEL_SIZE = 17,
     KPT_SEND_SIZE = 21,
+    KPT_RECEIVE_SIZE = 21,
     KPT_SEQ_CALL_HEAD = 25, /* SEQ_CALL up to its identity term */
     KPT_IDENTITY_TERM_MAX = 4096,
     KPT_PID_TERM_MAX = 1000, /* the NIF sends no longer pid term */

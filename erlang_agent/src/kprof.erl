@@ -183,13 +183,15 @@ trace_end() ->
     end.
 
 %% The request's messages are followed into the processes they reach
-%% (kprof_rtrace) when they carry a seq_trace token labelled {kprof, N}:
-%% the process gets one, unless it has a token already (a user's, or tier
+%% (kprof_rtrace) when they carry a seq_trace token labelled {kprof, N},
+%% whose `receive' flag tells kprof when a process takes one in: the
+%% process gets one, unless it has a token already (a user's, or tier
 %% tracing's), which stays untouched; its messages are then not followed.
 follow(#{follow := N}) ->
     case seq_trace:get_token() of
         [] ->
             _ = seq_trace:set_token(label, {kprof, N}),
+            _ = seq_trace:set_token('receive', true),
             put(kprof_trace_label, {kprof, N});
         _ ->
             ok

@@ -93,17 +93,10 @@
                 monotonic_timestamp]).
 %% What a process a request's message reaches gets, from the send pattern
 %% (see follow_spec/2): it is traced as the request's processes are, its
-%% own messages are followed too, and what it spawns is not.
--define(FOLLOW_FLAGS, [call, return_to, arity, running, garbage_collection, send,
-                       monotonic_timestamp]).
-%% kprof's call pattern on the functions an OTP behaviour's process calls
-%% right after it takes a message in: the call's event carries the
-%% process's seq_trace token, whose label says which request it works for
-%% from then on (see follow_spec/2). A match spec costs about 0.4 us a
-%% call: the other functions have none.
--define(CALL_MS, [{'_', [], [{message, {get_seq_token}}]}]).
--define(DISPATCH, [{gen_server, decode_msg, 9}, {gen_statem, loop_receive_result, 4},
-                   {gen_event, decode_msg, 7}]).
+%% own messages are followed too, and what it spawns while it works for the
+%% request is the request's.
+-define(FOLLOW_FLAGS, [call, return_to, arity, running, garbage_collection, send, procs,
+                       set_on_spawn, monotonic_timestamp]).
 -define(CALL_TIMEOUT, 10000).
 -define(WATCH_MS, 20). % also how often the NIF's buffer is flushed
 -define(MAX_LINGER_MS, 600000).
@@ -685,6 +678,7 @@ guard_wait(Server, Ref, Port, Session, Owned, Calls) ->
                     disarm_owned(Session, Owned);
                 false ->
                     _ = kprof_tracing:close(Session),
+                    element(3, Owned) andalso release_seq_tracer(),
                     ok
             end
     end.
@@ -768,8 +762,6 @@ arm(S = #state{guard = Guard}, Tracer) ->
             [kprof_tracing:function(Session, {M, '_', '_'}, true, [local]) || M <- Mods],
             [kprof_tracing:function(Session, MFA, true, [local]) || MFA <- MFAs]
     end,
-    _ = [kprof_tracing:function(Session, MFA, ?CALL_MS, [local])
-         || MFA <- ?DISPATCH, is_armed(Session, MFA)],
     %% the marks carry the trace's id and bounds into the stream
     [kprof_tracing:function(Session, {?MARKS, F, 1}, [{['$1'], [], [{message, '$1'}]}], [local])
      || F <- [begin_trace, end_trace]],
@@ -783,12 +775,14 @@ arm_follow(S = #state{armed = true, nif = true, owned = {Set, OnLoad, false}, gu
                       session = Session}) ->
     case kprof_tracing:tracer(Session) =:= ?NIF
         andalso kprof_tracing:info(Session, send, match_spec) =:= {match_spec, true}
+        andalso seq_trace:get_system_tracer() =:= false
         andalso follow_spec(self(), Session, S#state.port) of
         false ->
             S;
         Spec ->
             Owned = {Set, OnLoad, true},
             Guard ! {owned, Session, Owned, S#state.calls},
+            _ = seq_trace:set_system_tracer(?NIF),
             _ = kprof_tracing:send(Session, Spec),
             S#state{owned = Owned}
     end;
@@ -800,24 +794,31 @@ arm_follow(S) ->
 %% kprof's traced processes have. For a message that carries a seq_trace
 %% token, its trace/3 gives the receiver ?FOLLOW_FLAGS at the send (before
 %% the receiver can take the message in) with the sender's tracer, the NIF.
-%% The token's label ({kprof, N}, set by kprof:trace_begin/1) says which
-%% request the receiver works for: the NIF writes a LABEL record whenever a
-%% traced process's token changes, and the collector gives the receiver's
-%% time to that trace while the token is the trace's (until it takes in a
-%% message without it: work for others), for at most `max_processes'
-%% processes per trace. Left out: this server, remote processes, and those
-%% another tracer traced when the pattern was set (trace/3 would take them
-%% from it): past ?MAX_FOREIGN of those, or when someone has a send pattern,
-%% nothing is followed. Only through the NIF: the trace port has no labels.
-%% In kprof's own session (OTP 27 and later) no process is another tracer's.
+%% The token's label ({kprof, N}, set by kprof:trace_begin/1, with its
+%% `receive' flag) says which request the message is for, and the NIF, the
+%% node's system seq tracer meanwhile, learns from seq_trace's `receive'
+%% event when the receiver takes it in: the collector gives the receiver's
+%% time to that trace from there until the receiver is back in its receive
+%% loop (any process, OTP behaviour or not: see kprof_tracer.c), for at
+%% most `max_processes' processes per trace. Left out: this server, remote
+%% processes, and those another tracer traced when the pattern was set
+%% (trace/3 would take them from it): past ?MAX_FOREIGN of those, when
+%% someone has a send pattern, or when the system seq tracer is someone
+%% else's, nothing is followed. Only through the NIF: the trace port has no
+%% seq_trace events. In kprof's own session (OTP 27 and later) no process
+%% is another tracer's.
 follow_spec(Server, Session, Port) ->
     Foreign = foreign_processes(Session, Port),
     case length(Foreign) > ?MAX_FOREIGN of
         true -> false;
         false ->
-            Guards = [{is_pid, '$1'}, {'=:=', {node, '$1'}, {node}}, {is_seq_trace},
-                      {'=/=', '$1', Server} | [{'=/=', '$1', P} || P <- Foreign]],
-            [{['$1', '_'], Guards, [{trace, '$1', [], ?FOLLOW_FLAGS}, {message, {get_seq_token}}]}]
+            %% a local pid, or a registered name (`Name ! Msg')
+            Names = [N || P <- Foreign, {registered_name, N} <- [process_info(P, registered_name)]],
+            Left = [{'=/=', '$1', X} || X <- [Server, ?MODULE | Foreign ++ Names]],
+            Body = [{trace, '$1', [], ?FOLLOW_FLAGS}, {message, {get_seq_token}}],
+            [{['$1', '_'], [{is_pid, '$1'}, {'=:=', {node, '$1'}, {node}}, {is_seq_trace} | Left],
+              Body},
+             {['$1', '_'], [{is_atom, '$1'}, {is_seq_trace} | Left], Body}]
     end.
 
 following(#state{nif = Nif, owned = {_, _, Follow}}) -> Nif andalso Follow.
@@ -896,14 +897,9 @@ foreign(Session, MFAs) ->
 is_armed(Session, MFA) ->
     is_kprofs(Session, kprof_tracing:info(Session, MFA, traced), MFA).
 
-%% kprof's pattern, given the function's `traced': local, no match spec, or
-%% kprof's on the dispatch functions.
+%% kprof's pattern, given the function's `traced': local, no match spec.
 is_kprofs(Session, {traced, local}, MFA) ->
-    case kprof_tracing:info(Session, MFA, match_spec) of
-        {match_spec, []} -> true;
-        {match_spec, ?CALL_MS} -> lists:member(MFA, ?DISPATCH);
-        _ -> false
-    end;
+    kprof_tracing:info(Session, MFA, match_spec) =:= {match_spec, []};
 is_kprofs(_, _, _) -> false.
 
 %% No trace runs and no calls are traced: the patterns stay armed for
@@ -956,10 +952,11 @@ disarm_owned(Session, {Set, OnLoad, true}) ->
     %% the send pattern first: no process is followed any more; one someone
     %% set since is theirs
     _ = case kprof_tracing:info(Session, send, match_spec) of
-            {match_spec, [{['$1', '_'], _, [{trace, '$1', [], ?FOLLOW_FLAGS} | _]}]} ->
+            {match_spec, [{['$1', '_'], _, [{trace, '$1', [], ?FOLLOW_FLAGS} | _]} | _]} ->
                 kprof_tracing:send(Session, true);
             _ -> ok
         end,
+    release_seq_tracer(),
     disarm_owned(Session, {Set, OnLoad, false});
 disarm_owned(Session, {Set, false, false}) ->
     disarm_set(Session, Set);
@@ -971,6 +968,14 @@ disarm_owned(Session, {Set, LoadedThen, false}) ->
     Then = sets:from_list(LoadedThen, [{version, 2}]),
     Since = [M || M <- erlang:loaded(), not sets:is_element(M, Then)],
     Since =/= [] andalso disarm_set(Session, {Since, []}),
+    ok.
+
+%% The system seq tracer goes back to none, if it is still kprof's NIF.
+%% OTP 25's spec of seq_trace:get_system_tracer/0 leaves out a tracer
+%% module, which it returns: dialyzer would call the match impossible.
+-dialyzer({no_match, release_seq_tracer/0}).
+release_seq_tracer() ->
+    _ = seq_trace:get_system_tracer() =:= ?NIF andalso seq_trace:set_system_tracer(false),
     ok.
 
 -spec shutdown(#state{}) -> no_return().

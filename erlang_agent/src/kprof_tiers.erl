@@ -512,9 +512,11 @@ clear_tokens() ->
     end.
 
 %% kprof's tokens: labelled with a pid (the request's process, see
-%% entry_spec/2) or, from a request trace, {kprof, N} (kprof:trace_begin/1);
-%% no trace flags (kprof sets only the label).
-kprof_token({0, {kprof, N}, _Serial, _From, _LastCnt}) -> is_integer(N);
+%% entry_spec/2), with no trace flags, or, from a request trace, {kprof, N}
+%% with the `receive' flag or none (kprof:trace_begin/1).
+-define(SEQ_RECEIVE_FLAG, 2). % the `receive' flag in a token's flags
+kprof_token({Flags, {kprof, N}, _Serial, _From, _LastCnt}) ->
+    is_integer(N) andalso (Flags =:= 0 orelse Flags =:= ?SEQ_RECEIVE_FLAG);
 kprof_token({0, Label, _Serial, _From, _LastCnt}) -> is_pid(Label);
 kprof_token(_) -> false.
 

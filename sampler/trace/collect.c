@@ -70,7 +70,6 @@ void kp_trace_collector_free(kp_trace_collector *rt)
     kp_free(rt->free);
     kp_u64_map_free(&rt->procs);
     kp_u64_map_free(&rt->by_no);
-    kp_u64_map_free(&rt->labels);
     kp_u64_map_free(&rt->reached_set);
     kp_free(rt->reached);
     kp_frames_free(rt->frames);
@@ -134,8 +133,7 @@ proc *kp_tc_new_proc(kp_trace_collector *rt, const erlang_pid *pid, int64_t ts, 
     }
     p->trace = NOT_A_MEMBER;
     p->followed = 0;
-    p->label = p->link = p->link_trace = 0;
-    p->replied = 0;
+    p->label = p->link = p->link_trace = p->holders = 0;
     p->state = state;
     p->last = ts;
     p->timed = 1;
@@ -164,6 +162,15 @@ static proc *add_proc(kp_trace_collector *rt, uint32_t t, const erlang_pid *pid,
     if (tr->n_pids < tr->cap_pids)
         tr->pids[tr->n_pids++] = *pid;
     return p;
+}
+
+proc *kp_tc_add_member(kp_trace_collector *rt, uint32_t k, uint32_t parent, const erlang_pid *pid,
+                       int64_t ts)
+{
+    proc *child = add_proc(rt, k, pid, ts, OUT);
+    if (child)
+        kp_tc_add_link(&rt->traces[k], parent, child->frames[0], ts, 0);
+    return child;
 }
 
 /* The slot is kept (with its frame array) for the next process. */
@@ -523,18 +530,13 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
         kp_tc_follow_send(rt, ev);
         return 0;
     }
+    if (ev->kind == KP_TRACE_RECEIVE)
+        return kp_tc_follow_receive(rt, ev);
     proc *p = kp_tc_proc_of(rt, &ev->pid);
     if (p && p->followed)
         return kp_tc_follow_event(rt, p, ev);
-    if (ev->kind == KP_TRACE_LABEL) { /* kept for when it is taken in */
-        if (!p && ev->trace_no)
-            return kp_u64_map_put(&rt->labels, pack(&ev->pid), ev->trace_no) == 0 ? 0 : -1;
-        if (!p)
-            kp_u64_map_del(&rt->labels, pack(&ev->pid));
-        return 0;
-    }
-    if (!p && ev->kind == KP_TRACE_EXIT)
-        kp_u64_map_del(&rt->labels, pack(&ev->pid));
+    if (ev->kind == KP_TRACE_LABEL)
+        return 0; /* of a process no trace holds */
     if (!p && ev->kind != KP_TRACE_RETURN_FROM)
         p = adopt(rt, ev);
     if (!p)
@@ -558,12 +560,8 @@ int kp_trace_collector_event(kp_trace_collector *rt, const kp_trace_event *ev)
     case KP_TRACE_CALL: rc = kp_tc_push(rt, p, ev); break;
     case KP_TRACE_RETURN_TO: rc = kp_tc_pop_to(rt, p, ev); break;
     case KP_TRACE_SPAWN:
-        if (!kp_tc_proc_of(rt, &ev->child)) { /* runnable until it first runs */
-            uint32_t from = p->frames[0];     /* p moves if add_proc grows the slots */
-            proc *child = add_proc(rt, k, &ev->child, ev->ts_ns, OUT);
-            if (child)
-                kp_tc_add_link(t, from, child->frames[0], ev->ts_ns, 0);
-        }
+        if (!kp_tc_proc_of(rt, &ev->child))
+            kp_tc_add_member(rt, k, p->frames[0], &ev->child, ev->ts_ns);
         break;
     case KP_TRACE_EXIT:
         if (pack(&ev->pid) != pack(&t->root))

@@ -17,12 +17,14 @@
  * Following: a trace whose BEGIN has a trace_no (its process's seq_trace
  * token is labelled {kprof, N}) takes in the processes its messages reach
  * (SEND events; at most max_processes of them), each for the stretches
- * during which its token is the trace's (LABEL events): from taking in a
- * message of the request until it replies (calls gen:reply/2, as
- * gen_server, gen_statem and gen_event do) or takes in a message without
- * the token.
- * Such a process may serve several traces; its time goes to the one its
- * token names, and its work for anything else to none.
+ * during which it works for the trace: from taking in a message of the
+ * request (RECEIVE) until it is back in its receive loop (LABEL 0, which
+ * the NIF tells). Such a process may serve several traces; its time goes to
+ * the one whose message it took in, and its work for anything else to
+ * none. What it spawns during a stretch is the trace's own. A message of
+ * the request taken in by a process of the trace is an arrow from its
+ * sender's lane: from the send (SEND), or, for a message sent to an alias
+ * (a reply), from the sender's last event before.
  *
  * A trace begins with the mark of kprof_rtrace_mark:begin_trace/1 in its
  * process (or kp_trace_collector_open() for a process traced from the shell), takes in
@@ -49,8 +51,9 @@ typedef enum {
     KP_TRACE_RETURN_FROM,
     KP_TRACE_SEQ_CALL,       /* tier tracing's NIF records; the collector skips them */
     KP_TRACE_EXCEPTION_FROM, /* as RETURN_FROM, by an exception */
-    KP_TRACE_LABEL,          /* the process's token changed: trace_no */
+    KP_TRACE_LABEL,          /* a followed process works for no request (trace_no 0) */
     KP_TRACE_SEND,           /* pid sent child a message, with token trace_no */
+    KP_TRACE_RECEIVE,        /* pid took in child's message of request trace_no */
     KP_TRACE_OTHER
 } kp_trace_event_kind;
 
@@ -59,7 +62,7 @@ typedef struct {
     erlang_pid pid;
     char module[256], function[256]; /* CALL, RETURN_TO, RETURN_FROM */
     unsigned arity;
-    erlang_pid child; /* SPAWN; SEND: the receiver */
+    erlang_pid child; /* SPAWN; SEND: the receiver; RECEIVE: the sender (node "": unknown) */
     /* LABEL, SEND: the request trace the process's seq_trace token is for
      * (N of its label {kprof, N}; 0: none); BEGIN: the trace's own N (0:
      * its messages are not followed) */

@@ -43,10 +43,10 @@ typedef struct {
 } trace;
 
 typedef struct {
-    uint32_t trace; /* NOT_A_MEMBER for a followed process */
-    int followed;   /* reached by a trace's message: `label` says which trace has its time */
-    uint32_t label;
-    int replied;               /* a followed process called gen:reply/2: its stretch is over */
+    uint32_t trace;   /* NOT_A_MEMBER for a followed process */
+    int followed;     /* reached by a trace's message: `label` says which trace has its time */
+    uint32_t label;   /* the trace whose message it took in last (no); 0: back in its loop */
+    uint32_t holders; /* followed: the traces that took it in */
     uint32_t link, link_trace; /* 1 + the message link whose arrival it waits for; 0: none */
     int state;
     int timed; /* `last` holds a time (an adopted call starts without) */
@@ -63,7 +63,6 @@ struct kp_trace_collector {
     trace traces[MAX_TRACES];
     kp_u64_map procs;       /* packed pid -> index into ps */
     kp_u64_map by_no;       /* a followed trace's no -> its index */
-    kp_u64_map labels;      /* packed pid -> its token's no, for processes not (yet) in procs */
     kp_u64_map reached_set; /* the processes in `reached` */
     erlang_pid *reached;    /* SEND receivers since the last on_reached */
     size_t n_reached, cap_reached;
@@ -92,6 +91,11 @@ proc *kp_tc_proc_of(kp_trace_collector *rt, const erlang_pid *pid);
  * when one is added: pointers to others are stale after. */
 proc *kp_tc_new_proc(kp_trace_collector *rt, const erlang_pid *pid, int64_t ts, int state);
 void kp_tc_remove_proc(kp_trace_collector *rt, const erlang_pid *pid);
+/* `pid`, spawned at `ts` by the process whose pseudo-frame is `parent`, is
+ * a process of trace `k` from here (runnable until it first runs), with
+ * the spawn's arrow. Returns it, or NULL when out of memory. */
+proc *kp_tc_add_member(kp_trace_collector *rt, uint32_t k, uint32_t parent, const erlang_pid *pid,
+                       int64_t ts);
 /* The time since the process's last event to its stack in trace `t` (NULL:
  * to none). Returns 0, or -1 when out of memory. */
 int kp_tc_account(kp_trace_collector *rt, proc *p, trace *t, int64_t ts);
@@ -115,6 +119,9 @@ void kp_tc_finish(kp_trace_collector *rt, uint32_t k);
 
 /* A SEND: its receiver may be taken in by the sender's trace. */
 void kp_tc_follow_send(kp_trace_collector *rt, const kp_trace_event *ev);
+/* A RECEIVE: a followed process works for the trace from here; the
+ * message's arrow ends here. 0, or -1 when out of memory. */
+int kp_tc_follow_receive(kp_trace_collector *rt, const kp_trace_event *ev);
 /* An event (LABEL included) of a process taken in by following. 0, or -1. */
 int kp_tc_follow_event(kp_trace_collector *rt, proc *p, const kp_trace_event *ev);
 /* Trace `k` ends: its followed processes no other trace holds go. */

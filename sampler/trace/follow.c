@@ -1,6 +1,7 @@
 /* Following a request's messages: the processes a traced process's messages
  * reach are taken in by its trace (at most max_processes of them), and their
- * time goes to the trace their seq_trace token names (see trace/collect.h). */
+ * time goes to the trace whose message they took in, until they are back in
+ * their receive loop (see trace/collect.h). */
 #include <string.h>
 
 #include "kp/alloc.h"
@@ -14,19 +15,19 @@ static int follows(const trace *t, const erlang_pid *pid)
     return 0;
 }
 
-/* The index of the trace a followed process works for now: the one its
- * token names, if that trace took it in; else -1. */
+/* The index of the trace a followed process works for now: the one whose
+ * message it took in last, if that trace took it in; else -1. */
 static int working_for(kp_trace_collector *rt, const proc *p, const erlang_pid *pid)
 {
     uint32_t k;
-    if (!p->label || p->replied || !kp_u64_map_get(&rt->by_no, p->label, &k) ||
-        !follows(&rt->traces[k], pid))
+    if (!p->label || !kp_u64_map_get(&rt->by_no, p->label, &k) || !follows(&rt->traces[k], pid))
         return -1;
     return (int)k;
 }
 
-/* Whether trace `k` holds `pid` now, or takes it in within its bound. */
-static int take_in(trace *t, const erlang_pid *pid)
+/* Whether trace `k` holds `pid` now, or takes it in within its bound; `p`
+ * counts the traces that hold it. */
+static int take_in(trace *t, proc *p, const erlang_pid *pid)
 {
     if (follows(t, pid))
         return 1;
@@ -41,13 +42,12 @@ static int take_in(trace *t, const erlang_pid *pid)
         t->cap_followed = cap;
     }
     t->followed[t->n_followed++] = *pid;
+    p->holders++;
     return 1;
 }
 
-/* A message of trace `no` from ev->pid to ev->child: when the sender works
- * for that trace, the receiver is taken in (within the trace's bound) and
- * the message becomes an arrow of the timeline, ending where the receiver
- * takes it in (its token becomes the trace's: on_label). */
+/* The receivers of SEND events since the last on_reached: the send pattern
+ * gave them the trace flags. */
 static void note_reached(kp_trace_collector *rt, const erlang_pid *pid)
 {
     uint32_t seen;
@@ -70,6 +70,17 @@ static void note_reached(kp_trace_collector *rt, const erlang_pid *pid)
     rt->reached[rt->n_reached++] = *pid;
 }
 
+/* Whether process `s` works for trace `k`: one of its own, or followed and
+ * at work for it. */
+static int works_for(kp_trace_collector *rt, const proc *s, const erlang_pid *pid, uint32_t k)
+{
+    return s->followed ? working_for(rt, s, pid) == (int)k : s->trace == k;
+}
+
+/* A message of trace `no` from ev->pid to ev->child: when the sender works
+ * for that trace, the receiver is taken in (within the trace's bound) and
+ * the message becomes an arrow of the timeline, ending where the receiver
+ * takes it in (its RECEIVE). */
 void kp_tc_follow_send(kp_trace_collector *rt, const kp_trace_event *ev)
 {
     uint32_t k;
@@ -78,58 +89,78 @@ void kp_tc_follow_send(kp_trace_collector *rt, const kp_trace_event *ev)
         return;
     trace *t = &rt->traces[k];
     proc *s = kp_tc_proc_of(rt, &ev->pid);
-    if (!s || t->cut || (s->followed ? working_for(rt, s, &ev->pid) != (int)k : s->trace != k))
+    if (!s || t->cut || !works_for(rt, s, &ev->pid, k))
         return;
     uint32_t from = s->frames[0]; /* s moves if new_proc grows the slots */
     proc *r = kp_tc_proc_of(rt, &ev->child);
-    if (r && !r->followed) { /* a process of a trace: its own or another's */
-        if (r->trace == k)
-            kp_tc_add_link(t, from, r->frames[0], ev->ts_ns, 1);
-        return;
-    }
-    if (!take_in(t, &ev->child))
-        return;
+    if (r && !r->followed && r->trace != k)
+        return; /* another trace's own process */
     if (!r) {
         r = kp_tc_new_proc(rt, &ev->child, ev->ts_ns, RUNNING);
         if (!r)
             return;
-        uint32_t label;
         r->followed = 1;
-        r->label = kp_u64_map_get(&rt->labels, pack(&ev->child), &label) ? label : 0;
-        kp_u64_map_del(&rt->labels, pack(&ev->child));
     }
-    int linked = kp_tc_add_link(t, from, r->frames[0], ev->ts_ns, 1);
-    if (r->label == t->no && r->replied) {
-        /* it replied, and waits: a new message of the request, which its
-         * token will not tell (it stays the trace's), makes it work for it
-         * again from here */
-        r->replied = 0;
-        r->last = ev->ts_ns;
-        r->link = 0;
-    } else if (r->label == t->no) { /* it took the message in already */
-        r->link = 0;
-    } else if (linked) {
+    if (r->followed && !take_in(t, r, &ev->child)) {
+        if (!r->holders)
+            kp_tc_remove_proc(rt, &ev->child);
+        return;
+    }
+    if (kp_tc_add_link(t, from, r->frames[0], ev->ts_ns, 1)) {
         r->link = (uint32_t)t->n_links;
         r->link_trace = k;
     }
 }
 
-/* The process's token changed (it took in a message): what it worked for
- * until now has the time up to here. */
-static int on_label(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
+/* The arrow of a message of trace `k` that `p` took in at `ts`: the one its
+ * SEND began, or, for a message sent without one (a reply to an alias),
+ * one from the sender's lane at its last event. */
+static void arrow_in(kp_trace_collector *rt, proc *p, uint32_t k, const kp_trace_event *ev)
 {
-    int k = working_for(rt, p, &ev->pid);
-    if (kp_tc_account(rt, p, k >= 0 ? &rt->traces[k] : NULL, ev->ts_ns) != 0)
-        return -1;
-    p->label = ev->trace_no;
-    p->replied = 0;
-    k = working_for(rt, p, &ev->pid);
-    if (k >= 0 && p->link && p->link_trace == (uint32_t)k) {
-        trace *t = &rt->traces[k];
-        if (p->link <= t->n_links)
-            t->links[p->link - 1].ts_to = ev->ts_ns;
+    trace *t = &rt->traces[k];
+    proc *s;
+    if (p->link && p->link_trace == k && p->link <= t->n_links && ev->child.node[0] &&
+        (s = kp_tc_proc_of(rt, &ev->child)) && t->links[p->link - 1].from == s->frames[0]) {
+        t->links[p->link - 1].ts_to = ev->ts_ns;
         p->link = 0;
+        return;
     }
+    s = ev->child.node[0] ? kp_tc_proc_of(rt, &ev->child) : NULL;
+    if (!s || s == p || !(s->followed ? follows(t, &ev->child) : s->trace == k))
+        return;
+    uint32_t from = s->frames[0], to = p->frames[0];
+    int64_t sent = s->last < ev->ts_ns ? s->last : ev->ts_ns;
+    if (kp_tc_add_link(t, from, to, sent, 1))
+        t->links[t->n_links - 1].ts_to = ev->ts_ns;
+}
+
+/* What the process worked for until `ts` has the time up to there; from
+ * there it works for trace `label` (0: none). */
+static int relabel(kp_trace_collector *rt, proc *p, const erlang_pid *pid, uint32_t label,
+                   int64_t ts)
+{
+    int k = working_for(rt, p, pid);
+    if (kp_tc_account(rt, p, k >= 0 ? &rt->traces[k] : NULL, ts) != 0)
+        return -1;
+    p->label = label;
+    return 0;
+}
+
+int kp_tc_follow_receive(kp_trace_collector *rt, const kp_trace_event *ev)
+{
+    uint32_t k;
+    proc *p = kp_tc_proc_of(rt, &ev->pid);
+    if (!p || !kp_u64_map_get(&rt->by_no, ev->trace_no, &k))
+        return 0;
+    if (p->followed) {
+        if (p->label != ev->trace_no && relabel(rt, p, &ev->pid, ev->trace_no, ev->ts_ns) != 0)
+            return -1;
+        if (working_for(rt, p, &ev->pid) != (int)k)
+            return 0; /* a trace that did not take it in */
+    } else if (p->trace != k) {
+        return 0;
+    }
+    arrow_in(rt, p, k, ev);
     return 0;
 }
 
@@ -141,13 +172,9 @@ void kp_tc_follow_release(kp_trace_collector *rt, uint32_t k)
 {
     trace *t = &rt->traces[k];
     for (size_t f = 0; f < t->n_followed; f++) {
-        int elsewhere = 0;
-        for (uint32_t o = 0; o < MAX_TRACES && !elsewhere; o++)
-            elsewhere = o != k && rt->traces[o].used && follows(&rt->traces[o], &t->followed[f]);
         proc *p = kp_tc_proc_of(rt, &t->followed[f]);
-        if (elsewhere || !p || !p->followed)
-            continue;
-        kp_tc_remove_proc(rt, &t->followed[f]);
+        if (p && p->followed && p->holders-- <= 1)
+            kp_tc_remove_proc(rt, &t->followed[f]);
     }
     if (t->no)
         kp_u64_map_del(&rt->by_no, t->no);
@@ -158,7 +185,7 @@ void kp_tc_follow_release(kp_trace_collector *rt, uint32_t k)
 int kp_tc_follow_event(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
 {
     if (ev->kind == KP_TRACE_LABEL)
-        return on_label(rt, p, ev);
+        return relabel(rt, p, &ev->pid, ev->trace_no, ev->ts_ns);
     if (!ev->ts_ns)
         return 0;
     int k = working_for(rt, p, &ev->pid);
@@ -170,16 +197,17 @@ int kp_tc_follow_event(kp_trace_collector *rt, proc *p, const kp_trace_event *ev
             return cut < 0 ? -1 : 0; /* p may be gone */
     }
     switch (ev->kind) {
-    case KP_TRACE_CALL:
-        /* a server's reply ends what it does for the request: its wait for
-         * the next message is not the request's */
-        if (k >= 0 && strcmp(ev->function, "reply") == 0 && ev->arity == 2 &&
-            strcmp(ev->module, "gen") == 0)
-            p->replied = 1;
-        return kp_tc_push(rt, p, ev);
+    case KP_TRACE_CALL: return kp_tc_push(rt, p, ev);
     case KP_TRACE_RETURN_TO: return kp_tc_pop_to(rt, p, ev);
-    case KP_TRACE_EXIT: kp_tc_remove_proc(rt, &ev->pid); break;
-    default: kp_tc_set_state(p, ev->kind); break;
+    case KP_TRACE_SPAWN:
+        /* what it spawns at work for a request is the request's */
+        if (k >= 0 && !kp_tc_proc_of(rt, &ev->child))
+            kp_tc_add_member(rt, (uint32_t)k, p->frames[0], &ev->child, ev->ts_ns);
+        return 0;
+    case KP_TRACE_EXIT:
+        /* the traces that hold it keep its pid; its slot goes */
+        kp_tc_remove_proc(rt, &ev->pid);
+        return 0;
+    default: kp_tc_set_state(p, ev->kind); return 0;
     }
-    return 0;
 }

@@ -212,7 +212,7 @@ static long read_seq_call(kp_nif_reader *s, const unsigned char *p, size_t n, kp
     return on_event(ctx, &ev) == 0 ? (long)(KPT_SEQ_CALL_HEAD + len) : -1;
 }
 
-/* LABEL: the process's token now belongs to request trace `trace_no` (0: none) */
+/* LABEL: the followed process works for no request from here (trace_no 0) */
 static long read_label(kp_nif_reader *s, const unsigned char *p, size_t n, kp_event_fn on_event,
                        void *ctx)
 {
@@ -248,6 +248,27 @@ static long read_send(kp_nif_reader *s, const unsigned char *p, size_t n, kp_eve
     return on_event(ctx, &ev) == 0 ? KPT_SEND_SIZE : -1;
 }
 
+/* RECEIVE: pid took in a message of request trace `trace_no` from child
+ * (whose node is empty when the NIF could not name it) */
+static long read_receive(kp_nif_reader *s, const unsigned char *p, size_t n, kp_event_fn on_event,
+                         void *ctx)
+{
+    if (n < KPT_RECEIVE_SIZE)
+        return 0;
+    uint32_t to = u32(p + 1), from = u32(p + 5);
+    if (to >= KPT_MAX_IDS || (from >= KPT_MAX_IDS && from != KPT_NO_ID))
+        return -1;
+    kp_trace_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = KP_TRACE_RECEIVE;
+    ev.pid = s->pids[to];
+    if (from != KPT_NO_ID)
+        ev.child = s->pids[from];
+    ev.trace_no = u32(p + 9);
+    ev.ts_ns = i64(p + 13);
+    return on_event(ctx, &ev) == 0 ? KPT_RECEIVE_SIZE : -1;
+}
+
 static long read_drop(const unsigned char *p, size_t n, kp_event_fn on_event, void *ctx)
 {
     if (n < KPT_DROP_SIZE)
@@ -273,6 +294,7 @@ static long read_record(kp_nif_reader *s, const unsigned char *p, size_t n, kp_e
     case KPT_DROP: return read_drop(p, n, on_event, ctx);
     case KPT_LABEL: return read_label(s, p, n, on_event, ctx);
     case KPT_SEND: return read_send(s, p, n, on_event, ctx);
+    case KPT_RECEIVE: return read_receive(s, p, n, on_event, ctx);
     default: return -1;
     }
 }

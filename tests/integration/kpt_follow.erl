@@ -1,13 +1,16 @@
 %%% @doc Workload of the `follow' integration test: a request handler that
 %%% calls two gen_servers (a cache and a db) and a worker from a pool, as a
-%%% Kazoo crossbar request calls its clients. The servers do `traced_work'
-%%% for requests made with the tag `traced' and `untraced_work' for the
-%%% others, so a trace shows whose work it holds.
+%%% Kazoo crossbar request calls its clients, then a plain receive loop (no
+%%% OTP behaviour), then hands part of the request to a proc_lib worker it
+%%% spawns, which calls a gen_server of its own (wdb). The servers do
+%%% `traced_work' for requests made with the tag `traced' and
+%%% `untraced_work' for the others, so a trace shows whose work it holds.
 -module(kpt_follow).
 -behaviour(gen_server).
 
 -export([main/1, req/3, handle/1, load_start/1, load_stop/0, servers/0,
-         traced_work/0, untraced_work/0, concurrent/1, flags_left/0, traced_servers/0]).
+         traced_work/0, untraced_work/0, worker_work/0, concurrent/1, flags_left/0,
+         traced_servers/0]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
 %% @doc Starts the servers and the pool, then writes `Ready'.
@@ -15,6 +18,8 @@
 main(Ready) ->
     {ok, _} = gen_server:start({local, kpt_cache}, ?MODULE, server, []),
     {ok, _} = gen_server:start({local, kpt_db}, ?MODULE, server, []),
+    {ok, _} = gen_server:start({local, kpt_wdb}, ?MODULE, server, []),
+    true = register(kpt_plain, spawn(fun plain_loop/0)),
     Workers = [element(2, gen_server:start(?MODULE, server, [])) || _ <- lists:seq(1, 3)],
     {ok, _} = gen_server:start({local, kpt_pool}, ?MODULE, {pool, Workers}, []),
     ok = file:write_file(Ready, "ready").
@@ -25,14 +30,36 @@ req(SessionID, _Env, _Input) ->
     ok = handle(traced),
     mod_esi:deliver(SessionID, "content-type: text/plain\r\n\r\nok\n").
 
-%% @doc One request: the cache, the db, then a pooled worker.
+%% @doc One request: the cache, the db, a pooled worker, the plain loop,
+%% then a worker of its own.
 -spec handle(traced | untraced) -> ok.
 handle(Tag) ->
     ok = gen_server:call(kpt_cache, Tag),
     ok = gen_server:call(kpt_db, Tag),
     Worker = gen_server:call(kpt_pool, checkout),
     ok = gen_server:call(Worker, Tag),
-    gen_server:cast(kpt_pool, {checkin, Worker}).
+    gen_server:cast(kpt_pool, {checkin, Worker}),
+    kpt_plain ! {self(), Tag},
+    receive {kpt_plain, done} -> ok end,
+    Self = self(),
+    Own = proc_lib:spawn_link(fun() ->
+                                      worker_work(),
+                                      ok = gen_server:call(kpt_wdb, Tag),
+                                      Self ! {self(), done}
+                              end),
+    receive {Own, done} -> ok end.
+
+%% @doc The work of the worker a request spawns.
+-spec worker_work() -> ok.
+worker_work() -> spin(300).
+
+%% A process that is no OTP behaviour: a receive loop.
+plain_loop() ->
+    receive
+        {From, traced} -> traced_work(), From ! {kpt_plain, done};
+        {From, untraced} -> untraced_work(), From ! {kpt_plain, done}
+    end,
+    plain_loop().
 
 %% @doc Work done for a traced request.
 -spec traced_work() -> ok.
@@ -57,13 +84,15 @@ load_stop() ->
     _ = persistent_term:erase(kpt_follow_load),
     ok.
 
-%% @doc "Cache,Db,Worker1+Worker2+Worker3": the servers' pids, as text
-%% (erl_call loses spaces).
+%% @doc "Cache,Db,Worker1+Worker2+Worker3,Plain,Wdb": the servers' pids, as
+%% text (erl_call loses spaces).
 -spec servers() -> string().
 servers() ->
     {ok, Workers} = gen_server:call(kpt_pool, workers),
-    lists:flatten(io_lib:format("~p,~p,~s", [whereis(kpt_cache), whereis(kpt_db),
-                                              lists:join("+", [pid_to_list(W) || W <- Workers])])).
+    lists:flatten(io_lib:format("~p,~p,~s,~p,~p",
+                                [whereis(kpt_cache), whereis(kpt_db),
+                                 lists:join("+", [pid_to_list(W) || W <- Workers]),
+                                 whereis(kpt_plain), whereis(kpt_wdb)])).
 
 %% @doc `N' traced requests at once, each in its own process; their ids.
 -spec concurrent(pos_integer()) -> string().
@@ -76,23 +105,29 @@ concurrent(N) ->
     Ids = [receive {P, Id} -> Id after 30000 -> timeout end || P <- Ps],
     lists:flatten(lists:join(",", [binary_to_list(I) || I <- Ids, is_binary(I)])).
 
-%% @doc "clean", or the processes that still carry trace flags, whether
-%% the send pattern is still set and kprof's session still open (OTP 27
-%% and later).
+%% @doc "clean", or the processes that still carry trace flags or a
+%% seq_trace token, whether the send pattern is still set, kprof's session
+%% still open (OTP 27 and later) and the system seq tracer still set.
 -spec flags_left() -> string().
 flags_left() ->
     S = kprof_tracing:session_of(kprof_rtrace),
     Traced = [P || P <- processes(), {flags, F} <- [kprof_tracing:info(S, P, flags)], F =/= []],
-    case {Traced, kprof_tracing:info(S, send, match_spec), kprof_tracing:sessions()} of
-        {[], {match_spec, true}, []} -> "clean";
+    Tokens = [{P, T} || P <- processes(),
+                        {sequential_trace_token, T} <- [process_info(P, sequential_trace_token)],
+                        T =/= []],
+    case {Traced, Tokens, kprof_tracing:info(S, send, match_spec), kprof_tracing:sessions(),
+          seq_trace:get_system_tracer()} of
+        {[], [], {match_spec, true}, [], false} -> "clean";
         Other -> lists:flatten(io_lib:format("~p", [Other]))
     end.
 
-%% @doc How many of the servers (cache, db, pool, workers) carry trace flags.
+%% @doc How many of the servers (cache, db, pool, workers, the plain loop,
+%% wdb) carry trace flags.
 -spec traced_servers() -> non_neg_integer().
 traced_servers() ->
     {ok, Workers} = gen_server:call(kpt_pool, workers),
-    Servers = [whereis(kpt_cache), whereis(kpt_db), whereis(kpt_pool) | Workers],
+    Servers = [whereis(kpt_cache), whereis(kpt_db), whereis(kpt_pool), whereis(kpt_plain),
+               whereis(kpt_wdb) | Workers],
     S = kprof_tracing:session_of(kprof_rtrace),
     length([P || P <- Servers, kprof_tracing:info(S, P, flags) =/= {flags, []}]).
 

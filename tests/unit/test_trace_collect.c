@@ -257,8 +257,8 @@ static void adopted_calls_start_and_end_with_the_function(void **state)
 }
 
 /* following: a trace whose process's token is labelled {kprof, no}; its
- * messages to other processes (SEND), whose token then names the trace
- * (LABEL) */
+ * messages to other processes (SEND), which they take in (RECEIVE) and work
+ * for until they are back in their loop (LABEL 0) */
 static void followed(fixture *f, unsigned p, const char *id, uint32_t no, uint64_t max_processes)
 {
     begin_following(f, p, id, 0, 0, no, max_processes);
@@ -276,37 +276,73 @@ static void send_to(fixture *f, unsigned from, unsigned to, uint32_t no, int64_t
     assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
 }
 
-static void label(fixture *f, unsigned p, uint32_t no, int64_t ts)
+static void receive_from(fixture *f, unsigned p, unsigned from, uint32_t no, int64_t ts)
 {
     kp_trace_event e;
     memset(&e, 0, sizeof e);
-    e.kind = KP_TRACE_LABEL;
+    e.kind = KP_TRACE_RECEIVE;
     e.pid = pid(p);
+    e.child = pid(from);
     e.trace_no = no;
     e.ts_ns = ts;
     assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
 }
 
+/* back in its loop: it works for no request (the NIF's LABEL 0) */
+static void idle(fixture *f, unsigned p, int64_t ts)
+{
+    kp_trace_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = KP_TRACE_LABEL;
+    e.pid = pid(p);
+    e.ts_ns = ts;
+    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
+}
+
+static void spawn(fixture *f, unsigned parent, unsigned child, int64_t ts)
+{
+    kp_trace_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = KP_TRACE_SPAWN;
+    e.pid = pid(parent);
+    e.child = pid(child);
+    e.ts_ns = ts;
+    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
+}
+
+static const char *timeline_of(const char *folded)
+{
+    static char json[4400];
+    snprintf(json, sizeof json, "%.*s.trace.json", (int)(strlen(folded) - 7), folded);
+    return slurp(json);
+}
+
 /* A server serves trace 1, then trace 2, then an untraced request: each
- * trace holds its own stretch, from taking the message in to the reply. */
+ * trace holds its own stretch, from taking the message in to its return to
+ * its loop; the reply the first trace's process takes in is an arrow back
+ * from the server. */
 static void two_traces_share_a_server(void **state)
 {
     fixture *f = *state;
     followed(f, 10, "F1", 1, 0);
     followed(f, 20, "F2", 2, 0);
     send_to(f, 10, 30, 1, 100 * US);
-    label(f, 30, 1, 150 * US); /* takes it in */
+    receive_from(f, 30, 10, 1, 150 * US); /* takes it in */
     ev(f, KP_TRACE_CALL, 30, "s:handle_call/3", 150 * US);
-    ev(f, KP_TRACE_CALL, 30, "w:work/0", 200 * US);    /* 50 us in handle_call */
-    ev(f, KP_TRACE_CALL, 30, "gen:reply/2", 400 * US); /* 200 us in work; replies */
-    ev(f, KP_TRACE_OUT, 30, NULL, 450 * US);           /* waits: no trace's */
+    ev(f, KP_TRACE_CALL, 30, "w:work/0", 200 * US); /* 50 us in handle_call */
+    ev(f, KP_TRACE_CALL, 30, "s:loop/1", 400 * US); /* 200 us in work; replied */
+    idle(f, 30, 400 * US);
+    receive_from(f, 10, 30, 1, 420 * US);    /* the reply, sent to an alias: no SEND */
+    ev(f, KP_TRACE_OUT, 30, NULL, 450 * US); /* waits: no trace's */
     send_to(f, 20, 30, 2, 500 * US);
     ev(f, KP_TRACE_IN, 30, NULL, 600 * US);
-    label(f, 30, 2, 600 * US);
+    receive_from(f, 30, 20, 2, 600 * US);
     ev(f, KP_TRACE_CALL, 30, "s:handle_call/3", 600 * US);
-    ev(f, KP_TRACE_CALL, 30, "w:work/0", 650 * US);    /* 50 us */
-    ev(f, KP_TRACE_CALL, 30, "gen:reply/2", 950 * US); /* 300 us */
-    label(f, 30, 0, 1000 * US);                        /* an untraced request */
+    ev(f, KP_TRACE_CALL, 30, "w:work/0", 650 * US); /* 50 us */
+    ev(f, KP_TRACE_CALL, 30, "s:loop/1", 950 * US); /* 300 us */
+    idle(f, 30, 950 * US);
+    /* an untraced request (the NIF drops an idle process's events; were
+     * they read, they would be nobody's) */
     ev(f, KP_TRACE_CALL, 30, "s:handle_call/3", 1000 * US);
     ev(f, KP_TRACE_CALL, 30, "w:other/0", 1050 * US);
     send_to(f, 30, 31, 0, 1100 * US); /* not for a trace: 31 is not taken in */
@@ -316,15 +352,21 @@ static void two_traces_share_a_server(void **state)
     assert_string_equal(slurp(f->written[0]), "<0.10.0> 2000\n"
                                               "<0.30.0>;s:handle_call/3 50\n"
                                               "<0.30.0>;s:handle_call/3;w:work/0 200\n");
+    /* the request's arrow, from its send to its take-in, and the reply's,
+     * from the server's last event before the caller took it in */
+    const char *timeline = timeline_of(f->written[0]);
+    assert_non_null(strstr(timeline, "{\"ph\":\"s\",\"id\":1,\"pid\":1,\"tid\":1,\"ts\":100,"));
+    assert_non_null(strstr(timeline, "{\"ph\":\"f\",\"bp\":\"e\",\"id\":1,\"pid\":1,\"tid\":2,"
+                                     "\"ts\":150,"));
+    assert_non_null(strstr(timeline, "{\"ph\":\"s\",\"id\":2,\"pid\":1,\"tid\":2,\"ts\":400,"));
+    assert_non_null(strstr(timeline, "{\"ph\":\"f\",\"bp\":\"e\",\"id\":2,\"pid\":1,\"tid\":1,"
+                                     "\"ts\":420,"));
     end(f, 20, "F2", 2100 * US);
     assert_int_equal(f->last_pids, 1); /* its flags are the NIF's to remove */
     assert_string_equal(slurp(f->written[1]), "<0.20.0> 2100\n"
                                               "<0.30.0>;s:handle_call/3 50\n"
                                               "<0.30.0>;s:handle_call/3;w:work/0 300\n");
-    /* the message's arrow: from its send to where the server took it in */
-    char json[4400];
-    snprintf(json, sizeof json, "%.*s.trace.json", (int)(strlen(f->written[1]) - 7), f->written[1]);
-    const char *timeline = slurp(json);
+    timeline = timeline_of(f->written[1]);
     assert_non_null(strstr(timeline, "{\"ph\":\"s\",\"id\":1,\"pid\":1,\"tid\":1,\"ts\":500,"
                                      "\"cat\":\"message\",\"name\":\"message\"}"));
     assert_non_null(strstr(timeline, "{\"ph\":\"f\",\"bp\":\"e\",\"id\":1,\"pid\":1,\"tid\":2,"
@@ -332,17 +374,16 @@ static void two_traces_share_a_server(void **state)
 }
 
 /* max_processes: past it, a process the request's messages reach is not
- * taken in; a process that took in the trace's message before its SEND was
- * read (another scheduler) works for it from then. */
+ * taken in. */
 static void at_most_max_processes_are_followed(void **state)
 {
     fixture *f = *state;
     followed(f, 10, "F3", 7, 1);
-    label(f, 41, 7, 90 * US); /* ahead of the send that reached it */
     send_to(f, 10, 41, 7, 100 * US);
+    receive_from(f, 41, 10, 7, 100 * US);
     ev(f, KP_TRACE_CALL, 41, "a:b/0", 100 * US);
     send_to(f, 10, 42, 7, 200 * US);
-    label(f, 42, 7, 210 * US);
+    receive_from(f, 42, 10, 7, 210 * US);
     ev(f, KP_TRACE_CALL, 42, "c:d/0", 210 * US);
     ev(f, KP_TRACE_CALL, 41, "a:e/0", 300 * US); /* 200 us in a:b */
     ev(f, KP_TRACE_CALL, 42, "c:f/0", 400 * US);
@@ -358,9 +399,10 @@ static void a_followed_process_begins_its_own_trace(void **state)
     fixture *f = *state;
     followed(f, 10, "F4", 3, 0);
     send_to(f, 10, 50, 3, 100 * US);
-    label(f, 50, 3, 100 * US);
+    receive_from(f, 50, 10, 3, 100 * US);
     ev(f, KP_TRACE_CALL, 50, "s:handle_call/3", 100 * US);
-    ev(f, KP_TRACE_CALL, 50, "gen:reply/2", 200 * US);
+    ev(f, KP_TRACE_CALL, 50, "s:loop/1", 200 * US);
+    idle(f, 50, 200 * US);
     begin(f, 50, "F5", 300 * US, 0);
     ev(f, KP_TRACE_CALL, 50, "own:work/0", 400 * US);
     end(f, 50, "F5", 600 * US);
@@ -368,6 +410,63 @@ static void a_followed_process_begins_its_own_trace(void **state)
     assert_string_equal(slurp(f->written[0]), "<0.50.0> 100\n<0.50.0>;own:work/0 200\n");
     end(f, 10, "F4", 700 * US);
     assert_string_equal(slurp(f->written[1]), "<0.10.0> 700\n<0.50.0>;s:handle_call/3 100\n");
+}
+
+/* What a followed process spawns while it works for a request is the
+ * request's, under its own root, until it exits; what it spawns for
+ * others is not. */
+static void a_followed_process_spawns_for_the_request(void **state)
+{
+    fixture *f = *state;
+    followed(f, 10, "F6", 4, 0);
+    send_to(f, 10, 60, 4, 100 * US);
+    receive_from(f, 60, 10, 4, 100 * US);
+    ev(f, KP_TRACE_CALL, 60, "w:handle/1", 100 * US);
+    spawn(f, 60, 61, 150 * US);
+    ev(f, KP_TRACE_IN, 61, NULL, 200 * US); /* runnable until here */
+    ev(f, KP_TRACE_CALL, 61, "job:run/0", 200 * US);
+    ev(f, KP_TRACE_CALL, 60, "w:loop/0", 300 * US);
+    idle(f, 60, 300 * US);
+    spawn(f, 60, 62, 350 * US); /* for nobody */
+    ev(f, KP_TRACE_CALL, 62, "other:run/0", 360 * US);
+    ev(f, KP_TRACE_EXIT, 61, NULL, 500 * US);
+    end(f, 10, "F6", 700 * US);
+    assert_string_equal(slurp(f->written[0]), "<0.10.0> 700\n"
+                                              "<0.60.0>;w:handle/1 200\n"
+                                              "<0.61.0>;job:run/0 300\n"
+                                              "<0.61.0>;sleep 50\n");
+    assert_int_equal(f->last_pids, 2); /* the child's flags go with the trace */
+}
+
+/* The followed process is released when the last trace that holds it ends. */
+static void a_server_two_traces_hold_goes_with_the_last(void **state)
+{
+    fixture *f = *state;
+    followed(f, 10, "F7", 5, 0);
+    followed(f, 20, "F8", 6, 0);
+    send_to(f, 10, 70, 5, 100 * US);
+    send_to(f, 20, 70, 6, 110 * US);
+    ev(f, KP_TRACE_CALL, 70, "s:loop/0", 115 * US); /* nobody's yet */
+    receive_from(f, 70, 10, 5, 120 * US);
+    ev(f, KP_TRACE_CALL, 70, "s:a/0", 130 * US);
+    ev(f, KP_TRACE_CALL, 70, "s:loop/0", 140 * US);
+    idle(f, 70, 140 * US);
+    end(f, 10, "F7", 200 * US);
+    receive_from(f, 70, 20, 6, 300 * US);
+    ev(f, KP_TRACE_CALL, 70, "s:b/0", 300 * US);
+    ev(f, KP_TRACE_CALL, 70, "s:loop/0", 340 * US);
+    idle(f, 70, 340 * US);
+    end(f, 20, "F8", 400 * US);
+    assert_string_equal(slurp(f->written[0]), "<0.10.0> 200\n<0.70.0>;s:loop/0 10\n"
+                                              "<0.70.0>;s:loop/0;s:a/0 10\n");
+    assert_string_equal(slurp(f->written[1]), "<0.20.0> 400\n<0.70.0>;s:loop/0;s:b/0 40\n");
+    /* a new trace takes it in afresh: its stack was let go */
+    followed(f, 30, "F9", 8, 0);
+    send_to(f, 30, 70, 8, 500 * US);
+    receive_from(f, 70, 30, 8, 510 * US);
+    ev(f, KP_TRACE_CALL, 70, "s:c/0", 520 * US);
+    end(f, 30, "F9", 600 * US);
+    assert_string_equal(slurp(f->written[2]), "<0.30.0> 600\n<0.70.0> 10\n");
 }
 
 int main(void)
@@ -382,6 +481,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(two_traces_share_a_server, setup, teardown),
         cmocka_unit_test_setup_teardown(at_most_max_processes_are_followed, setup, teardown),
         cmocka_unit_test_setup_teardown(a_followed_process_begins_its_own_trace, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_followed_process_spawns_for_the_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_server_two_traces_hold_goes_with_the_last, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

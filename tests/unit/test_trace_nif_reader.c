@@ -147,15 +147,25 @@ static void a_trace(rec *r)
     mfa_record(r, 3, "lists", "seq", 2);
     event_record(r, KPT_CALL, 0, 3, 1000);
     pid_record(r, 1, 43);
-    put8(r, KPT_LABEL); /* its token is trace 7's */
+    put8(r, KPT_LABEL); /* it works for no request */
     put32(r, 0);
-    put32(r, 7);
+    put32(r, 0);
     put64(r, 1050);
     put8(r, KPT_SEND); /* it sends <0.43.0> a message of trace 7 */
     put32(r, 0);
     put32(r, 1);
     put32(r, 7);
     put64(r, 1060);
+    put8(r, KPT_RECEIVE); /* <0.43.0> takes it in */
+    put32(r, 1);
+    put32(r, 0);
+    put32(r, 7);
+    put64(r, 1070);
+    put8(r, KPT_RECEIVE); /* from a sender the NIF could not name */
+    put32(r, 0);
+    put32(r, KPT_NO_ID);
+    put32(r, 7);
+    put64(r, 1080);
     event_record(r, KPT_OUT, 0, 3, 1100);
     event_record(r, KPT_SPAWN, 0, KPT_NO_ID, 1200); /* a child the NIF could not name */
     put8(r, KPT_DROP);
@@ -166,7 +176,7 @@ static void a_trace(rec *r)
 
 static void check_trace(const got *g)
 {
-    assert_int_equal(g->n, 8);
+    assert_int_equal(g->n, 10);
     assert_int_equal(g->ev[0].kind, KP_TRACE_BEGIN);
     assert_string_equal(g->ev[0].id, "t1");
     assert_int_equal(g->ev[0].pid.num, 42);
@@ -177,19 +187,27 @@ static void check_trace(const got *g)
     assert_int_equal((int)g->ev[1].ts_ns, 1000);
     assert_int_equal(g->ev[2].kind, KP_TRACE_LABEL);
     assert_int_equal(g->ev[2].pid.num, 42);
-    assert_int_equal(g->ev[2].trace_no, 7);
+    assert_int_equal(g->ev[2].trace_no, 0);
     assert_int_equal((int)g->ev[2].ts_ns, 1050);
     assert_int_equal(g->ev[3].kind, KP_TRACE_SEND);
     assert_int_equal(g->ev[3].pid.num, 42);
     assert_int_equal(g->ev[3].child.num, 43);
     assert_int_equal(g->ev[3].trace_no, 7);
     assert_int_equal((int)g->ev[3].ts_ns, 1060);
-    assert_int_equal(g->ev[4].kind, KP_TRACE_OUT);
-    assert_int_equal(g->ev[5].kind, KP_TRACE_OTHER);
-    assert_int_equal(g->ev[6].kind, KP_TRACE_OTHER);
-    assert_int_equal(g->ev[6].dropped, 9);
-    assert_int_equal(g->ev[7].kind, KP_TRACE_END);
-    assert_int_equal((int)g->ev[7].ts_ns, 500);
+    assert_int_equal(g->ev[4].kind, KP_TRACE_RECEIVE);
+    assert_int_equal(g->ev[4].pid.num, 43);
+    assert_int_equal(g->ev[4].child.num, 42);
+    assert_string_not_equal(g->ev[4].child.node, "");
+    assert_int_equal(g->ev[4].trace_no, 7);
+    assert_int_equal((int)g->ev[4].ts_ns, 1070);
+    assert_int_equal(g->ev[5].kind, KP_TRACE_RECEIVE);
+    assert_string_equal(g->ev[5].child.node, ""); /* no sender */
+    assert_int_equal(g->ev[6].kind, KP_TRACE_OUT);
+    assert_int_equal(g->ev[7].kind, KP_TRACE_OTHER);
+    assert_int_equal(g->ev[8].kind, KP_TRACE_OTHER);
+    assert_int_equal(g->ev[8].dropped, 9);
+    assert_int_equal(g->ev[9].kind, KP_TRACE_END);
+    assert_int_equal((int)g->ev[9].ts_ns, 500);
 }
 
 static void decodes_records(void **state)

@@ -177,8 +177,11 @@ trace_end() ->
     case erase(kprof_trace_id) of
         undefined -> ok;
         Id ->
-            unfollow(erase(kprof_trace_label)),
+            %% the end mark, then no more events: what ending costs is not
+            %% traced
             kprof_rtrace_mark:end_trace(Id),
+            kprof_rtrace:untrace_self(Id),
+            unfollow(erase(kprof_trace_label)),
             kprof_rtrace:end_trace(Id)
     end.
 
@@ -199,8 +202,8 @@ follow(#{follow := N}) ->
 follow(_) ->
     ok.
 
-%% Only kprof's own token goes, and before the end mark: the call to
-%% kprof_rtrace must not carry it.
+%% Only kprof's own token goes, and before the end message to kprof_rtrace,
+%% which must not carry it.
 unfollow(undefined) ->
     ok;
 unfollow(Label) ->

@@ -56,7 +56,7 @@
 -module(kprof_rtrace).
 
 -export([begin_trace/2, end_trace/1, defaults/0, collector_config/0, stop/0]).
--export([start_external/1, trace_pid/2, trace_calls/1, stop_calls/1, use_nif/1]).
+-export([start_external/1, trace_pid/2, trace_calls/1, stop_calls/1, use_nif/1, untrace_self/1]).
 %% spawned
 -export([init/2]).
 
@@ -98,6 +98,10 @@
 -define(FOLLOW_FLAGS, [call, return_to, arity, running, garbage_collection, send, procs,
                        set_on_spawn, monotonic_timestamp]).
 -define(CALL_TIMEOUT, 10000).
+%% In a traced process's dictionary: {Id, {Session, Port}}, what
+%% untrace_self/1 needs to clear the process's own flags; {Id, cleared}
+%% once it has.
+-define(UNTRACE, kprof_rtrace_untrace).
 -define(WATCH_MS, 20). % also how often the NIF's buffer is flushed
 -define(MAX_LINGER_MS, 600000).
 
@@ -115,26 +119,53 @@ settings(Options) ->
 %% @doc Starts tracing `Pid' (the caller, usually) as a new request trace.
 %% Returns the trace id and its bounds (for kprof_rtrace_mark:begin_trace/1),
 %% or an error when tracing cannot run now (the
-%% request should then run untraced).
+%% request should then run untraced). The one call to this server a traced
+%% request makes.
 -spec begin_trace(pid(), settings()) -> {ok, binary(), bounds()} | {error, term()}.
 begin_trace(Pid, Options) when is_pid(Pid), is_map(Options) ->
     case ensure_started() of
-        {ok, Server} -> call(Server, {begin_trace, Pid, Options});
-        {error, _} = E -> E
+        {ok, Server} ->
+            case call(Server, {begin_trace, Pid, Options}) of
+                {ok, Id, Bounds, Untrace} ->
+                    %% for end_trace/1 in the traced process itself
+                    Pid =:= self() andalso put(?UNTRACE, {Id, Untrace}),
+                    {ok, Id, Bounds};
+                Error ->
+                    Error
+            end;
+        {error, _} = E ->
+            E
     end.
 
-%% @doc Ends a trace (normally from the traced process, after its work).
-%% A call, not a message: the server clears the process's flags while it
-%% waits for the reply. Clearing the flags of a process that runs waits
-%% until it is scheduled out: with a message, the next traced request of a
-%% process that goes on at once took 3 ms more (tests/bench/rtrace_overhead).
+%% @doc Ends a trace. In the traced process itself (after its work), the
+%% process clears its own flags, at once, and tells this server, which does
+%% the rest meanwhile: no second wait on the request's path. From another
+%% process (`kprof trace --pid'), a call in which this server clears them:
+%% clearing the flags of another process that runs waits until it is
+%% scheduled out.
 -spec end_trace(binary()) -> ok.
 end_trace(Id) ->
-    case whereis(?MODULE) of
-        undefined -> ok;
-        Server -> call(Server, {end_trace, Id})
+    untrace_self(Id),
+    case {whereis(?MODULE), erase(?UNTRACE)} of
+        {undefined, _} -> ok;
+        {Server, {Id, cleared}} -> Server ! {end_trace, Id};
+        {Server, _} -> call(Server, {end_trace, Id})
     end,
     ok.
+
+%% @doc In the traced process of trace `Id', after its end mark: clears the
+%% process's own flags, at once, so that what it does until end_trace/1 is
+%% not traced (kprof:trace_end/0). Elsewhere, nothing.
+-spec untrace_self(binary()) -> ok.
+untrace_self(Id) ->
+    case get(?UNTRACE) of
+        {Id, {Session, Port}} ->
+            untrace(self(), Session, Port),
+            put(?UNTRACE, {Id, cleared}),
+            ok;
+        _ ->
+            ok
+    end.
 
 %% @doc For the collector: the trace port and where files go.
 -spec collector_config() -> [{atom(), term()}].
@@ -351,6 +382,8 @@ loop(S = #state{settings = Settings}) ->
             loop(S1);
         {timeout, Id} ->
             loop(finish(Id, S));
+        {end_trace, Id} -> % its process cleared its own flags
+            loop(finish(Id, false, S));
         {linger, Ref} when Ref =:= S#state.linger ->
             loop(disarm(quiet(S#state{linger = undefined})));
         watch ->
@@ -508,7 +541,8 @@ start_trace(Pid, Settings, S = #state{traces = Traces}) ->
                                       {timeout, Id}),
             T = #trace{id = Id, root = Pid, timer = Timer},
             Bounds = maps:with([max_events, max_duration_ms, max_processes, name], Settings),
-            {{ok, Id, if Follow -> Bounds#{follow => Seq}; true -> Bounds end},
+            {{ok, Id, if Follow -> Bounds#{follow => Seq}; true -> Bounds end,
+              {S1#state.session, S1#state.port}},
              S1#state{seq = Seq, traces = Traces#{Id => T}}};
         %% gone, or traced by another tracer since the check
         0 ->
@@ -574,7 +608,10 @@ untrace_all(Session, Port) ->
 %% The processes following reached (the collector lists them, `all' past
 %% ?MAX_REACHED) keep the flags the send pattern gave them until no trace
 %% runs: only then can no request's message be on its way to one of them,
-%% giving it the flags anew while they are taken away.
+%% giving it the flags anew while they are taken away. Not longer: an idle
+%% followed process's calls each cost it the VM's call tracing and the
+%% NIF's enabled/3 (kept until the next trace, three servers added 30 us to
+%% each request, tests/bench/rtrace_overhead).
 add_reached(_, S = #state{reached = all}) -> S;
 add_reached(all, S) -> S#state{reached = all};
 add_reached(Pids, S = #state{reached = R}) ->
@@ -641,11 +678,16 @@ nif_session(S = #state{session = Session}) ->
         _ -> S
     end.
 
-finish(Id, S = #state{traces = Traces}) ->
+finish(Id, S) ->
+    finish(Id, true, S).
+
+%% `UntraceRoot': false when the trace's process cleared its own flags
+%% (clearing them here would wait for it to be scheduled out).
+finish(Id, UntraceRoot, S = #state{traces = Traces}) ->
     case maps:take(Id, Traces) of
         {#trace{root = Root, timer = Timer}, Rest} ->
             _ = erlang:cancel_timer(Timer),
-            untrace(Root, S#state.session, S#state.port),
+            _ = UntraceRoot andalso untrace(Root, S#state.session, S#state.port),
             S1 = untrace_reached(flush(S#state{traces = Rest})),
             case {maps:size(Rest), S1#state.calls} of
                 {0, []} -> release(S1);

@@ -36,7 +36,8 @@
 static ErlNifMutex *mu;
 static int fd = -1;
 static unsigned char buf[BUF_CAP];
-static size_t head, len; /* buf[head..len) waits to be written */
+static size_t head, len;           /* buf[head..len) waits to be written */
+static size_t write_at = WRITE_AT; /* the events write once this much waits */
 static uint32_t pending_drops;
 static uint64_t pid_keys[TABLE];
 static uint32_t pid_ids[TABLE];
@@ -130,15 +131,20 @@ static void unload(ErlNifEnv *env, void *priv)
     enif_mutex_destroy(mu);
 }
 
-/* Writes what the socket takes now, without waiting. */
+/* Writes what the socket takes now, without waiting. What it leaves waits
+ * for another WRITE_AT bytes before the events try again (`write_at`): a
+ * collector that falls behind would otherwise cost every event a send()
+ * that fails. */
 static void flush_locked(void)
 {
     while (fd >= 0 && head < len) {
         ssize_t n = send(fd, buf + head, len - head, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            write_at = len - head + WRITE_AT;
+            return;
+        }
         if (n <= 0) { /* the collector went away: stop tracing through us */
             close(fd);
             fd = -1;
@@ -149,6 +155,7 @@ static void flush_locked(void)
     }
     if (head == len)
         head = len = 0;
+    write_at = WRITE_AT;
 }
 
 /* Room for `need` more bytes, compacting if that helps; 0 if there is none
@@ -486,7 +493,7 @@ static void seq_receive(ErlNifEnv *env, ERL_NIF_TERM label, ERL_NIF_TERM info, i
         } else {
             count_drop();
         }
-        if (len - head >= WRITE_AT)
+        if (len - head >= write_at)
             flush_locked();
     }
     enif_mutex_unlock(mu);
@@ -620,7 +627,7 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         tripped = 1;
         tripped_at = len - head;
     }
-    if (len - head >= WRITE_AT)
+    if (len - head >= write_at)
         flush_locked();
     enif_mutex_unlock(mu);
     return a_ok;
@@ -649,6 +656,7 @@ static ERL_NIF_TERM nif_connect(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
         close(fd);
     fd = s;
     head = len = 0;
+    write_at = WRITE_AT;
     pending_drops = 0;
     clear_tables();
     seq_calls = argc == 2;

@@ -302,7 +302,9 @@ ensure_started(Mode) ->
                 %% where its flags and patterns are: open while armed
                 session :: kprof_tracing:session(),
                 linger :: reference() | undefined, % armed, no trace: see release/1
-                reached = [] :: [pid()] | all}).    % see add_reached/2
+                reached = [] :: [pid()] | all,     % see add_reached/2
+                later = [] :: [pid()],             % to untrace, running when asked
+                retry = false :: boolean()}).      % retry_untrace is due
 
 %% `all': every loaded function (no one else had a call pattern); else
 %% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
@@ -320,6 +322,7 @@ ensure_started(Mode) ->
 %% is excluded by a guard in the call's match spec.
 -define(MAX_FOREIGN, 1000).
 -define(MAX_REACHED, 100000).
+-define(RETRY_MS, 2).
 -define(NIF, {kprof_tracer, []}).
 
 %% @private
@@ -393,8 +396,10 @@ loop(S = #state{settings = Settings}) ->
         flush ->
             loop(flush(S#state{flush_timer = false}));
         {untrace, Pids} when is_list(Pids) ->
-            _ = [untrace(P, S#state.session, S#state.port) || P <- Pids, is_pid(P)],
-            loop(S);
+            loop(untrace_later(untrace_idle(Pids, S), S));
+        retry_untrace ->
+            S1 = S#state{retry = false},
+            loop(untrace_reached(untrace_later(untrace_idle(S#state.later, S1), S1#state{later = []})));
         {Port, {data, {_, Line}}} when Port =:= S#state.collector ->
             logger:notice("~ts", [Line]),
             loop(S);
@@ -620,15 +625,36 @@ add_reached(Pids, S = #state{reached = R}) ->
         false -> S#state{reached = Pids ++ R}
     end.
 
-untrace_reached(S = #state{traces = Traces, reached = R, port = Port, session = Session})
-  when map_size(Traces) =:= 0, R =/= [] ->
-    _ = case R of
-            all -> untrace_all(Session, Port);
-            _ -> [untrace(P, Session, Port) || P <- R, is_pid(P)]
-        end,
+untrace_reached(S = #state{traces = Traces, reached = all, port = Port, session = Session})
+  when map_size(Traces) =:= 0 ->
+    untrace_all(Session, Port),
     S#state{reached = []};
+untrace_reached(S = #state{traces = Traces, reached = R}) when map_size(Traces) =:= 0, R =/= [] ->
+    case untrace_idle(R, S) of
+        [] -> S#state{reached = []};
+        Running -> retry(S#state{reached = Running})
+    end;
 untrace_reached(S) ->
     S.
+
+%% Clears kprof's flags on those of `Pids' that are not running now and
+%% returns the others: clearing the flags of a running process waits until
+%% it is scheduled out, and this server with it, and the next trace's
+%% begin_trace/2 behind it. They are tried again ?RETRY_MS later.
+untrace_idle(Pids, #state{session = Session, port = Port}) ->
+    [P || P <- Pids, is_pid(P),
+          case process_info(P, status) of
+              {status, running} -> true;
+              _ -> untrace(P, Session, Port), false % gone: nothing to clear
+          end].
+
+untrace_later([], S) -> S;
+untrace_later(Pids, S = #state{later = Later}) -> retry(S#state{later = Pids ++ Later}).
+
+retry(S = #state{retry = true}) -> S;
+retry(S) ->
+    erlang:send_after(?RETRY_MS, self(), retry_untrace),
+    S#state{retry = true}.
 
 %% Removes kprof's meta pattern on `MFA', unless someone replaced it (in
 %% the shared session).

@@ -1,6 +1,6 @@
 /* The records of the kprof_tracer NIF's stream: the contract between the
  * NIF that writes them (kprof_tracer.c, in the node) and the reader in
- * kprof (sampler/trace/nif_reader.c). Both include this file; change it
+ * kprof (sampler/node/nif_reader.c). Both include this file; change it
  * only together with both.
  *
  * Each record starts with its kind byte. Integers are in the byte order of

@@ -137,7 +137,7 @@ trace_request(Fun) ->
     trace_request(#{}, Fun).
 
 %% @doc As trace_request/1 with options overriding the application
-%% environment `{kprof, request_trace, Map}': `max_duration_ms',
+%% environment `{kprof, rtrace, Map}': `max_duration_ms',
 %% `max_events', `max_concurrent', `dir'.
 -spec trace_request(kprof_rtrace:settings(), fun(() -> Result)) -> Result.
 trace_request(Options, Fun) when is_map(Options), is_function(Fun, 0) ->

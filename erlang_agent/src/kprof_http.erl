@@ -14,7 +14,7 @@
 %%%
 %%% Single-request traces on demand: `maybe_trace/2' traces a request that
 %%% carries the header `x-trace-request: true' (or `1'; another name with
-%%% `{kprof, request_trace, #{header => Name}}'), only when the application
+%%% `{kprof, rtrace, #{header => Name}}'), only when the application
 %%% environment allows it (`#{allow => true}'; default: off) and at most
 %%% `rate_limit' times a second (default 1). Requests past the limit run
 %%% untraced.
@@ -65,7 +65,7 @@ identity(Method, Path) ->
 maybe_trace(Headers, Fun) ->
     case trace_requested(Headers) of
         true ->
-            Settings = application:get_env(kprof, request_trace, #{}),
+            Settings = application:get_env(kprof, rtrace, #{}),
             case kprof:trace_begin(#{rate_limit => maps:get(rate_limit, Settings, 1)}) of
                 {ok, Id} -> try call(Fun, Id) after kprof:trace_end() end;
                 {error, _} -> call(Fun, undefined)
@@ -81,7 +81,7 @@ call(Fun, Id) when is_function(Fun, 1) -> Fun(Id).
 %% (the rate limit is kprof_rtrace's).
 -spec trace_requested(headers()) -> boolean().
 trace_requested(Headers) ->
-    Settings = application:get_env(kprof, request_trace, #{}),
+    Settings = application:get_env(kprof, rtrace, #{}),
     is_map(Settings) andalso maps:get(allow, Settings, false) =:= true
         andalso asks(Headers, maps:get(header, Settings, "x-trace-request")).
 

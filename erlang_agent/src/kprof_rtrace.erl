@@ -51,7 +51,7 @@
 %%% knows the same set (or holds the session) and undoes it when the server
 %%% is killed.
 %%%
-%%% Settings come from the application environment `{kprof, request_trace,
+%%% Settings come from the application environment `{kprof, rtrace,
 %%% Map}' merged with the options of each call; see defaults/0.
 -module(kprof_rtrace).
 
@@ -61,7 +61,7 @@
 -export([init/2]).
 
 %% Request-trace settings: the application environment `{kprof,
-%% request_trace, Map}' and the options of a call (see defaults/0).
+%% rtrace, Map}' and the options of a call (see defaults/0).
 -type settings() :: #{dir => file:filename_all(),
                       max_duration_ms => pos_integer(),
                       max_events => pos_integer(),
@@ -113,7 +113,7 @@ defaults() ->
       idle_ms => 60000, linger_ms => 5000, max_processes => 16}.
 
 settings(Options) ->
-    Env = application:get_env(kprof, request_trace, #{}),
+    Env = application:get_env(kprof, rtrace, #{}),
     maps:merge(maps:merge(defaults(), if is_map(Env) -> Env; true -> #{} end), Options).
 
 %% @doc Starts tracing `Pid' (the caller, usually) as a new request trace.
@@ -359,7 +359,7 @@ init(Starter, Mode) ->
     end.
 
 %% The collector program, unless a kprof attached from a shell collects
-%% (`{kprof, request_trace, #{collector => external}}').
+%% (`{kprof, rtrace, #{collector => external}}').
 start_collector() ->
     case settings(#{}) of
         #{collector := external} -> undefined;

@@ -1,6 +1,6 @@
 /* Decoding of the trace events kprof_tiers emits into kp_tier_event: from
  * the ip trace port (term_to_binary bytes, as the port frames them), or
- * from the kprof_tracer NIF (its records, read by trace/nif_reader.h).
+ * from the kprof_tracer NIF (its records, read by node/nif_reader.h).
  *
  *   {trace_ts, Pid, call, {M, F, Arity}, Token, Ts}               a tier call
  *   {trace_ts, Pid, call, {M, F, Arity}, [Identity, Token], Ts}   a request opens
@@ -19,7 +19,7 @@
 #include <stddef.h>
 
 #include "tiers/match.h"
-#include "trace/collect.h"
+#include "node/trace_event.h"
 
 typedef struct {
     char module[256], function[256];
@@ -38,7 +38,7 @@ typedef struct {
  * another kind of trace message), -1 for bytes that are not a term. */
 int kp_tier_decode(kp_tier_decoder *d, const char *buf, size_t len, kp_tier_event *ev);
 
-/* Converts one event of the kprof_tracer NIF's stream (trace/nif_reader.h:
+/* Converts one event of the kprof_tracer NIF's stream (node/nif_reader.h:
  * SEQ_CALL, RETURN_FROM, EXCEPTION_FROM records) into `ev`, as
  * kp_tier_decode does for the trace port's terms. Returns 1 for an event of
  * a known function, 0 for any other. */

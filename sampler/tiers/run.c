@@ -22,7 +22,7 @@
 #include "tiers/events.h"
 #include "tiers/match.h"
 #include "tiers/setup.h"
-#include "trace/nif_reader.h"
+#include "node/nif_reader.h"
 
 #define MAX_TIER_FILE (1u << 20)
 #define QUIET_NS (50 * 1000000LL)     /* no event for this long: the stream is quiet */

@@ -56,19 +56,19 @@ latency(N) ->
     ok = wait_disarmed(30000),
     U = median([element(1, timer:tc(Req)) || _ <- lists:seq(1, N)]),
     Loop = loop_ns(),
-    Env = application:get_env(kprof, request_trace, #{}),
-    ok = application:set_env(kprof, request_trace, Env#{linger_ms => 0}),
+    Env = application:get_env(kprof, rtrace, #{}),
+    ok = application:set_env(kprof, rtrace, Env#{linger_ms => 0}),
     Cold = median([element(1, timer:tc(Traced)) || _ <- lists:seq(1, N)]),
-    ok = application:set_env(kprof, request_trace, Env),
+    ok = application:set_env(kprof, rtrace, Env),
     Warm = median([element(1, timer:tc(Traced)) || _ <- lists:seq(1, N)]),
     %% the request's process alone: its messages not followed into the
     %% handler, db and accounting servers
-    ok = application:set_env(kprof, request_trace, Env#{max_processes => 0}),
+    ok = application:set_env(kprof, rtrace, Env#{max_processes => 0}),
     Alone = median([element(1, timer:tc(Traced)) || _ <- lists:seq(1, N)]),
     %% what beginning and ending a trace cost: a request that does nothing
     Empty = median([element(1, timer:tc(fun() -> kprof:trace_request(fun() -> ok end) end))
                     || _ <- lists:seq(1, N)]),
-    ok = application:set_env(kprof, request_trace, Env),
+    ok = application:set_env(kprof, rtrace, Env),
     timer:sleep(200), % the servers lose the flags following gave them
     UArmed = median([element(1, timer:tc(Req)) || _ <- lists:seq(1, N)]),
     LoopArmed = loop_ns(),

@@ -1,6 +1,6 @@
 /* Fuzz target: any bytes as the kprof_tracer NIF's record stream
- * (trace/nif_reader.c), fed in pieces whose sizes the input's first byte
- * chooses, into a request-trace collector (trace/collect.c) writing to a
+ * (node/nif_reader.c), fed in pieces whose sizes the input's first byte
+ * chooses, into a request-trace collector (rtrace/collect.c) writing to a
  * scratch directory, emptied after each input and removed at exit (traces
  * the fuzzer completes are written there: megabytes each). A record split
  * anywhere must decode as a whole one. */
@@ -12,22 +12,25 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "trace/collect.h"
-#include "trace/nif_reader.h"
+#include "node/nif_reader.h"
+#include "node/trace_event.h"
+#include "rtrace/collect.h"
 
 static int to_collector(void *ctx, const kp_trace_event *ev)
 {
-    kp_trace_collector_event(ctx, ev);
+    kp_rtrace_event(ctx, ev);
     return 0;
 }
 
-static void done(void *ctx, const char *id, const erlang_pid *pids, size_t n, const char *written,
-                 const char *why)
-{
-    (void)ctx, (void)id, (void)pids, (void)n, (void)written, (void)why;
-}
-
 static char dir[] = "/tmp/kprof-fuzz-nif-XXXXXX";
+
+/* each trace is written, as `kprof trace` writes it */
+static void done(void *ctx, const kp_rtrace_done *d)
+{
+    char folded[4400], why[4600];
+    (void)ctx;
+    kp_rtrace_write_files(d->data, dir, d->id, folded, sizeof folded, why, sizeof why);
+}
 
 static void empty_dir(void)
 {
@@ -61,9 +64,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         atexit(remove_dir);
         made = 1;
     }
-    kp_trace_collector_options o = {dir, 1000, 1000, 16, 4, 0};
-    kp_trace_collector_handler h = {NULL, done, NULL};
-    kp_trace_collector *c = kp_trace_collector_create(&o, &h);
+    kp_rtrace_options o = {1000, 1000, 16, 4, 0};
+    kp_rtrace_handler h = {NULL, done, NULL};
+    kp_rtrace *c = kp_rtrace_create(&o, &h);
     /* one reader for every input: creating its tables costs more than the
      * input's decoding */
     static kp_nif_reader *r;
@@ -78,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (kp_nif_reader_feed(r, data + at, n, to_collector, c) != 0)
                 break;
         }
-    kp_trace_collector_free(c);
+    kp_rtrace_free(c);
     empty_dir();
     return 0;
 }

@@ -1,11 +1,11 @@
 /* Fuzz target: any bytes as one request-trace event from the trace port, or
- * as a begin or end mark (trace/events.c). Decoding must stay inside the
+ * as a begin or end mark (node/trace_event.c). Decoding must stay inside the
  * bytes and end in a verdict. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace/collect.h"
+#include "node/trace_event.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

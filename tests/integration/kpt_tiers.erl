@@ -155,7 +155,7 @@ kv(SessionID, _Env, _Input) ->
 -spec rtrace_setup(string(), string(), boolean(), number()) -> ok.
 rtrace_setup(Exe, Dir, Allow, Rate) ->
     ok = application:set_env(kprof, executable, Exe),
-    ok = application:set_env(kprof, request_trace, #{dir => Dir, allow => Allow,
+    ok = application:set_env(kprof, rtrace, #{dir => Dir, allow => Allow,
                                                      rate_limit => Rate,
                                                      max_concurrent => 64,
                                                      linger_ms => 1000}).
@@ -175,8 +175,8 @@ fast_traces(N) ->
 %% much the node's memory grew at most meanwhile.
 -spec backlog_trace(pos_integer()) -> string().
 backlog_trace(N) ->
-    Env = application:get_env(kprof, request_trace, #{}),
-    ok = application:set_env(kprof, request_trace, Env#{max_backlog_mb => 8}),
+    Env = application:get_env(kprof, rtrace, #{}),
+    ok = application:set_env(kprof, rtrace, Env#{max_backlog_mb => 8}),
     erlang:garbage_collect(),
     Before = erlang:memory(total),
     Self = self(),
@@ -185,7 +185,7 @@ backlog_trace(N) ->
                              fun() -> spin(N), kprof:trace_id() end),
     Watcher ! stop,
     Max = receive {max, M} -> M end,
-    ok = application:set_env(kprof, request_trace, Env),
+    ok = application:set_env(kprof, rtrace, Env),
     lists:flatten(io_lib:format("~s,~p", [Id, max(0, Max - Before) div 1048576])).
 
 watch_memory(Parent, Max) ->

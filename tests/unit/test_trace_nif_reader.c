@@ -1,4 +1,4 @@
-/* The reader of the kprof_tracer NIF's records (sampler/trace/nif_reader.c),
+/* The reader of the kprof_tracer NIF's records (sampler/node/nif_reader.c),
  * fed records built with the layout both sides share
  * (erlang_agent/c_src/kprof_tracer_records.h): events name their process
  * and function, a record split anywhere decodes whole, drops and marks come
@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "kprof_tracer_records.h"
-#include "trace/nif_reader.h"
+#include "node/nif_reader.h"
 
 typedef struct {
     unsigned char b[4096];

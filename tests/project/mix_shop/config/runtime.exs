@@ -7,5 +7,5 @@ config :mix_shop,
   port_file: Path.join(System.fetch_env!("SHOP_ROOT"), "port")
 
 config :kprof,
-  request_trace: %{allow: true, dir: System.fetch_env!("SHOP_TRACES")},
+  rtrace: %{allow: true, dir: System.fetch_env!("SHOP_TRACES")},
   executable: System.fetch_env!("SHOP_KPROF")

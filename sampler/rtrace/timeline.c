@@ -13,21 +13,21 @@
 
 #include "kp/alloc.h"
 #include "kp/symbol.h"
-#include "trace/files.h"
+#include "rtrace/files.h"
 
 #define MAX_DEPTH 1024    /* as the collector's stacks */
 #define MAX_SLICES 200000 /* then slices shorter than span / this are left out */
 
 static int by_process(const void *a, const void *b)
 {
-    const kp_trace_interval *x = a, *y = b;
+    const kp_rtrace_interval *x = a, *y = b;
     if (x->pid_frame != y->pid_frame)
         return (x->pid_frame > y->pid_frame) - (x->pid_frame < y->pid_frame);
     return (x->start > y->start) - (x->start < y->start);
 }
 
 typedef struct {
-    const kp_trace_data *t;
+    const kp_rtrace_data *t;
     kp_buf *out;
     uint32_t lane;
     int64_t min_dur; /* shorter slices are left out: their time stays in their parent */
@@ -94,7 +94,7 @@ static void slice(writer *w, uint32_t frame, int64_t start, int64_t end)
 }
 
 /* The lane of one process: its intervals iv[0..n), sorted by start. */
-static void lane(writer *w, const kp_trace_interval *iv, size_t n)
+static void lane(writer *w, const kp_rtrace_interval *iv, size_t n)
 {
     uint32_t open[MAX_DEPTH];
     int64_t since[MAX_DEPTH];
@@ -144,7 +144,7 @@ static int by_frame(const void *key, const void *elem)
  * of a message of the request to where its receiver took it in. */
 static void arrow(writer *w, const uint32_t *lanes, size_t k)
 {
-    const kp_trace_link *l = &w->t->links[k];
+    const kp_rtrace_link *l = &w->t->links[k];
     const uint32_t *from = bsearch(&l->from, lanes, w->lane, sizeof *lanes, by_frame);
     const uint32_t *to = bsearch(&l->to, lanes, w->lane, sizeof *lanes, by_frame);
     if (!from || !to) /* a process with no time in the trace has no lane */
@@ -160,9 +160,9 @@ static void arrow(writer *w, const uint32_t *lanes, size_t k)
     }
 }
 
-kp_status kp_trace_write_timeline(const kp_trace_data *t, const char *path, const char *id)
+kp_status kp_rtrace_write_timeline(const kp_rtrace_data *t, const char *path, const char *id)
 {
-    kp_trace_interval *iv = NULL;
+    kp_rtrace_interval *iv = NULL;
     if (t->n_iv) {
         iv = kp_realloc_array(NULL, t->n_iv, sizeof *iv);
         if (!iv)

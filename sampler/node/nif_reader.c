@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "trace/nif_reader.h"
+#include "node/nif_reader.h"
 
 #include <ei.h>
 #include <errno.h>

@@ -1,13 +1,13 @@
 /* The stream of the kprof_tracer NIF (erlang_agent/c_src/kprof_tracer.c):
  * compact binary records (their layout is kprof_tracer_records.h, shared
- * with the NIF), decoded into request-trace events (trace/collect.h). */
-#ifndef KP_TRACE_NIF_READER_H
-#define KP_TRACE_NIF_READER_H
+ * with the NIF), decoded into trace events (node/trace_event.h). */
+#ifndef KP_NODE_NIF_READER_H
+#define KP_NODE_NIF_READER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trace/collect.h"
+#include "node/trace_event.h"
 
 typedef struct kp_nif_reader kp_nif_reader;
 

@@ -1,16 +1,18 @@
-/* The request-trace collector's insides, shared by trace/collect.c (traces,
- * processes, stacks, time) and trace/follow.c (processes reached by a
- * request's messages); nothing else includes it. The contracts are those of
- * trace/collect.h. */
-#ifndef KP_TRACE_COLLECT_INTERNAL_H
-#define KP_TRACE_COLLECT_INTERNAL_H
+/* The request-trace collector's state: its traces, the slots of their
+ * processes, the stacks rebuilt in them and the time given to the traces
+ * (rtrace/state.c). Below rtrace/collect.c (traces begin, end and take
+ * events) and rtrace/follow.c (processes a request's messages reach), which
+ * both include it and nothing else does; it calls neither. The contracts
+ * are those of rtrace/collect.h. */
+#ifndef KP_RTRACE_STATE_H
+#define KP_RTRACE_STATE_H
 
 #include <kp/intern.h>
 #include <stdint.h>
 
 #include "common/u64_map.h"
-#include "trace/collect.h"
-#include "trace/files.h"
+#include "rtrace/collect.h"
+#include "rtrace/files.h"
 
 #define MAX_TRACES 1024
 #define MAX_LINKS 16384 /* spawns and messages kept per trace, for the timeline */
@@ -26,15 +28,15 @@ typedef struct {
     erlang_pid root;
     int64_t start, last;
     uint64_t events, max_events, max_duration_ns;
-    const char *cut;
+    kp_rtrace_cut cut;
     kp_stacks *stacks;
     uint64_t *ns; /* per stack id */
     size_t n_ns;
-    kp_trace_interval *iv;
+    kp_rtrace_interval *iv;
     size_t n_iv, cap_iv;
     erlang_pid *pids; /* every process of the trace, root first */
     size_t n_pids, cap_pids;
-    kp_trace_link *links; /* its spawns and messages (at most MAX_LINKS kept) */
+    kp_rtrace_link *links; /* its spawns and messages (at most MAX_LINKS kept) */
     size_t n_links, cap_links;
     uint32_t no; /* N of its processes' token label {kprof, N}; 0: not followed */
     uint64_t max_followed;
@@ -55,9 +57,9 @@ typedef struct {
     size_t depth;
 } proc;
 
-struct kp_trace_collector {
-    kp_trace_collector_options o;
-    kp_trace_collector_handler h;
+struct kp_rtrace {
+    kp_rtrace_options o;
+    kp_rtrace_handler h;
     kp_frames *frames;
     uint32_t sleep_frame, gc_frame;
     trace traces[MAX_TRACES];
@@ -71,8 +73,7 @@ struct kp_trace_collector {
     size_t n_ps, cap_ps;
     uint32_t *free;
     size_t n_free;
-    uint64_t written;
-    /* kp_trace_collector_adopt */
+    /* kp_rtrace_adopt */
     int adopting;
     kp_trace_event adopt_fn;
     uint64_t adopted, max_adopted;
@@ -83,48 +84,45 @@ static inline uint64_t pack(const erlang_pid *p)
     return ((uint64_t)p->num << 32) | p->serial;
 }
 
-/* trace/collect.c */
+/* Whether `d` ns exceed `limit` ns (unsigned: a bound may be huge). */
+static inline int kp_rtrace_longer_than(int64_t d, uint64_t limit)
+{
+    return d > 0 && (uint64_t)d > limit;
+}
 
+/* Frees what a trace holds and marks its slot unused. */
+void kp_rtrace_trace_free(trace *t);
 /* The process's slot, or NULL when it is in no trace. */
-proc *kp_tc_proc_of(kp_trace_collector *rt, const erlang_pid *pid);
+proc *kp_rtrace_proc_of(kp_rtrace *rtrace, const erlang_pid *pid);
 /* A slot for `pid`, in no trace yet (NULL when out of memory); slots move
  * when one is added: pointers to others are stale after. */
-proc *kp_tc_new_proc(kp_trace_collector *rt, const erlang_pid *pid, int64_t ts, int state);
-void kp_tc_remove_proc(kp_trace_collector *rt, const erlang_pid *pid);
+proc *kp_rtrace_new_proc(kp_rtrace *rtrace, const erlang_pid *pid, int64_t ts, int state);
+/* A slot for `pid` as a process of trace `k`, listed in its pids (NULL when
+ * out of memory). */
+proc *kp_rtrace_add_proc(kp_rtrace *rtrace, uint32_t k, const erlang_pid *pid, int64_t ts,
+                         int state);
 /* `pid`, spawned at `ts` by the process whose pseudo-frame is `parent`, is
  * a process of trace `k` from here (runnable until it first runs), with
  * the spawn's arrow. Returns it, or NULL when out of memory. */
-proc *kp_tc_add_member(kp_trace_collector *rt, uint32_t k, uint32_t parent, const erlang_pid *pid,
-                       int64_t ts);
+proc *kp_rtrace_add_member(kp_rtrace *rtrace, uint32_t k, uint32_t parent, const erlang_pid *pid,
+                           int64_t ts);
+/* The slot goes (kept, with its frame array, for the next process). */
+void kp_rtrace_remove_proc(kp_rtrace *rtrace, const erlang_pid *pid);
 /* The time since the process's last event to its stack in trace `t` (NULL:
  * to none). Returns 0, or -1 when out of memory. */
-int kp_tc_account(kp_trace_collector *rt, proc *p, trace *t, int64_t ts);
+int kp_rtrace_account(kp_rtrace *rtrace, proc *p, trace *t, int64_t ts);
 /* A timed event of the process in trace `k`: the time since its last event
- * to the trace, counted against the trace's bounds. Returns 0, 1 when the
- * trace was cut and written (its processes gone, `p` with them), or -1 when
- * out of memory (cut too). */
-int kp_tc_timed_event(kp_trace_collector *rt, proc *p, uint32_t k, int64_t ts);
+ * to the trace, counted against the trace's bounds. Returns 0, or 1 when
+ * the trace is to end now, cut (its `cut` says why: a bound, or out of
+ * memory): the caller finishes it. */
+int kp_rtrace_timed_event(kp_rtrace *rtrace, proc *p, uint32_t k, int64_t ts);
 /* Scheduled out or in, collecting garbage or done: the state its time
  * shows in (sleep, garbage_collection); other kinds change nothing. */
-void kp_tc_set_state(proc *p, kp_trace_event_kind kind);
+void kp_rtrace_set_state(proc *p, kp_trace_event_kind kind);
 /* Keeps an arrow for the timeline; returns 1 if kept. */
-int kp_tc_add_link(trace *t, uint32_t from, uint32_t to, int64_t ts, int message);
+int kp_rtrace_add_link(trace *t, uint32_t from, uint32_t to, int64_t ts, int message);
 /* A call pushes its frame, a return_to pops back to it. 0, or -1. */
-int kp_tc_push(kp_trace_collector *rt, proc *p, const kp_trace_event *ev);
-int kp_tc_pop_to(kp_trace_collector *rt, proc *p, const kp_trace_event *ev);
-/* Writes trace `k`'s files, tells the handler, and frees it. */
-void kp_tc_finish(kp_trace_collector *rt, uint32_t k);
-
-/* trace/follow.c */
-
-/* A SEND: its receiver may be taken in by the sender's trace. */
-void kp_tc_follow_send(kp_trace_collector *rt, const kp_trace_event *ev);
-/* A RECEIVE: a followed process works for the trace from here; the
- * message's arrow ends here. 0, or -1 when out of memory. */
-int kp_tc_follow_receive(kp_trace_collector *rt, const kp_trace_event *ev);
-/* An event (LABEL included) of a process taken in by following. 0, or -1. */
-int kp_tc_follow_event(kp_trace_collector *rt, proc *p, const kp_trace_event *ev);
-/* Trace `k` ends: its followed processes no other trace holds go. */
-void kp_tc_follow_release(kp_trace_collector *rt, uint32_t k);
+int kp_rtrace_push(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev);
+int kp_rtrace_pop_to(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev);
 
 #endif

@@ -1,11 +1,12 @@
 /* Following a request's messages: the processes a traced process's messages
  * reach are taken in by its trace (at most max_processes of them), and their
  * time goes to the trace whose message they took in, until they are back in
- * their receive loop (see trace/collect.h). */
+ * their receive loop (see rtrace/collect.h). */
 #include <string.h>
 
+#include "rtrace/follow.h"
+
 #include "kp/alloc.h"
-#include "trace/collect_internal.h"
 
 static int follows(const trace *t, const erlang_pid *pid)
 {
@@ -17,10 +18,11 @@ static int follows(const trace *t, const erlang_pid *pid)
 
 /* The index of the trace a followed process works for now: the one whose
  * message it took in last, if that trace took it in; else -1. */
-static int working_for(kp_trace_collector *rt, const proc *p, const erlang_pid *pid)
+static int working_for(kp_rtrace *rtrace, const proc *p, const erlang_pid *pid)
 {
     uint32_t k;
-    if (!p->label || !kp_u64_map_get(&rt->by_no, p->label, &k) || !follows(&rt->traces[k], pid))
+    if (!p->label || !kp_u64_map_get(&rtrace->by_no, p->label, &k) ||
+        !follows(&rtrace->traces[k], pid))
         return -1;
     return (int)k;
 }
@@ -48,65 +50,66 @@ static int take_in(trace *t, proc *p, const erlang_pid *pid)
 
 /* The receivers of SEND events since the last on_reached: the send pattern
  * gave them the trace flags. */
-static void note_reached(kp_trace_collector *rt, const erlang_pid *pid)
+static void note_reached(kp_rtrace *rtrace, const erlang_pid *pid)
 {
     uint32_t seen;
-    if (rt->reached_all || kp_u64_map_get(&rt->reached_set, pack(pid), &seen))
+    if (rtrace->reached_all || kp_u64_map_get(&rtrace->reached_set, pack(pid), &seen))
         return;
-    if (rt->n_reached == rt->cap_reached) {
-        size_t cap = rt->cap_reached ? rt->cap_reached * 2 : 64;
-        erlang_pid *r = cap <= MAX_REACHED ? kp_realloc_array(rt->reached, cap, sizeof *r) : NULL;
+    if (rtrace->n_reached == rtrace->cap_reached) {
+        size_t cap = rtrace->cap_reached ? rtrace->cap_reached * 2 : 64;
+        erlang_pid *r =
+            cap <= MAX_REACHED ? kp_realloc_array(rtrace->reached, cap, sizeof *r) : NULL;
         if (!r) {
-            rt->reached_all = 1;
+            rtrace->reached_all = 1;
             return;
         }
-        rt->reached = r;
-        rt->cap_reached = cap;
+        rtrace->reached = r;
+        rtrace->cap_reached = cap;
     }
-    if (kp_u64_map_put(&rt->reached_set, pack(pid), 1) != 0) {
-        rt->reached_all = 1;
+    if (kp_u64_map_put(&rtrace->reached_set, pack(pid), 1) != 0) {
+        rtrace->reached_all = 1;
         return;
     }
-    rt->reached[rt->n_reached++] = *pid;
+    rtrace->reached[rtrace->n_reached++] = *pid;
 }
 
 /* Whether process `s` works for trace `k`: one of its own, or followed and
  * at work for it. */
-static int works_for(kp_trace_collector *rt, const proc *s, const erlang_pid *pid, uint32_t k)
+static int works_for(kp_rtrace *rtrace, const proc *s, const erlang_pid *pid, uint32_t k)
 {
-    return s->followed ? working_for(rt, s, pid) == (int)k : s->trace == k;
+    return s->followed ? working_for(rtrace, s, pid) == (int)k : s->trace == k;
 }
 
 /* A message of trace `no` from ev->pid to ev->child: when the sender works
  * for that trace, the receiver is taken in (within the trace's bound) and
  * the message becomes an arrow of the timeline, ending where the receiver
  * takes it in (its RECEIVE). */
-void kp_tc_follow_send(kp_trace_collector *rt, const kp_trace_event *ev)
+void kp_rtrace_follow_send(kp_rtrace *rtrace, const kp_trace_event *ev)
 {
     uint32_t k;
-    note_reached(rt, &ev->child);
-    if (!ev->trace_no || !kp_u64_map_get(&rt->by_no, ev->trace_no, &k))
+    note_reached(rtrace, &ev->child);
+    if (!ev->trace_no || !kp_u64_map_get(&rtrace->by_no, ev->trace_no, &k))
         return;
-    trace *t = &rt->traces[k];
-    proc *s = kp_tc_proc_of(rt, &ev->pid);
-    if (!s || t->cut || !works_for(rt, s, &ev->pid, k))
+    trace *t = &rtrace->traces[k];
+    proc *s = kp_rtrace_proc_of(rtrace, &ev->pid);
+    if (!s || t->cut || !works_for(rtrace, s, &ev->pid, k))
         return;
     uint32_t from = s->frames[0]; /* s moves if new_proc grows the slots */
-    proc *r = kp_tc_proc_of(rt, &ev->child);
+    proc *r = kp_rtrace_proc_of(rtrace, &ev->child);
     if (r && !r->followed && r->trace != k)
         return; /* another trace's own process */
     if (!r) {
-        r = kp_tc_new_proc(rt, &ev->child, ev->ts_ns, RUNNING);
+        r = kp_rtrace_new_proc(rtrace, &ev->child, ev->ts_ns, RUNNING);
         if (!r)
             return;
         r->followed = 1;
     }
     if (r->followed && !take_in(t, r, &ev->child)) {
         if (!r->holders)
-            kp_tc_remove_proc(rt, &ev->child);
+            kp_rtrace_remove_proc(rtrace, &ev->child);
         return;
     }
-    if (kp_tc_add_link(t, from, r->frames[0], ev->ts_ns, 1)) {
+    if (kp_rtrace_add_link(t, from, r->frames[0], ev->ts_ns, 1)) {
         r->link = (uint32_t)t->n_links;
         r->link_trace = k;
     }
@@ -115,52 +118,51 @@ void kp_tc_follow_send(kp_trace_collector *rt, const kp_trace_event *ev)
 /* The arrow of a message of trace `k` that `p` took in at `ts`: the one its
  * SEND began, or, for a message sent without one (a reply to an alias),
  * one from the sender's lane at its last event. */
-static void arrow_in(kp_trace_collector *rt, proc *p, uint32_t k, const kp_trace_event *ev)
+static void arrow_in(kp_rtrace *rtrace, proc *p, uint32_t k, const kp_trace_event *ev)
 {
-    trace *t = &rt->traces[k];
+    trace *t = &rtrace->traces[k];
     proc *s;
     if (p->link && p->link_trace == k && p->link <= t->n_links && ev->child.node[0] &&
-        (s = kp_tc_proc_of(rt, &ev->child)) && t->links[p->link - 1].from == s->frames[0]) {
+        (s = kp_rtrace_proc_of(rtrace, &ev->child)) && t->links[p->link - 1].from == s->frames[0]) {
         t->links[p->link - 1].ts_to = ev->ts_ns;
         p->link = 0;
         return;
     }
-    s = ev->child.node[0] ? kp_tc_proc_of(rt, &ev->child) : NULL;
+    s = ev->child.node[0] ? kp_rtrace_proc_of(rtrace, &ev->child) : NULL;
     if (!s || s == p || !(s->followed ? follows(t, &ev->child) : s->trace == k))
         return;
     uint32_t from = s->frames[0], to = p->frames[0];
     int64_t sent = s->last < ev->ts_ns ? s->last : ev->ts_ns;
-    if (kp_tc_add_link(t, from, to, sent, 1))
+    if (kp_rtrace_add_link(t, from, to, sent, 1))
         t->links[t->n_links - 1].ts_to = ev->ts_ns;
 }
 
 /* What the process worked for until `ts` has the time up to there; from
  * there it works for trace `label` (0: none). */
-static int relabel(kp_trace_collector *rt, proc *p, const erlang_pid *pid, uint32_t label,
-                   int64_t ts)
+static int relabel(kp_rtrace *rtrace, proc *p, const erlang_pid *pid, uint32_t label, int64_t ts)
 {
-    int k = working_for(rt, p, pid);
-    if (kp_tc_account(rt, p, k >= 0 ? &rt->traces[k] : NULL, ts) != 0)
+    int k = working_for(rtrace, p, pid);
+    if (kp_rtrace_account(rtrace, p, k >= 0 ? &rtrace->traces[k] : NULL, ts) != 0)
         return -1;
     p->label = label;
     return 0;
 }
 
-int kp_tc_follow_receive(kp_trace_collector *rt, const kp_trace_event *ev)
+int kp_rtrace_follow_receive(kp_rtrace *rtrace, const kp_trace_event *ev)
 {
     uint32_t k;
-    proc *p = kp_tc_proc_of(rt, &ev->pid);
-    if (!p || !kp_u64_map_get(&rt->by_no, ev->trace_no, &k))
+    proc *p = kp_rtrace_proc_of(rtrace, &ev->pid);
+    if (!p || !kp_u64_map_get(&rtrace->by_no, ev->trace_no, &k))
         return 0;
     if (p->followed) {
-        if (p->label != ev->trace_no && relabel(rt, p, &ev->pid, ev->trace_no, ev->ts_ns) != 0)
+        if (p->label != ev->trace_no && relabel(rtrace, p, &ev->pid, ev->trace_no, ev->ts_ns) != 0)
             return -1;
-        if (working_for(rt, p, &ev->pid) != (int)k)
+        if (working_for(rtrace, p, &ev->pid) != (int)k)
             return 0; /* a trace that did not take it in */
     } else if (p->trace != k) {
         return 0;
     }
-    arrow_in(rt, p, k, ev);
+    arrow_in(rtrace, p, k, ev);
     return 0;
 }
 
@@ -168,46 +170,47 @@ int kp_tc_follow_receive(kp_trace_collector *rt, const kp_trace_event *ev)
  * the collector. Their flags stay until no trace runs (on_reached): then no
  * request's message can be on its way to them, giving them the flags anew
  * while they are taken away. */
-void kp_tc_follow_release(kp_trace_collector *rt, uint32_t k)
+void kp_rtrace_follow_release(kp_rtrace *rtrace, uint32_t k)
 {
-    trace *t = &rt->traces[k];
+    trace *t = &rtrace->traces[k];
     for (size_t f = 0; f < t->n_followed; f++) {
-        proc *p = kp_tc_proc_of(rt, &t->followed[f]);
+        proc *p = kp_rtrace_proc_of(rtrace, &t->followed[f]);
         if (p && p->followed && p->holders-- <= 1)
-            kp_tc_remove_proc(rt, &t->followed[f]);
+            kp_rtrace_remove_proc(rtrace, &t->followed[f]);
     }
     if (t->no)
-        kp_u64_map_del(&rt->by_no, t->no);
+        kp_u64_map_del(&rtrace->by_no, t->no);
 }
 
 /* An event of a followed process: its stack and state always follow it;
  * its time goes to the trace it works for, if any. */
-int kp_tc_follow_event(kp_trace_collector *rt, proc *p, const kp_trace_event *ev)
+int kp_rtrace_follow_event(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev, uint32_t *cut)
 {
     if (ev->kind == KP_TRACE_LABEL)
-        return relabel(rt, p, &ev->pid, ev->trace_no, ev->ts_ns);
+        return relabel(rtrace, p, &ev->pid, ev->trace_no, ev->ts_ns);
     if (!ev->ts_ns)
         return 0;
-    int k = working_for(rt, p, &ev->pid);
+    int k = working_for(rtrace, p, &ev->pid);
     if (k < 0) {
-        kp_tc_account(rt, p, NULL, ev->ts_ns);
+        kp_rtrace_account(rtrace, p, NULL, ev->ts_ns);
     } else {
-        int cut = kp_tc_timed_event(rt, p, (uint32_t)k, ev->ts_ns);
-        if (cut)
-            return cut < 0 ? -1 : 0; /* p may be gone */
+        if (kp_rtrace_timed_event(rtrace, p, (uint32_t)k, ev->ts_ns)) {
+            *cut = (uint32_t)k;
+            return 1;
+        }
     }
     switch (ev->kind) {
-    case KP_TRACE_CALL: return kp_tc_push(rt, p, ev);
-    case KP_TRACE_RETURN_TO: return kp_tc_pop_to(rt, p, ev);
+    case KP_TRACE_CALL: return kp_rtrace_push(rtrace, p, ev);
+    case KP_TRACE_RETURN_TO: return kp_rtrace_pop_to(rtrace, p, ev);
     case KP_TRACE_SPAWN:
         /* what it spawns at work for a request is the request's */
-        if (k >= 0 && !kp_tc_proc_of(rt, &ev->child))
-            kp_tc_add_member(rt, (uint32_t)k, p->frames[0], &ev->child, ev->ts_ns);
+        if (k >= 0 && !kp_rtrace_proc_of(rtrace, &ev->child))
+            kp_rtrace_add_member(rtrace, (uint32_t)k, p->frames[0], &ev->child, ev->ts_ns);
         return 0;
     case KP_TRACE_EXIT:
         /* the traces that hold it keep its pid; its slot goes */
-        kp_tc_remove_proc(rt, &ev->pid);
+        kp_rtrace_remove_proc(rtrace, &ev->pid);
         return 0;
-    default: kp_tc_set_state(p, ev->kind); return 0;
+    default: kp_rtrace_set_state(p, ev->kind); return 0;
     }
 }

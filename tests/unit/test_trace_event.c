@@ -1,4 +1,4 @@
-/* Decoding of request-trace events and marks (sampler/trace/events.c):
+/* Decoding of request-trace events and marks (sampler/node/trace_event.c):
  * trace messages as the node's trace port frames them. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "trace/collect.h"
+#include "node/trace_event.h"
 
 static void encode_head(ei_x_buff *x, int arity, const char *what)
 {
@@ -64,7 +64,8 @@ static void an_end_mark_cut_by_the_node(void **state)
     assert_int_equal(kp_trace_decode(x.buff, (size_t)x.index, &ev), 1);
     assert_int_equal(ev.kind, KP_TRACE_END);
     assert_string_equal(ev.id, "abc");
-    assert_string_equal(ev.cut, "node_backlog");
+    assert_int_equal(ev.cut, KP_RTRACE_CUT_NODE_BACKLOG);
+    assert_string_equal(kp_rtrace_cut_name(ev.cut), "node_backlog");
     ei_x_free(&x);
 }
 

@@ -1,11 +1,45 @@
-/* Decoding of request-trace events: the messages of the trace flags
- * kprof_rtrace sets, as term_to_binary bytes from the node's trace port or
- * the NIF's records, checked whole (kp_term_check) before ei decodes them. */
+/* Decoding of the node's trace events (node/trace_event.h): the messages of
+ * the trace flags kprof sets, as term_to_binary bytes from the node's trace
+ * port or the NIF's records, checked whole (kp_term_check) before ei decodes
+ * them. */
+#include "node/trace_event.h"
+
 #include <stdint.h>
 #include <string.h>
 
 #include "node/term.h"
-#include "trace/collect.h"
+
+const char *kp_rtrace_cut_name(kp_rtrace_cut cut)
+{
+    switch (cut) {
+    case KP_RTRACE_COMPLETE: return NULL;
+    case KP_RTRACE_CUT_MAX_EVENTS: return "max_events";
+    case KP_RTRACE_CUT_MAX_DURATION: return "max_duration";
+    case KP_RTRACE_CUT_OUT_OF_MEMORY: return "out_of_memory";
+    case KP_RTRACE_CUT_NODE_BACKLOG: return "node_backlog";
+    case KP_RTRACE_CUT_BY_NODE: return "cut_by_node";
+    case KP_RTRACE_CUT_EVENTS_DROPPED: return "events_dropped";
+    case KP_RTRACE_CUT_COLLECTOR_STOPPED: return "collector_stopped";
+    }
+    return "unknown";
+}
+
+/* An end mark's message: Id from the traced process, or {Id, Why} from
+ * kprof_rtrace when it cuts the trace. */
+static int decode_end(const char *buf, int *i, kp_trace_event *ev)
+{
+    int type, size, arity;
+    char why[32];
+    ev->kind = KP_TRACE_END;
+    if (ei_get_type(buf, i, &type, &size) != 0 || type != ERL_SMALL_TUPLE_EXT)
+        return kp_term_decode_text(buf, i, ev->id, sizeof ev->id);
+    if (ei_decode_tuple_header(buf, i, &arity) != 0 || arity != 2 ||
+        kp_term_decode_text(buf, i, ev->id, sizeof ev->id) != 0 ||
+        kp_term_decode_atom(buf, i, why, sizeof why) != 0)
+        return -1;
+    ev->cut = strcmp(why, "node_backlog") == 0 ? KP_RTRACE_CUT_NODE_BACKLOG : KP_RTRACE_CUT_BY_NODE;
+    return 0;
+}
 
 /* {M, F, Arity}, or {M, F, Args} (meta trace events carry the arguments) */
 static int decode_mfa(const char *buf, int *i, kp_trace_event *ev)
@@ -119,18 +153,7 @@ int kp_trace_decode(const char *buf, size_t len, kp_trace_event *ev)
                 rc = decode_begin(buf, &i, ev);
             } else if (strcmp(ev->module, "kprof_rtrace_mark") == 0 &&
                        strcmp(ev->function, "end_trace") == 0) {
-                ev->kind = KP_TRACE_END;
-                int type, size, arity2;
-                /* Id from the traced process; {Id, Why} from kprof_rtrace when it cuts */
-                if (ei_get_type(buf, &i, &type, &size) == 0 && type == ERL_SMALL_TUPLE_EXT) {
-                    rc = ei_decode_tuple_header(buf, &i, &arity2) != 0 || arity2 != 2 ||
-                                 kp_term_decode_text(buf, &i, ev->id, sizeof ev->id) != 0 ||
-                                 kp_term_decode_atom(buf, &i, ev->cut, sizeof ev->cut) != 0
-                             ? -1
-                             : 0;
-                } else {
-                    rc = kp_term_decode_text(buf, &i, ev->id, sizeof ev->id);
-                }
+                rc = decode_end(buf, &i, ev);
             } else {
                 rc = ei_skip_term(buf, &i);
             }
@@ -172,7 +195,7 @@ int kp_trace_decode(const char *buf, size_t len, kp_trace_event *ev)
 
 int kp_trace_decode_mark(const char *buf, size_t len, int begin, kp_trace_event *ev)
 {
-    int i = 0, version, type, size, arity;
+    int i = 0, version;
     if (len > INT32_MAX || kp_term_check(buf, len) != 0 ||
         ei_decode_version(buf, &i, &version) != 0)
         return -1;
@@ -180,13 +203,5 @@ int kp_trace_decode_mark(const char *buf, size_t len, int begin, kp_trace_event 
         ev->kind = KP_TRACE_BEGIN;
         return decode_begin(buf, &i, ev) == 0 && (size_t)i <= len ? 0 : -1;
     }
-    ev->kind = KP_TRACE_END;
-    if (ei_get_type(buf, &i, &type, &size) == 0 && type == ERL_SMALL_TUPLE_EXT)
-        return ei_decode_tuple_header(buf, &i, &arity) == 0 && arity == 2 &&
-                       kp_term_decode_text(buf, &i, ev->id, sizeof ev->id) == 0 &&
-                       kp_term_decode_atom(buf, &i, ev->cut, sizeof ev->cut) == 0 &&
-                       (size_t)i <= len
-                   ? 0
-                   : -1;
-    return kp_term_decode_text(buf, &i, ev->id, sizeof ev->id) == 0 && (size_t)i <= len ? 0 : -1;
+    return decode_end(buf, &i, ev) == 0 && (size_t)i <= len ? 0 : -1;
 }

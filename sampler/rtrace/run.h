@@ -1,7 +1,7 @@
 /* `kprof trace`: the request-trace collector attached to a node (see
- * trace/run.c and trace/collect.h). */
-#ifndef KP_TRACE_RUN_H
-#define KP_TRACE_RUN_H
+ * rtrace/run.c and rtrace/collect.h). */
+#ifndef KP_RTRACE_RUN_H
+#define KP_RTRACE_RUN_H
 
 #include <stdint.h>
 
@@ -18,9 +18,9 @@ typedef struct {
     uint64_t duration_us; /* of a --pid trace; at most, for --mfa */
     const char *output_dir;
     int erlang_names; /* --erlang-names: Elixir frames as Elixir.Mod:fun/1 */
-} kp_trace_options;
+} kp_rtrace_run_options;
 
 /* Runs the collector; returns the process exit code (cli.h). */
-int kp_trace_run(const kp_trace_options *options);
+int kp_rtrace_run(const kp_rtrace_run_options *options);
 
 #endif

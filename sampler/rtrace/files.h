@@ -1,9 +1,9 @@
-/* Writing one finished request trace (rtrace.h): the eflame-compatible
+/* Writing one finished request trace (rtrace/collect.h): the eflame-compatible
  * folded file, its flame graph, the perf-script timeline and the
  * trace-event timeline (timeline.c), each complete
  * or not at all (kp_sink: temporary name, then rename). */
-#ifndef KP_TRACE_FILES_H
-#define KP_TRACE_FILES_H
+#ifndef KP_RTRACE_FILES_H
+#define KP_RTRACE_FILES_H
 
 #include <ei.h>
 #include <stddef.h>
@@ -17,7 +17,7 @@ typedef struct {
     uint32_t stack;     /* id in the trace's kp_stacks */
     uint32_t pid_frame; /* the process's pseudo-frame, "<0.N.S>" */
     int64_t start, dur; /* node monotonic ns */
-} kp_trace_interval;
+} kp_rtrace_interval;
 
 /* One process spawning another within the trace (at `ts`; `ts_to` is the
  * same), or sending it a message of the request at `ts` that it took in at
@@ -26,33 +26,33 @@ typedef struct {
     uint32_t from, to; /* the processes' pseudo-frames */
     int64_t ts, ts_to;
     int message; /* 0: a spawn */
-} kp_trace_link;
+} kp_rtrace_link;
 
 typedef struct {
     const kp_frames *frames;
     const kp_stacks *stacks;
     const uint64_t *ns; /* ns spent per stack id */
     size_t n_ns;
-    kp_trace_interval *iv; /* in event order; kp_trace_write_perf sorts them */
+    kp_rtrace_interval *iv; /* in event order; kp_rtrace_write_perf sorts them */
     size_t n_iv;
     int64_t start, last; /* of the trace */
     erlang_pid root;
-    const char *cut;            /* why the trace was cut, or NULL */
-    const kp_trace_link *links; /* spawns and messages, for the timeline's flow arrows */
+    const char *cut;             /* why the trace was cut, or NULL */
+    const kp_rtrace_link *links; /* spawns and messages, for the timeline's flow arrows */
     size_t n_links;
-} kp_trace_data;
+} kp_rtrace_data;
 
 /* The folded file at `path`: each stack with its microseconds (at least 1,
  * so that no part of the request vanishes), and for a cut trace a last line
  * `<0.N.S>;kprof_trace_cut:REASON 1`; and, unless `svg_path` is NULL, first
  * its flame graph there, headed "Request trace ID". */
-kp_status kp_trace_write_folded(const kp_trace_data *trace, const char *path, const char *svg_path,
-                                const char *id);
+kp_status kp_rtrace_write_folded(const kp_rtrace_data *trace, const char *path,
+                                 const char *svg_path, const char *id);
 
 /* The perf-script file: every process's stack sampled every tick (10 us, or
  * 1/100,000 of the trace when longer), PERIOD in microseconds; a trace too
  * short for two ticks gets a sample per interval instead. */
-kp_status kp_trace_write_perf(kp_trace_data *trace, const char *path);
+kp_status kp_rtrace_write_perf(kp_rtrace_data *trace, const char *path);
 
 /* The timeline at `path` in the Chrome trace-event format (JSON; Perfetto,
  * chrome://tracing and speedscope open it): one lane per process, named
@@ -64,6 +64,14 @@ kp_status kp_trace_write_perf(kp_trace_data *trace, const char *path);
  * "gc", function frames "call". Times in microseconds from the trace's
  * start. Past 200,000 intervals, slices shorter than 1/200,000 of the trace
  * are left out (their time shows in their parent). `id` names the trace. */
-kp_status kp_trace_write_timeline(const kp_trace_data *trace, const char *path, const char *id);
+kp_status kp_rtrace_write_timeline(const kp_rtrace_data *trace, const char *path, const char *id);
+
+/* Writes a finished trace's files into `dir` (created if missing), each
+ * named DIR/TIME-ID with its extension (TIME: now, UTC, to the millisecond):
+ * .folded with its .svg, .perf and .trace.json. Returns KP_OK with the
+ * folded file's path in `folded`, or an error with `why` saying what
+ * failed (files written before the failure stay whole). */
+kp_status kp_rtrace_write_files(kp_rtrace_data *trace, const char *dir, const char *id,
+                                char *folded, size_t folded_len, char *why, size_t why_len);
 
 #endif

@@ -1,4 +1,4 @@
-/* The request-trace collector (sampler/trace/collect.c): stacks rebuilt from
+/* The request-trace collector (sampler/rtrace/collect.c): stacks rebuilt from
  * call/return_to events, sleep and garbage-collection leaves, spawned
  * processes, cuts with their marker frame, adopted calls (--mfa), processes
  * followed by the request's messages, and the files it writes (checked with the project's format checker). */
@@ -15,29 +15,31 @@
 #include <cmocka.h>
 
 #include "format_check.h"
-#include "trace/collect.h"
+#include "rtrace/collect.h"
 
 #define US 1000LL
 
 typedef struct {
     char dir[64];
-    kp_trace_collector *rt;
+    kp_rtrace *rtrace;
     char written[8][4400];
     int n_written;
     char last_id[64];
     size_t last_pids;
 } fixture;
 
-static void on_done(void *ctx, const char *id, const erlang_pid *pids, size_t n,
-                    const char *written, const char *why)
+/* the handler writes each trace, as `kprof trace` does */
+static void on_done(void *ctx, const kp_rtrace_done *done)
 {
     fixture *f = ctx;
-    (void)why;
-    (void)pids;
-    assert_non_null(written);
-    snprintf(f->written[f->n_written++ % 8], sizeof f->written[0], "%s", written);
-    snprintf(f->last_id, sizeof f->last_id, "%s", id);
-    f->last_pids = n;
+    char why[4600] = "";
+    assert_int_equal(kp_rtrace_write_files(done->data, f->dir, done->id,
+                                           f->written[f->n_written % 8], sizeof f->written[0], why,
+                                           sizeof why),
+                     KP_OK);
+    f->n_written++;
+    snprintf(f->last_id, sizeof f->last_id, "%s", done->id);
+    f->last_pids = done->n_pids;
 }
 
 static int setup(void **state)
@@ -45,10 +47,10 @@ static int setup(void **state)
     fixture *f = calloc(1, sizeof *f);
     snprintf(f->dir, sizeof f->dir, "/tmp/kp_test_rtrace.XXXXXX");
     assert_non_null(mkdtemp(f->dir));
-    kp_trace_collector_options o = {.dir = f->dir, .max_events = 1000, .max_duration_ms = 5000};
-    kp_trace_collector_handler h = {.ctx = f, .on_done = on_done};
-    f->rt = kp_trace_collector_create(&o, &h);
-    assert_non_null(f->rt);
+    kp_rtrace_options o = {.max_events = 1000, .max_duration_ms = 5000};
+    kp_rtrace_handler h = {.ctx = f, .on_done = on_done};
+    f->rtrace = kp_rtrace_create(&o, &h);
+    assert_non_null(f->rtrace);
     *state = f;
     return 0;
 }
@@ -56,7 +58,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    kp_trace_collector_free(f->rt);
+    kp_rtrace_free(f->rtrace);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
     assert_int_equal(system(cmd), 0);
@@ -83,7 +85,7 @@ static void ev(fixture *f, kp_trace_event_kind kind, unsigned p, const char *mfa
     if (mfa) {
         assert_int_equal(sscanf(mfa, "%255[^:]:%255[^/]/%u", e.module, e.function, &e.arity), 3);
     }
-    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
+    assert_int_equal(kp_rtrace_event(f->rtrace, &e), 0);
 }
 
 /* a trace begins; with `no`, its messages are followed (see followed()) */
@@ -99,7 +101,7 @@ static void begin_following(fixture *f, unsigned p, const char *id, int64_t ts, 
     e.trace_no = no;
     e.max_processes = max_processes;
     snprintf(e.id, sizeof e.id, "%s", id);
-    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
+    assert_int_equal(kp_rtrace_event(f->rtrace, &e), 0);
 }
 
 static void begin(fixture *f, unsigned p, const char *id, int64_t ts, uint64_t max_events)
@@ -115,7 +117,7 @@ static void end(fixture *f, unsigned p, const char *id, int64_t ts)
     e.pid = pid(p);
     e.ts_ns = ts;
     snprintf(e.id, sizeof e.id, "%s", id);
-    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
+    assert_int_equal(kp_rtrace_event(f->rtrace, &e), 0);
 }
 
 static char *slurp(const char *path)
@@ -144,7 +146,7 @@ static void a_request_with_a_call_a_sleep_and_a_child(void **state)
     spawn.pid = pid(10);
     spawn.child = pid(11);
     spawn.ts_ns = 1600 * US; /* 100 us in handle */
-    assert_int_equal(kp_trace_collector_event(f->rt, &spawn), 0);
+    assert_int_equal(kp_rtrace_event(f->rtrace, &spawn), 0);
     ev(f, KP_TRACE_IN, 11, NULL, 1700 * US); /* child: 100 us runnable */
     ev(f, KP_TRACE_CALL, 11, "w:work/0", 1700 * US);
     ev(f, KP_TRACE_GC_START, 11, NULL, 1800 * US); /* 100 us in work */
@@ -225,7 +227,7 @@ static void cut_past_max_events_with_a_marker(void **state)
     assert_int_equal(f->n_written, 1);
     assert_non_null(strstr(slurp(f->written[0]), "<0.30.0>;kprof_trace_cut:max_events 1\n"));
     ev(f, KP_TRACE_CALL, 30, "a:f/0", 50 * US); /* ignored: the trace is over */
-    assert_int_equal(kp_trace_collector_running(f->rt), 0);
+    assert_int_equal(kp_rtrace_running(f->rtrace), 0);
 }
 
 static void sub_microsecond_parts_count_one(void **state)
@@ -240,18 +242,18 @@ static void sub_microsecond_parts_count_one(void **state)
 static void adopted_calls_start_and_end_with_the_function(void **state)
 {
     fixture *f = *state;
-    assert_int_equal(kp_trace_collector_adopt(f->rt, "kv", "request", 1, 1), 0);
+    assert_int_equal(kp_rtrace_adopt(f->rtrace, "kv", "request", 1, 1), 0);
     ev(f, KP_TRACE_CALL, 50, "other:fun/0", 10 * US); /* not the call: not adopted */
-    assert_int_equal(kp_trace_collector_running(f->rt), 0);
+    assert_int_equal(kp_rtrace_running(f->rtrace), 0);
     ev(f, KP_TRACE_CALL, 50, "kv:request/1", 0); /* the meta call event: no time */
-    assert_int_equal(kp_trace_collector_running(f->rt), 1);
+    assert_int_equal(kp_rtrace_running(f->rtrace), 1);
     ev(f, KP_TRACE_CALL, 50, "kv:parse/1", 100 * US);
     ev(f, KP_TRACE_RETURN_TO, 50, "kv:request/1", 130 * US);
     ev(f, KP_TRACE_CALL, 51, "kv:request/1", 0); /* past --count 1 */
-    assert_int_equal(kp_trace_collector_running(f->rt), 1);
+    assert_int_equal(kp_rtrace_running(f->rtrace), 1);
     ev(f, KP_TRACE_RETURN_FROM, 50, "kv:request/1", 0);
-    assert_int_equal(kp_trace_collector_running(f->rt), 0);
-    assert_int_equal(kp_trace_collector_adopted(f->rt), 1);
+    assert_int_equal(kp_rtrace_running(f->rtrace), 0);
+    assert_int_equal(kp_rtrace_adopted(f->rtrace), 1);
     /* the clock starts at the first timed event, inside the call */
     assert_string_equal(slurp(f->written[0]), "<0.50.0>;kv:request/1;kv:parse/1 30\n");
 }
@@ -273,7 +275,7 @@ static void send_to(fixture *f, unsigned from, unsigned to, uint32_t no, int64_t
     e.child = pid(to);
     e.trace_no = no;
     e.ts_ns = ts;
-    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
+    assert_int_equal(kp_rtrace_event(f->rtrace, &e), 0);
 }
 
 static void receive_from(fixture *f, unsigned p, unsigned from, uint32_t no, int64_t ts)
@@ -285,7 +287,7 @@ static void receive_from(fixture *f, unsigned p, unsigned from, uint32_t no, int
     e.child = pid(from);
     e.trace_no = no;
     e.ts_ns = ts;
-    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
+    assert_int_equal(kp_rtrace_event(f->rtrace, &e), 0);
 }
 
 /* back in its loop: it works for no request (the NIF's LABEL 0) */
@@ -296,7 +298,7 @@ static void idle(fixture *f, unsigned p, int64_t ts)
     e.kind = KP_TRACE_LABEL;
     e.pid = pid(p);
     e.ts_ns = ts;
-    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
+    assert_int_equal(kp_rtrace_event(f->rtrace, &e), 0);
 }
 
 static void spawn(fixture *f, unsigned parent, unsigned child, int64_t ts)
@@ -307,7 +309,7 @@ static void spawn(fixture *f, unsigned parent, unsigned child, int64_t ts)
     e.pid = pid(parent);
     e.child = pid(child);
     e.ts_ns = ts;
-    assert_int_equal(kp_trace_collector_event(f->rt, &e), 0);
+    assert_int_equal(kp_rtrace_event(f->rtrace, &e), 0);
 }
 
 static const char *timeline_of(const char *folded)

@@ -1,5 +1,7 @@
-#include "trace/files.h"
+#define _GNU_SOURCE
+#include "rtrace/files.h"
 
+#include <errno.h>
 #include <kp/flame_svg.h>
 #include <kp/folded.h>
 #include <kp/perf_writer.h>
@@ -7,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "common/pid_text.h"
 #include "kp/alloc.h"
@@ -16,7 +20,7 @@
 
 static int by_start(const void *a, const void *b)
 {
-    const kp_trace_interval *x = a, *y = b;
+    const kp_rtrace_interval *x = a, *y = b;
     return (x->start > y->start) - (x->start < y->start);
 }
 
@@ -39,7 +43,7 @@ static uint32_t pid_number(const kp_frames *frames, uint32_t pid_frame)
     return (uint32_t)strtoul(s + 3, NULL, 10); /* "<0.N.S>" */
 }
 
-kp_status kp_trace_write_perf(kp_trace_data *t, const char *path)
+kp_status kp_rtrace_write_perf(kp_rtrace_data *t, const char *path)
 {
     if (t->n_iv)
         qsort(t->iv, t->n_iv, sizeof *t->iv, by_start);
@@ -51,7 +55,7 @@ kp_status kp_trace_write_perf(kp_trace_data *t, const char *path)
     if (!ticks)
         return KP_ERR_NOMEM;
     for (size_t k = 0; k < t->n_iv; k++) {
-        const kp_trace_interval *v = &t->iv[k];
+        const kp_rtrace_interval *v = &t->iv[k];
         /* ticks fall within the trace's span: a process whose clock reading
          * came before the trace's first (events of other schedulers arrive
          * a little out of order; a broken stream's, far before) would
@@ -114,8 +118,8 @@ kp_status kp_trace_write_perf(kp_trace_data *t, const char *path)
     return st;
 }
 
-kp_status kp_trace_write_folded(const kp_trace_data *t, const char *path, const char *svg_path,
-                                const char *id)
+kp_status kp_rtrace_write_folded(const kp_rtrace_data *t, const char *path, const char *svg_path,
+                                 const char *id)
 {
     kp_folded *f = kp_folded_create();
     if (!f)
@@ -145,5 +149,34 @@ kp_status kp_trace_write_folded(const kp_trace_data *t, const char *path, const 
     if (st == KP_OK)
         st = kp_folded_save(f, path);
     kp_folded_free(f);
+    return st;
+}
+
+kp_status kp_rtrace_write_files(kp_rtrace_data *d, const char *dir, const char *id, char *folded,
+                                size_t folded_len, char *why, size_t why_len)
+{
+    char stamp[32], base[4200], perf[4300], svg[4300], timeline[4320];
+    struct timespec now;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", &tm);
+    snprintf(base, sizeof base, "%s/%s.%03ldZ-%s", dir, stamp, now.tv_nsec / 1000000, id);
+    snprintf(folded, folded_len, "%s.folded", base);
+    snprintf(perf, sizeof perf, "%s.perf", base);
+    snprintf(svg, sizeof svg, "%s.svg", base);
+    snprintf(timeline, sizeof timeline, "%s.trace.json", base);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(why, why_len, "cannot create %s: %s", dir, strerror(errno));
+        return KP_ERR_IO;
+    }
+    kp_status st = kp_rtrace_write_folded(d, folded, svg, id);
+    if (st == KP_OK)
+        st = kp_rtrace_write_perf(d, perf);
+    if (st == KP_OK)
+        st = kp_rtrace_write_timeline(d, timeline, id);
+    if (st != KP_OK)
+        snprintf(why, why_len, "writing %s: %s", folded,
+                 st == KP_ERR_IO ? strerror(errno) : kp_strerror(st));
     return st;
 }

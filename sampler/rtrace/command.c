@@ -8,7 +8,7 @@
 #include "commands.h"
 #include "common/cli.h"
 #include "common/units.h"
-#include "trace/run.h"
+#include "rtrace/run.h"
 
 static const char trace_usage[] =
     "Usage: kprof trace --node NODE --pid PID [--duration T] [--output DIR]\n"
@@ -66,7 +66,7 @@ static const struct option trace_options[] = {
 /* --mfa's function into o->mfa_*: Erlang's "kv:handle/2", or Elixir's
  * "MyApp.KV.handle/2" (module Elixir.MyApp.KV, as the node knows it).
  * Returns 0, or -1 when it is neither. */
-static int parse_mfa(const char *arg, kp_trace_options *o)
+static int parse_mfa(const char *arg, kp_rtrace_run_options *o)
 {
     int used = 0;
     if (strchr(arg, ':'))
@@ -94,7 +94,7 @@ static int parse_mfa(const char *arg, kp_trace_options *o)
 /* What to trace: --node, --pid, --mfa, --session. Returns -1 when `opt` is
  * none of these, else KP_EXIT_OK or the exit code of a bad value (already
  * reported). */
-static int parse_target(int opt, const char *arg, kp_trace_options *o)
+static int parse_target(int opt, const char *arg, kp_rtrace_run_options *o)
 {
     switch (opt) {
     case 'n': o->node = arg; return KP_EXIT_OK;
@@ -117,7 +117,7 @@ static int parse_target(int opt, const char *arg, kp_trace_options *o)
 
 /* How much and where: --count, --duration, --output, --erlang-names. Returns as
  * parse_target does. */
-static int parse_bounds(int opt, const char *arg, kp_trace_options *o)
+static int parse_bounds(int opt, const char *arg, kp_rtrace_run_options *o)
 {
     uint64_t v;
     switch (opt) {
@@ -138,7 +138,7 @@ static int parse_bounds(int opt, const char *arg, kp_trace_options *o)
 
 /* Reaching the node: --cookie-file, --connect-timeout. Returns as
  * parse_target does. */
-static int parse_connection(int opt, const char *arg, kp_trace_options *o)
+static int parse_connection(int opt, const char *arg, kp_rtrace_run_options *o)
 {
     switch (opt) {
     case OPT_COOKIE: o->cookie_file = arg; return KP_EXIT_OK;
@@ -153,7 +153,7 @@ static int parse_connection(int opt, const char *arg, kp_trace_options *o)
 /* Checks that need all the options: a node, and outside a session exactly
  * one of --pid and --mfa. Returns KP_EXIT_OK, or KP_EXIT_USAGE with the
  * error printed. */
-static int check_options(const kp_trace_options *o)
+static int check_options(const kp_rtrace_run_options *o)
 {
     if (!o->node) {
         kp_error("which node? add --node NAME@HOST");
@@ -169,7 +169,7 @@ static int check_options(const kp_trace_options *o)
 
 int kp_cmd_trace(int argc, char **argv)
 {
-    kp_trace_options o = {
+    kp_rtrace_run_options o = {
         .connect_timeout_ms = 5000, .duration_us = 5000000, .output_dir = ".", .count = 1};
     int opt;
     optind = 1;
@@ -192,5 +192,5 @@ int kp_cmd_trace(int argc, char **argv)
     if (optind < argc)
         return kp_unexpected_argument("trace", argv[optind]);
     int code = check_options(&o);
-    return code != KP_EXIT_OK ? code : kp_trace_run(&o);
+    return code != KP_EXIT_OK ? code : kp_rtrace_run(&o);
 }

@@ -7,7 +7,7 @@
  * --mfa M:F/A: from a shell, traces the next --count calls of a function,
  *   each in whatever process makes it, from the call to its return. */
 #define _GNU_SOURCE
-#include "trace/run.h"
+#include "rtrace/run.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -25,38 +25,42 @@
 #include "node/agent.h"
 #include "node/connection.h"
 #include "node/nif.h"
+#include "node/nif_reader.h"
 #include "node/term.h"
 #include "node/trace_port.h"
-#include "trace/collect.h"
-#include "trace/nif_reader.h"
+#include "rtrace/collect.h"
 
 typedef struct {
-    const kp_trace_options *o;
+    const kp_rtrace_run_options *o;
     kp_node node;
-    kp_trace_collector *rt;
+    kp_rtrace *rtrace;
     kp_trace_port stream;
     kp_nif_reader *nif;    /* the kprof_tracer NIF's records, when it runs */
     char nif_refused[512]; /* else why not, when it was asked for */
     int64_t offset;        /* node monotonic time = local - offset */
     char dir[4096];
     unsigned port;
-    uint64_t failed;
+    uint64_t written, failed;
     int started; /* this run started request tracing in the node: it stops it */
 } run;
 
-/* Asks kprof_rtrace to clear the flags of a finished trace's processes
- * (its root's are cleared by the root itself). */
-static void on_done(void *ctx, const char *id, const erlang_pid *pids, size_t n,
-                    const char *written, const char *why)
+/* A trace ended: writes its files, then asks kprof_rtrace to clear the
+ * flags of its processes (its root's are cleared by the root itself). */
+static void on_done(void *ctx, const kp_rtrace_done *done)
 {
     run *r = ctx;
-    if (written)
-        printf("kprof: trace %s: %s\n", id, written);
-    else {
+    char folded[4400], why[4600] = "";
+    if (kp_rtrace_write_files(done->data, r->dir, done->id, folded, sizeof folded, why,
+                              sizeof why) == KP_OK) {
+        r->written++;
+        printf("kprof: trace %s: %s\n", done->id, folded);
+    } else {
         r->failed++;
-        printf("kprof: trace %s not written: %s\n", id, why);
+        printf("kprof: trace %s not written: %s\n", done->id, why);
     }
     fflush(stdout);
+    const erlang_pid *pids = done->pids;
+    size_t n = done->n_pids;
     /* the process that began a trace clears its own flags (it may already
      * run its next trace); a traced call's process is cleared here */
     size_t first = r->o->mfa ? 0 : 1;
@@ -103,7 +107,7 @@ static int on_nif_event(void *ctx, const kp_trace_event *ev)
     if (ev->kind == KP_TRACE_OTHER && ev->dropped)
         on_drop(ctx, ev->dropped); /* the NIF's buffer was full */
     else
-        kp_trace_collector_event(r->rt, ev);
+        kp_rtrace_event(r->rtrace, ev);
     return 0;
 }
 
@@ -148,7 +152,7 @@ static int on_event(void *ctx, const char *term, size_t len)
     if (rc < 0)
         return -1;
     if (rc == 1)
-        kp_trace_collector_event(r->rt, &ev);
+        kp_rtrace_event(r->rtrace, &ev);
     return 0;
 }
 
@@ -157,7 +161,7 @@ static void on_drop(void *ctx, uint32_t count)
     run *r = ctx;
     /* events are missing from whatever traces run: cut them all */
     kp_warn("the node's trace port dropped %u events; cutting the running traces", count);
-    kp_trace_collector_close(r->rt, NULL, "events_dropped");
+    kp_rtrace_close(r->rtrace, NULL, KP_RTRACE_CUT_EVENTS_DROPPED);
 }
 
 /* rpc M:F(Args) returning a proplist; decodes port, dir and time. */
@@ -286,7 +290,7 @@ static int begin_pid_trace(run *r, char *id, size_t id_len, char *err, size_t er
         ei_decode_binary(reply.buff, &i, id, &len) == 0 && (size_t)len < id_len &&
         ei_decode_pid(reply.buff, &i, &pid) == 0) {
         id[len] = '\0';
-        rc = kp_trace_collector_open(r->rt, id, &pid, kp_now_ns() - r->offset);
+        rc = kp_rtrace_open(r->rtrace, id, &pid, kp_now_ns() - r->offset);
         if (rc != 0)
             snprintf(err, err_len, "out of memory");
     } else {
@@ -306,12 +310,12 @@ static int loop(run *r, int64_t deadline)
     int calls_stopped = 0;
     char err[1024];
     while (!kp_stop_requested() && kp_now_ns() < deadline) {
-        if (r->o->mfa && kp_trace_collector_adopted(r->rt) >= r->o->count) {
+        if (r->o->mfa && kp_rtrace_adopted(r->rtrace) >= r->o->count) {
             if (!calls_stopped) { /* enough calls started: no new ones */
                 calls_rpc(r, "stop_calls", err, sizeof err);
                 calls_stopped = 1;
             }
-            if (kp_trace_collector_running(r->rt) == 0)
+            if (kp_rtrace_running(r->rtrace) == 0)
                 break;
         }
         struct pollfd fds[3] = {{.fd = r->stream.fd, .events = POLLIN},
@@ -342,7 +346,7 @@ static int loop(run *r, int64_t deadline)
             if (rc <= 0)
                 return rc;
         }
-        kp_trace_collector_sweep(r->rt, kp_now_ns() - r->offset);
+        kp_rtrace_sweep(r->rtrace, kp_now_ns() - r->offset);
     }
     return 1;
 }
@@ -353,7 +357,7 @@ static int loop(run *r, int64_t deadline)
  * or the exit code with the error already printed. */
 static int attach(run *r)
 {
-    const kp_trace_options *o = r->o;
+    const kp_rtrace_run_options *o = r->o;
     char err[4096], target[512], cookie[512];
     if (kp_node_name(o->node, target, sizeof target, err, sizeof err) != 0) {
         kp_error("%s", err);
@@ -399,10 +403,10 @@ static int start_session(run *r, char *err, size_t err_len)
  * Returns 0, or nonzero with `err` set. */
 static int start_calls(run *r, char *err, size_t err_len)
 {
-    const kp_trace_options *o = r->o;
+    const kp_rtrace_run_options *o = r->o;
     int rc = start_external(r, err, err_len);
     if (rc == 0 &&
-        kp_trace_collector_adopt(r->rt, o->mfa_module, o->mfa_function, o->mfa_arity, o->count)) {
+        kp_rtrace_adopt(r->rtrace, o->mfa_module, o->mfa_function, o->mfa_arity, o->count)) {
         snprintf(err, err_len, "out of memory");
         rc = -1;
     }
@@ -446,7 +450,7 @@ static void end_pid_trace(run *r, const char *id)
  * (stream broken), the error already printed. */
 static int collect(run *r, const char *id)
 {
-    const kp_trace_options *o = r->o;
+    const kp_rtrace_run_options *o = r->o;
     int code = KP_EXIT_OK;
     int64_t deadline = o->session ? INT64_MAX : kp_now_ns() + (int64_t)o->duration_us * 1000;
     int rc = loop(r, deadline);
@@ -459,13 +463,14 @@ static int collect(run *r, const char *id)
     } else if (o->mfa) {
         char err[4096]; /* ignored: the traces end here all the same */
         calls_rpc(r, "stop_calls", err, sizeof err);
-        if (kp_trace_collector_running(r->rt)) /* calls still running at the end */
-            kp_trace_collector_close(r->rt, NULL, "max_duration");
+        if (kp_rtrace_running(r->rtrace)) /* calls still running at the end */
+            kp_rtrace_close(r->rtrace, NULL, KP_RTRACE_CUT_MAX_DURATION);
     } else if (!o->session) {
         end_pid_trace(r, id);
     }
-    kp_trace_collector_close(r->rt, NULL, o->session ? "collector_stopped" : NULL);
-    if (!o->session && !r->failed && kp_trace_collector_written(r->rt) == 0)
+    kp_rtrace_close(r->rtrace, NULL,
+                    o->session ? KP_RTRACE_CUT_COLLECTOR_STOPPED : KP_RTRACE_COMPLETE);
+    if (!o->session && !r->failed && r->written == 0)
         kp_warn("no trace was written");
     return code;
 }
@@ -487,13 +492,13 @@ static void stop_server(run *r)
 /* Frees what the run holds; any part may be missing. */
 static void teardown(run *r)
 {
-    kp_trace_collector_free(r->rt);
+    kp_rtrace_free(r->rtrace);
     kp_nif_reader_free(r->nif);
     kp_trace_port_close(&r->stream);
     kp_node_close(&r->node);
 }
 
-int kp_trace_run(const kp_trace_options *o)
+int kp_rtrace_run(const kp_rtrace_run_options *o)
 {
     run r = {.o = o, .stream = {.fd = -1}};
     r.node.fd = -1;
@@ -501,15 +506,14 @@ int kp_trace_run(const kp_trace_options *o)
     int code = attach(&r);
     if (code != KP_EXIT_OK)
         return code;
-    kp_trace_collector_options ro = {.dir = r.dir,
-                                     .max_events = 1000000,
-                                     .max_duration_ms = 5000,
-                                     .max_processes = 16,
-                                     .frame_flags = o->erlang_names ? KP_FRAMES_ERLANG_NAMES : 0};
-    kp_trace_collector_handler h = {.ctx = &r, .on_done = on_done, .on_reached = on_reached};
-    r.rt = kp_trace_collector_create(&ro, &h);
+    kp_rtrace_options ro = {.max_events = 1000000,
+                            .max_duration_ms = 5000,
+                            .max_processes = 16,
+                            .frame_flags = o->erlang_names ? KP_FRAMES_ERLANG_NAMES : 0};
+    kp_rtrace_handler h = {.ctx = &r, .on_done = on_done, .on_reached = on_reached};
+    r.rtrace = kp_rtrace_create(&ro, &h);
     char err[4096], id[64] = "";
-    if (!r.rt) {
+    if (!r.rtrace) {
         kp_error("out of memory");
         code = KP_EXIT_FAILURE;
     } else if (start_tracing(&r, id, sizeof id, err, sizeof err) != 0) {

@@ -1,0 +1,286 @@
+/* The request-trace collector (rtrace/collect.h): traces begin, take their
+ * events, and end; the state they work on is rtrace/state.c's, following
+ * rtrace/follow.c's. */
+#include "rtrace/collect.h"
+
+#include <kp/intern.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kp/alloc.h"
+#include "rtrace/follow.h"
+#include "rtrace/state.h"
+
+/* A node's monotonic clock in ns starts near -2^59 and would take a
+ * century to pass 2^61: a reading beyond +-2^61 comes from a broken stream
+ * only. Such events are dropped, which keeps every difference of two
+ * readings, and the sums the writers make of them, within int64_t. */
+#define CLOCK_LIMIT ((int64_t)1 << 61)
+
+kp_rtrace *kp_rtrace_create(const kp_rtrace_options *o, const kp_rtrace_handler *h)
+{
+    kp_rtrace *rtrace = kp_calloc(1, sizeof *rtrace);
+    if (!rtrace)
+        return NULL;
+    rtrace->o = *o;
+    rtrace->h = *h;
+    if (!rtrace->o.max_processes)
+        rtrace->o.max_processes = 16;
+    if (!rtrace->o.max_depth || rtrace->o.max_depth > 1000)
+        rtrace->o.max_depth = 512; /* kp_rtrace_account() builds stacks on the C stack */
+    rtrace->frames = kp_frames_create(o->frame_flags);
+    if (!rtrace->frames ||
+        kp_frames_intern_pseudo(rtrace->frames, "sleep", 5, "state", &rtrace->sleep_frame) ||
+        kp_frames_intern_pseudo(rtrace->frames, "garbage_collection", 18, "state",
+                                &rtrace->gc_frame)) {
+        kp_rtrace_free(rtrace);
+        return NULL;
+    }
+    return rtrace;
+}
+
+void kp_rtrace_free(kp_rtrace *rtrace)
+{
+    if (!rtrace)
+        return;
+    for (size_t k = 0; k < MAX_TRACES; k++)
+        kp_rtrace_trace_free(&rtrace->traces[k]);
+    for (size_t k = 0; k < rtrace->n_ps; k++)
+        kp_free(rtrace->ps[k].frames);
+    kp_free(rtrace->ps);
+    kp_free(rtrace->free);
+    kp_u64_map_free(&rtrace->procs);
+    kp_u64_map_free(&rtrace->by_no);
+    kp_u64_map_free(&rtrace->reached_set);
+    kp_free(rtrace->reached);
+    kp_frames_free(rtrace->frames);
+    kp_free(rtrace);
+}
+
+size_t kp_rtrace_running(const kp_rtrace *rtrace)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < MAX_TRACES; k++)
+        n += rtrace->traces[k].used;
+    return n;
+}
+
+/* Trace `k` ends: the handler writes it, the processes following took in
+ * for it alone go, and so does the trace. */
+static void finish(kp_rtrace *rtrace, uint32_t k)
+{
+    trace *t = &rtrace->traces[k];
+    kp_rtrace_data d = {.frames = rtrace->frames,
+                        .stacks = t->stacks,
+                        .ns = t->ns,
+                        .n_ns = t->n_ns,
+                        .iv = t->iv,
+                        .n_iv = t->n_iv,
+                        .start = t->start,
+                        .last = t->last,
+                        .root = t->root,
+                        .cut = kp_rtrace_cut_name(t->cut),
+                        .links = t->links,
+                        .n_links = t->n_links};
+    kp_rtrace_follow_release(rtrace, k);
+    if (rtrace->h.on_done) {
+        kp_rtrace_done done = {.id = t->id, .pids = t->pids, .n_pids = t->n_pids, .data = &d};
+        rtrace->h.on_done(rtrace->h.ctx, &done);
+    }
+    if (rtrace->h.on_reached && (rtrace->n_reached || rtrace->reached_all))
+        rtrace->h.on_reached(rtrace->h.ctx, rtrace->reached, rtrace->n_reached,
+                             rtrace->reached_all);
+    rtrace->n_reached = 0;
+    rtrace->reached_all = 0;
+    kp_u64_map_clear(&rtrace->reached_set);
+    for (size_t p = 0; p < t->n_pids; p++)
+        kp_rtrace_remove_proc(rtrace, &t->pids[p]);
+    kp_rtrace_trace_free(t);
+}
+
+/* Trace `k` was cut by an event (kp_rtrace_timed_event): it ends. Returns
+ * -1 when it was cut for want of memory, else 0. */
+static int finish_cut(kp_rtrace *rtrace, uint32_t k)
+{
+    int oom = rtrace->traces[k].cut == KP_RTRACE_CUT_OUT_OF_MEMORY;
+    finish(rtrace, k);
+    return oom ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ */
+
+static int open_trace(kp_rtrace *rtrace, const char *id, const erlang_pid *pid, int64_t ts,
+                      uint64_t max_events, uint64_t max_duration_ms, int untimed, uint32_t no,
+                      uint64_t max_followed)
+{
+    int k = 0;
+    while (k < MAX_TRACES && rtrace->traces[k].used)
+        k++;
+    proc *was = kp_rtrace_proc_of(rtrace, pid);
+    if (k == MAX_TRACES || (was && !was->followed))
+        return -1;
+    if (was) /* followed for others' requests until now: from here, its own */
+        kp_rtrace_remove_proc(rtrace, pid);
+    trace *t = &rtrace->traces[k];
+    memset(t, 0, sizeof *t);
+    snprintf(t->id, sizeof t->id, "%s", id);
+    t->used = 1;
+    t->untimed = untimed;
+    t->root = *pid;
+    t->start = t->last = ts;
+    t->max_events = max_events ? max_events : rtrace->o.max_events;
+    uint64_t ms = max_duration_ms ? max_duration_ms : rtrace->o.max_duration_ms;
+    t->max_duration_ns = ms > UINT64_MAX / 2000000 ? UINT64_MAX / 2 : ms * 1000000;
+    t->max_followed = max_followed ? max_followed : rtrace->o.max_processes;
+    t->stacks = kp_stacks_create();
+    if (!t->stacks || !kp_rtrace_add_proc(rtrace, (uint32_t)k, pid, ts, RUNNING)) {
+        kp_rtrace_trace_free(t);
+        return -1;
+    }
+    /* a number in use (a stale mark) is not followed twice */
+    uint32_t other;
+    if (no && !kp_u64_map_get(&rtrace->by_no, no, &other) &&
+        kp_u64_map_put(&rtrace->by_no, no, (uint32_t)k) == 0)
+        t->no = no;
+    return 0;
+}
+
+int kp_rtrace_open(kp_rtrace *rtrace, const char *id, const erlang_pid *pid, int64_t ts_ns)
+{
+    return open_trace(rtrace, id, pid, ts_ns, 0, 0, 0, 0, 0);
+}
+
+void kp_rtrace_close(kp_rtrace *rtrace, const char *id, kp_rtrace_cut cut)
+{
+    for (uint32_t k = 0; k < MAX_TRACES; k++) {
+        trace *t = &rtrace->traces[k];
+        if (t->used && (!id || strcmp(t->id, id) == 0)) {
+            if (!t->cut)
+                t->cut = cut;
+            finish(rtrace, k);
+        }
+    }
+}
+
+void kp_rtrace_sweep(kp_rtrace *rtrace, int64_t now_ns)
+{
+    for (uint32_t k = 0; k < MAX_TRACES; k++) {
+        trace *t = &rtrace->traces[k];
+        /* a second of grace: the node's own timer stops the trace first */
+        if (t->used && !t->untimed &&
+            kp_rtrace_longer_than(now_ns - t->start, t->max_duration_ns + 1000000000)) {
+            if (!t->cut)
+                t->cut = KP_RTRACE_CUT_MAX_DURATION;
+            finish(rtrace, k);
+        }
+    }
+}
+
+int kp_rtrace_adopt(kp_rtrace *rtrace, const char *module, const char *function, unsigned arity,
+                    uint64_t max_traces)
+{
+    rtrace->adopting = 1;
+    snprintf(rtrace->adopt_fn.module, sizeof rtrace->adopt_fn.module, "%s", module);
+    snprintf(rtrace->adopt_fn.function, sizeof rtrace->adopt_fn.function, "%s", function);
+    rtrace->adopt_fn.arity = arity;
+    rtrace->max_adopted = max_traces;
+    return 0;
+}
+
+uint64_t kp_rtrace_adopted(const kp_rtrace *rtrace)
+{
+    return rtrace->adopted;
+}
+
+static int same_fn(const kp_trace_event *a, const kp_trace_event *b)
+{
+    return a->arity == b->arity && strcmp(a->module, b->module) == 0 &&
+           strcmp(a->function, b->function) == 0;
+}
+
+/* A process that called the adopted function: its own trace, under a frame
+ * for that function. */
+static proc *adopt(kp_rtrace *rtrace, const kp_trace_event *ev)
+{
+    /* only the meta event of the call itself (no time of ours) starts one:
+     * events a finished call's process sends before its flags are cleared
+     * must not */
+    if (!rtrace->adopting || rtrace->adopted >= rtrace->max_adopted || ev->ts_ns ||
+        ev->kind != KP_TRACE_CALL || !same_fn(ev, &rtrace->adopt_fn))
+        return NULL;
+    char id[64];
+    snprintf(id, sizeof id, "%s.%u.%llu", "CALL", ev->pid.num,
+             (unsigned long long)rtrace->adopted + 1);
+    if (open_trace(rtrace, id, &ev->pid, 0, 0, 0, 1, 0, 0) != 0)
+        return NULL;
+    rtrace->adopted++;
+    proc *p = kp_rtrace_proc_of(rtrace, &ev->pid);
+    if (p)
+        kp_rtrace_push(rtrace, p, &rtrace->adopt_fn);
+    return NULL; /* this event has no time: the next one starts the clock */
+}
+
+int kp_rtrace_event(kp_rtrace *rtrace, const kp_trace_event *ev)
+{
+    if (ev->ts_ns > CLOCK_LIMIT || ev->ts_ns < -CLOCK_LIMIT)
+        return 0; /* no node's clock: see CLOCK_LIMIT */
+    if (ev->kind == KP_TRACE_BEGIN) {
+        open_trace(rtrace, ev->id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms, 0,
+                   ev->trace_no, ev->max_processes);
+        return 0;
+    }
+    if (ev->kind == KP_TRACE_END && ev->cut) { /* the node cut it: by id, from its server */
+        kp_rtrace_close(rtrace, ev->id, ev->cut);
+        return 0;
+    }
+    if (ev->kind == KP_TRACE_SEND) {
+        kp_rtrace_follow_send(rtrace, ev);
+        return 0;
+    }
+    if (ev->kind == KP_TRACE_RECEIVE)
+        return kp_rtrace_follow_receive(rtrace, ev);
+    proc *p = kp_rtrace_proc_of(rtrace, &ev->pid);
+    uint32_t k;
+    if (p && p->followed) {
+        int rc = kp_rtrace_follow_event(rtrace, p, ev, &k);
+        return rc == 1 ? finish_cut(rtrace, k) : rc;
+    }
+    if (ev->kind == KP_TRACE_LABEL)
+        return 0; /* of a process no trace holds */
+    if (!p && ev->kind != KP_TRACE_RETURN_FROM)
+        p = adopt(rtrace, ev);
+    if (!p)
+        return 0;                           /* not (or no longer) part of a trace */
+    if (ev->kind == KP_TRACE_RETURN_FROM) { /* meta: no time; ends an adopted trace */
+        k = p->trace;
+        if (rtrace->adopting && pack(&ev->pid) == pack(&rtrace->traces[k].root) &&
+            same_fn(ev, &rtrace->adopt_fn))
+            finish(rtrace, k);
+        return 0;
+    }
+    if (!ev->ts_ns)
+        return 0; /* another meta event (a nested call of the function) */
+    k = p->trace;
+    trace *t = &rtrace->traces[k];
+    if (kp_rtrace_timed_event(rtrace, p, k, ev->ts_ns))
+        return finish_cut(rtrace, k);
+    int rc = 0;
+    switch (ev->kind) {
+    case KP_TRACE_CALL: rc = kp_rtrace_push(rtrace, p, ev); break;
+    case KP_TRACE_RETURN_TO: rc = kp_rtrace_pop_to(rtrace, p, ev); break;
+    case KP_TRACE_SPAWN:
+        if (!kp_rtrace_proc_of(rtrace, &ev->child))
+            kp_rtrace_add_member(rtrace, k, p->frames[0], &ev->child, ev->ts_ns);
+        break;
+    case KP_TRACE_EXIT:
+        if (pack(&ev->pid) != pack(&t->root))
+            kp_rtrace_remove_proc(rtrace, &ev->pid);
+        break;
+    case KP_TRACE_END:
+        if (strcmp(ev->id, t->id) == 0)
+            finish(rtrace, k);
+        break;
+    default: kp_rtrace_set_state(p, ev->kind); break;
+    }
+    return rc;
+}

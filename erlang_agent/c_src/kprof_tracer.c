@@ -70,11 +70,16 @@ enum { ROLE_NONE, ROLE_MEMBER, ROLE_FOLLOWED };
 static unsigned char pid_roles[TABLE];
 static uint16_t pid_pending[TABLE];
 static uint32_t cur_fn[TABLE], recv_fn[TABLE]; /* MFA ids; KPT_NO_ID: none */
-static uint32_t n_followed;                    /* pids with ROLE_FOLLOWED */
-static int seq_calls;                          /* tier tracing: SEQ_CALL and exception records */
-static size_t fill_mark;                       /* tier tracing: trip past this much waiting */
-static volatile int tripped;                   /* read without the lock by enabled/3 */
-static size_t tripped_at;                      /* bytes waiting when it tripped */
+/* Listening for another node's traces (kprof_rtrace:listen/1): a process
+ * that calls a gen_server callback with a request's token takes the
+ * request in there (the meta pattern's event); its stretch ends when that
+ * callback returns (its return_from), not at its loop. */
+static unsigned char pid_remote[TABLE];
+static uint32_t n_followed;  /* pids with ROLE_FOLLOWED */
+static int seq_calls;        /* tier tracing: SEQ_CALL and exception records */
+static size_t fill_mark;     /* tier tracing: trip past this much waiting */
+static volatile int tripped; /* read without the lock by enabled/3 */
+static size_t tripped_at;    /* bytes waiting when it tripped */
 
 static ERL_NIF_TERM a_trace, a_discard, a_remove, a_trace_status, a_ok, a_error, a_undefined,
     a_match_spec_result, a_call, a_return_to, a_in, a_out, a_gc_minor_start, a_gc_major_start,
@@ -205,6 +210,7 @@ static void clear_tables(void)
     memset(pid_pending, 0, sizeof pid_pending);
     memset(cur_fn, 0xff, sizeof cur_fn);
     memset(recv_fn, 0xff, sizeof recv_fn);
+    memset(pid_remote, 0, sizeof pid_remote);
     n_followed = 0;
     n_pids = n_mfas = 0;
 }
@@ -439,8 +445,8 @@ static int track_fn(uint32_t pid, int kind, uint32_t fn)
 {
     if (kind == KPT_CALL || kind == KPT_RETURN_TO || kind == KPT_IN)
         cur_fn[pid] = fn;
-    return kind == KPT_CALL && pid_roles[pid] == ROLE_FOLLOWED && pid_labels[pid] &&
-           pid_labels[pid] != KPT_NO_ID && fn == recv_fn[pid] && fn != KPT_NO_ID;
+    return kind == KPT_CALL && pid_roles[pid] == ROLE_FOLLOWED && !pid_remote[pid] &&
+           pid_labels[pid] && pid_labels[pid] != KPT_NO_ID && fn == recv_fn[pid] && fn != KPT_NO_ID;
 }
 
 /* LABEL 0: the process works for no request from `ts`. */
@@ -499,13 +505,49 @@ static void seq_receive(ErlNifEnv *env, ERL_NIF_TERM label, ERL_NIF_TERM info, i
     enif_mutex_unlock(mu);
 }
 
+/* A listened callback's meta event (see pid_remote): the call carries the
+ * process's token, `token`. A process no trace here knows, or one taken
+ * in so before and back at rest, takes in the request its label names
+ * (RECEIVE, from the token's last sender). A token of someone else's
+ * (tier tracing, a user's) leaves the process idle: the pattern gave it
+ * the flags all the same. Returns 1 when the call is such a take-in. */
+static int remote_take_in(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM token, uint32_t fn, int64_t ts)
+{
+    const ERL_NIF_TERM *t;
+    int arity;
+    if (!enif_get_tuple(env, token, &arity, &t) || arity != 5)
+        return 0;
+    uint32_t n = rtrace_label(env, t[1]);
+    int fresh = pid_roles[pid] == ROLE_NONE;
+    if (!fresh && !(pid_remote[pid] && is_idle(pid)))
+        return 0; /* a process of a trace here, or followed here */
+    set_role(pid, ROLE_FOLLOWED);
+    pid_remote[pid] = 1;
+    pid_pending[pid] = 0;
+    pid_labels[pid] = n;
+    recv_fn[pid] = fn;
+    if (!n)
+        return 1;
+    uint32_t from = enif_is_pid(env, t[3]) ? pid_id(env, t[3]) : KPT_NO_ID;
+    if (room(32)) {
+        put8(KPT_RECEIVE);
+        put32(pid);
+        put32(from);
+        put32(n);
+        put64(ts);
+    } else {
+        count_drop();
+    }
+    return 1;
+}
+
 /* A message sent by a process of a request trace (send's pattern followed
  * its receiver: see kprof_rtrace): sender, receiver, the sender's label. */
 static void send_event(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t ts)
 {
     ERL_NIF_TERM to, token;
     ErlNifPid named;
-    uint32_t label = 0, to_id;
+    uint32_t label = 0, to_id = KPT_NO_ID;
     if (!enif_get_map_value(env, opts, a_extra, &to))
         return;
     if (enif_is_atom(env, to)) { /* Name ! Msg: the pattern gave the flags to its process */
@@ -513,21 +555,30 @@ static void send_event(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t 
             return;
         to = enif_make_pid(env, &named);
     }
-    if (!enif_is_pid(env, to))
-        return;
     if (enif_get_map_value(env, opts, a_match_spec_result, &token))
         label = token_label(env, token);
-    to_id = pid_id(env, to);
+    if (enif_is_pid(env, to)) {
+        to_id = pid_id(env, to);
+        if (to_id == KPT_NO_ID) {
+            count_drop();
+            return;
+        }
+    } else if (!enif_is_tuple(env, to)) {
+        return; /* {Name, Node}: on another node, whose process has no name here */
+    }
     if (to_id != KPT_NO_ID && pid_roles[to_id] != ROLE_MEMBER) {
-        /* the send pattern gave it the flags (the message has a token); it
-         * has a message of a request to take in when the token is kprof's */
-        if (pid_roles[to_id] != ROLE_FOLLOWED)
+        /* the send pattern gave it the flags (the message has a token, and
+         * the receiver is on this node); it has a message of a request to
+         * take in when the token is kprof's */
+        if (pid_roles[to_id] != ROLE_FOLLOWED) {
             pid_labels[to_id] = 0;
+            pid_remote[to_id] = 0;
+        }
         set_role(to_id, ROLE_FOLLOWED);
         if (label && pid_pending[to_id] < UINT16_MAX)
             pid_pending[to_id]++;
     }
-    if (to_id != KPT_NO_ID && room(32)) {
+    if (room(32)) {
         put8(KPT_SEND);
         put32(pid);
         put32(to_id);
@@ -597,6 +648,7 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     } else {
         uint32_t arg = KPT_NO_ID;
         int ends = 0;
+        ERL_NIF_TERM token;
         if (kind == KPT_SPAWN) {
             /* a child of a trace's process, or of a followed one at work
              * for a request, is the request's; an idle one's, idle */
@@ -608,7 +660,13 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
             }
         } else if (kind != KPT_GC_START && kind != KPT_GC_END && kind != KPT_EXIT) {
             arg = mfa_id(env, argv[3]);
+            if (kind == KPT_CALL && enif_get_map_value(env, argv[4], a_match_spec_result, &token))
+                remote_take_in(env, pid, token, arg, ts);
             ends = track_fn(pid, kind, arg);
+            /* a listened callback returns: the request's stretch ends */
+            if (kind == KPT_RETURN_FROM && pid_remote[pid] && pid_roles[pid] == ROLE_FOLLOWED &&
+                pid_labels[pid] && pid_labels[pid] != KPT_NO_ID && arg == recv_fn[pid])
+                ends = 1;
         }
         if (is_idle(pid)) {
             /* an idle followed process's call or spawn: nobody's work */

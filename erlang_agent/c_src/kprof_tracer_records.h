@@ -30,8 +30,9 @@
  *          from here (label 0): it called again the function in which it
  *          took the request's message in (its receive loop)
  *   SEND   (request traces) kind, sender's pid id u32, receiver's pid id
- *          u32, the sender's label u32 (N of its seq_trace token's label
- *          {kprof, N}; 0: another token), ts i64
+ *          u32 (KPT_NO_ID: a name on another node, {Name, Node}), the
+ *          sender's label u32 (N of its seq_trace token's label {kprof, N};
+ *          0: another token), ts i64
  *   RECEIVE (request traces) kind, receiver's pid id u32, sender's pid id
  *          u32 (KPT_NO_ID when it could not be named), label u32 (N), ts
  *          i64: a process of a trace, or one its messages reached, took in

@@ -55,7 +55,8 @@
 %%% Map}' merged with the options of each call; see defaults/0.
 -module(kprof_rtrace).
 
--export([begin_trace/2, end_trace/1, defaults/0, collector_config/0, stop/0]).
+-export([begin_trace/2, end_trace/1, defaults/0, collector_config/0, collector_config/1, stop/0,
+         listen/1]).
 -export([start_external/1, trace_pid/2, trace_calls/1, stop_calls/1, use_nif/1, untrace_self/1]).
 %% spawned
 -export([init/2]).
@@ -175,6 +176,27 @@ collector_config() ->
         Server -> call(Server, collector_config)
     end.
 
+%% @doc As collector_config/0, for a collector that takes the parts other
+%% nodes trace of this node's requests (messages to `Collector', its pid).
+-spec collector_config(pid()) -> [{atom(), term()}].
+collector_config(Collector) when is_pid(Collector) ->
+    case whereis(?MODULE) of
+        undefined -> [];
+        Server -> call(Server, {collector_config, Collector})
+    end.
+
+%% @doc From node `Origin', whose request traces follow their messages:
+%% for the next ?LISTEN_MS, a process of this node that takes in a message
+%% of one of them is traced here too, and its part of the trace goes back
+%% to `Origin' (see listen_spec/1). Starts request tracing here if needed
+%% (its collector, the tracer NIF); `Origin' says it again while it follows.
+-spec listen(node()) -> ok.
+listen(Origin) when is_atom(Origin) ->
+    case ensure_started() of
+        {ok, Server} -> Server ! {listen, Origin}, ok;
+        {error, _} -> ok
+    end.
+
 %% @doc Stops request tracing: every trace ends, patterns and flags are
 %% removed, the collector writes what it has and exits.
 -spec stop() -> ok.
@@ -206,7 +228,7 @@ start_external(Owner) when is_pid(Owner) ->
     case whereis(?MODULE) of
         undefined ->
             case ensure_started({external, node(Owner)}) of
-                {ok, _} -> collector_config();
+                {ok, _} -> collector_config(Owner);
                 {error, _} = E -> E
             end;
         _ ->
@@ -304,7 +326,16 @@ ensure_started(Mode) ->
                 linger :: reference() | undefined, % armed, no trace: see release/1
                 reached = [] :: [pid()] | all,     % see add_reached/2
                 later = [] :: [pid()],             % to untrace, running when asked
-                retry = false :: boolean()}).      % retry_untrace is due
+                retry = false :: boolean(),        % retry_untrace is due
+                %% the collector's pid, for the parts other nodes send
+                collector_pid :: pid() | undefined,
+                %% listening (see listen/1): until when (monotonic ms; 0: not),
+                %% and the meta patterns it set on the servers' callbacks
+                listen_until = 0 :: integer(),
+                listened = [] :: [mfa()],
+                ticking = false :: boolean(),      % listen_tick is due
+                last_trace = 0 :: integer(),       % when a trace here last ended, ms
+                clocks = #{} :: #{node() => {integer(), non_neg_integer(), integer()}}}).
 
 %% `all': every loaded function (no one else had a call pattern); else
 %% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
@@ -322,6 +353,12 @@ ensure_started(Mode) ->
 %% is excluded by a guard in the call's match spec.
 -define(MAX_FOREIGN, 1000).
 -define(MAX_REACHED, 100000).
+-define(MAX_NO, 16#7ffffffe).
+%% Other nodes listen this long after the last {listen, Origin}; it comes
+%% every ?LISTEN_MS div 2 while traces here follow.
+-define(LISTEN_MS, 10000).
+%% How long a node's clock offset, measured for a part, is used again.
+-define(CLOCK_MS, 10000).
 -define(RETRY_MS, 2).
 -define(NIF, {kprof_tracer, []}).
 
@@ -387,6 +424,20 @@ loop(S = #state{settings = Settings}) ->
             loop(finish(Id, S));
         {end_trace, Id} -> % its process cleared its own flags
             loop(finish(Id, false, S));
+        {listen, Origin} when is_atom(Origin) ->
+            loop(listen_on(S));
+        listen_check ->
+            loop(listen_check(S));
+        listen_tick ->
+            loop(listen_tick(S#state{ticking = false}));
+        {rtrace_part_out, No, Origin, Part} when is_atom(Origin) ->
+            %% this node's part of a trace of Origin's, from the collector
+            erlang:send({?MODULE, Origin}, {rtrace_part, No, node(), Part}, [noconnect]),
+            loop(S);
+        {rtrace_part, No, From, Part} when is_atom(From) ->
+            loop(part_in(No, From, Part, S));
+        {clock, Node, Offset, Error, At} ->
+            loop(S#state{clocks = (S#state.clocks)#{Node => {Offset, Error, At}}});
         {linger, Ref} when Ref =:= S#state.linger ->
             loop(disarm(quiet(S#state{linger = undefined})));
         watch ->
@@ -478,7 +529,7 @@ handle({trace_calls, {M, F, A} = MFA}, S = #state{port = Port, session = Session
                     {{error, Why}, S};
                 S0 ->
                     S1 = S0#state{calls = [MFA | S0#state.calls]},
-                    S1#state.guard ! {owned, S1#state.session, S1#state.owned, S1#state.calls},
+                    S1#state.guard ! {owned, S1#state.session, S1#state.owned, metas(S1)},
                     %% the call sets the flags on its process and tells the
                     %% collector (its meta event starts the trace); its
                     %% return ends it
@@ -494,7 +545,7 @@ handle({trace_calls, {M, F, A} = MFA}, S = #state{port = Port, session = Session
 handle({stop_calls, MFA}, S) ->
     stop_meta(MFA, S#state.session, S#state.port),
     S1 = S#state{calls = lists:delete(MFA, S#state.calls)},
-    S1#state.guard ! {owned, S1#state.session, S1#state.owned, S1#state.calls},
+    S1#state.guard ! {owned, S1#state.session, S1#state.owned, metas(S1)},
     case {S1#state.calls, maps:size(S1#state.traces)} of
         {[], 0} -> {ok, release(S1)};
         _ -> {ok, S1}
@@ -511,12 +562,14 @@ handle({use_nif, TcpPort}, S) ->
     case Loaded of
         ok ->
             case try kprof_tracer:connect(TcpPort) catch C:R -> {C, R} end of
-                ok -> {ok, arm_follow(nif_session(S#state{nif = true}))};
+                ok -> {ok, arm_listen(arm_follow(nif_session(S#state{nif = true})))};
                 Other -> {{error, Other}, S}
             end;
         Other ->
             {{error, Other}, S}
     end;
+handle({collector_config, Collector}, S) ->
+    handle(collector_config, S#state{collector_pid = Collector});
 handle(collector_config, S = #state{settings = Settings, tcp_port = TcpPort}) ->
     {[{port, TcpPort}, {dir, unicode:characters_to_binary(maps:get(dir, Settings))},
       {time, erlang:monotonic_time(nanosecond)}], S};
@@ -546,9 +599,12 @@ start_trace(Pid, Settings, S = #state{traces = Traces}) ->
                                       {timeout, Id}),
             T = #trace{id = Id, root = Pid, timer = Timer},
             Bounds = maps:with([max_events, max_duration_ms, max_processes, name], Settings),
-            {{ok, Id, if Follow -> Bounds#{follow => Seq}; true -> Bounds end,
+            %% the label's N: unique in the cluster, as a request's token
+            %% carries it to other nodes, whose own traces have theirs
+            No = erlang:phash2({node(), Seq, erlang:unique_integer()}, ?MAX_NO) + 1,
+            {{ok, Id, if Follow -> Bounds#{follow => No}; true -> Bounds end,
               {S1#state.session, S1#state.port}},
-             S1#state{seq = Seq, traces = Traces#{Id => T}}};
+             listen_tick(S1#state{seq = Seq, traces = Traces#{Id => T}})};
         %% gone, or traced by another tracer since the check
         0 ->
             S2 = case {maps:size(Traces), S1#state.calls} of
@@ -642,7 +698,7 @@ untrace_reached(S) ->
 %% it is scheduled out, and this server with it, and the next trace's
 %% begin_trace/2 behind it. They are tried again ?RETRY_MS later.
 untrace_idle(Pids, #state{session = Session, port = Port}) ->
-    [P || P <- Pids, is_pid(P),
+    [P || P <- Pids, is_pid(P), node(P) =:= node(),
           case process_info(P, status) of
               {status, running} -> true;
               _ -> untrace(P, Session, Port), false % gone: nothing to clear
@@ -661,8 +717,12 @@ retry(S) ->
 stop_meta(MFA, Session, Port) ->
     case {kprof_tracing:shared(Session), kprof_tracing:info(Session, MFA, meta)} of
         {_, {meta, false}} -> 0;
-        {Shared, {meta, Tracer}} when not Shared; Tracer =:= Port ->
-            kprof_tracing:function(Session, MFA, false, [meta]);
+        {false, _} -> kprof_tracing:function(Session, MFA, false, [meta]);
+        {true, {meta, Tracer}} ->
+            case is_kprof_tracer(Tracer, Port) of
+                true -> kprof_tracing:function(Session, MFA, false, [meta]);
+                false -> 0
+            end;
         _ -> 0
     end.
 
@@ -714,7 +774,8 @@ finish(Id, UntraceRoot, S = #state{traces = Traces}) ->
         {#trace{root = Root, timer = Timer}, Rest} ->
             _ = erlang:cancel_timer(Timer),
             _ = UntraceRoot andalso untrace(Root, S#state.session, S#state.port),
-            S1 = untrace_reached(flush(S#state{traces = Rest})),
+            S1 = untrace_reached(flush(S#state{traces = Rest,
+                                               last_trace = erlang:monotonic_time(millisecond)})),
             case {maps:size(Rest), S1#state.calls} of
                 {0, []} -> release(S1);
                 _ -> S1
@@ -822,7 +883,7 @@ arm(S = #state{guard = Guard}, Tracer) ->
     Owned = {Set, OnLoad, false},
     %% the guard learns the set before it is set: killed halfway, this
     %% server leaves nothing the guard does not remove
-    Guard ! {owned, Session, Owned, S#state.calls},
+    Guard ! {owned, Session, Owned, metas(S)},
     OnLoad =/= false andalso kprof_tracing:function(Session, on_load, true, [local]),
     _ = case Set of
         all -> kprof_tracing:function(Session, {'_', '_', '_'}, true, [local]);
@@ -849,7 +910,7 @@ arm_follow(S = #state{armed = true, nif = true, owned = {Set, OnLoad, false}, gu
             S;
         Spec ->
             Owned = {Set, OnLoad, true},
-            Guard ! {owned, Session, Owned, S#state.calls},
+            Guard ! {owned, Session, Owned, metas(S)},
             _ = seq_trace:set_system_tracer(?NIF),
             _ = kprof_tracing:send(Session, Spec),
             S#state{owned = Owned}
@@ -884,9 +945,14 @@ follow_spec(Server, Session, Port) ->
             Names = [N || P <- Foreign, {registered_name, N} <- [process_info(P, registered_name)]],
             Left = [{'=/=', '$1', X} || X <- [Server, ?MODULE | Foreign ++ Names]],
             Body = [{trace, '$1', [], ?FOLLOW_FLAGS}, {message, {get_seq_token}}],
+            %% to another node (a pid, or {Name, Node}): only said, for
+            %% the trace to wait for that node's part
+            Said = [{message, {get_seq_token}}],
             [{['$1', '_'], [{is_pid, '$1'}, {'=:=', {node, '$1'}, {node}}, {is_seq_trace} | Left],
               Body},
-             {['$1', '_'], [{is_atom, '$1'}, {is_seq_trace} | Left], Body}]
+             {['$1', '_'], [{is_atom, '$1'}, {is_seq_trace} | Left], Body},
+             {['$1', '_'], [{is_pid, '$1'}, {is_seq_trace}], Said},
+             {['$1', '_'], [{is_tuple, '$1'}, {is_seq_trace}], Said}]
     end.
 
 following(#state{nif = Nif, owned = {_, _, Follow}}) -> Nif andalso Follow.
@@ -978,6 +1044,8 @@ is_kprofs(_, _, _) -> false.
 %% (tests/bench/rtrace_overhead measures it).
 %% A session of kprof's own whose tracer is the port, now that the NIF
 %% serves, goes at once (see nif_session/1).
+release(S = #state{listen_until = Until}) when Until =/= 0 ->
+    S;
 release(S = #state{settings = Settings, session = Session}) ->
     Stale = not kprof_tracing:shared(Session) andalso kprof_tracing:tracer(Session) =/= tracer(S),
     case maps:get(linger_ms, Settings, 0) of
@@ -996,7 +1064,7 @@ disarm(S = #state{armed = false}) -> S;
 disarm(S = #state{session = Session}) ->
     _ = kprof_tracing:shared(Session) andalso disarm_owned(Session, S#state.owned),
     Closed = kprof_tracing:close(Session),
-    S#state.guard ! {owned, Closed, ?NOTHING_OWNED, S#state.calls},
+    S#state.guard ! {owned, Closed, ?NOTHING_OWNED, metas(S)},
     S#state{armed = false, owned = ?NOTHING_OWNED, session = Closed}.
 
 %% Tracing went quiet (the patterns' linger ended): what following left
@@ -1045,6 +1113,142 @@ disarm_owned(Session, {Set, LoadedThen, false}) ->
 release_seq_tracer() ->
     _ = seq_trace:get_system_tracer() =:= ?NIF andalso seq_trace:set_system_tracer(false),
     ok.
+
+%% The meta patterns kprof set: --mfa's, and listening's.
+metas(#state{calls = Calls, listened = Listened}) -> Calls ++ Listened.
+
+%%% ---------------------------------------------------------------------
+%%% Across nodes
+%%%
+%%% A request's token crosses distribution by itself. While traces here
+%%% follow their messages, this server tells every other node where the
+%%% kprof application is to listen (listen/1, again every ?LISTEN_MS div 2).
+%%% A listening node arms what a trace arms (its collector and tracer NIF
+%%% too) and a meta pattern on the callbacks of every loaded gen_server
+%%% (?CALLBACKS): a process that calls one with a token gets the follow
+%%% flags there and then (the pattern's trace/3), and the NIF learns from
+%%% the meta event, which carries the token, that it took in a message of
+%%% the trace the token's label names; its stretch ends when the callback
+%%% returns. The listening node's collector sends its part (its processes'
+%%% stacks and times, in its clock) through its server to this one, which
+%%% gives it to this node's collector with the offset between the two
+%%% clocks (see clock/1); the trace is written with every part.
+
+-define(CALLBACKS, [{handle_call, 3}, {handle_cast, 2}, {handle_info, 2}]).
+
+%% Another node's traces follow: listen until ?LISTEN_MS from now.
+listen_on(S = #state{listen_until = Until}) ->
+    Now = erlang:monotonic_time(millisecond),
+    Until =:= 0 andalso erlang:send_after(?LISTEN_MS, self(), listen_check),
+    arm_listen(S#state{listen_until = Now + ?LISTEN_MS}).
+
+listening(#state{listen_until = Until}) -> Until =/= 0.
+
+%% Arms listening once the NIF serves (it is the meta tracer and the system
+%% seq tracer); until then, nothing.
+arm_listen(S = #state{nif = true, listened = []}) ->
+    case listening(S) of
+        false -> S;
+        true ->
+            S1 = #state{session = Session} = arm(S),
+            Flags = kprof_tracing:action_flags(Session, ?FOLLOW_FLAGS),
+            MS = [{'_', [{is_seq_trace}],
+                   [{trace, [], Flags}, {message, {get_seq_token}}, {return_trace}]}],
+            %% a meta pattern someone else set stays theirs (a function
+            %% with none answers {meta, []} once the local patterns are set)
+            MFAs = [{M, F, A} || M <- erlang:loaded(), {F, A} <- ?CALLBACKS,
+                                 erlang:function_exported(M, F, A),
+                                 kprof_tracing:info(Session, {M, F, A}, meta_match_spec) =:=
+                                     {meta_match_spec, false}],
+            S2 = S1#state{listened = MFAs},
+            S2#state.guard ! {owned, Session, S2#state.owned, metas(S2)},
+            _ = [kprof_tracing:function(Session, MFA, MS, [meta]) || MFA <- MFAs],
+            S2
+    end;
+arm_listen(S) ->
+    S.
+
+%% Past the last listen/1 by ?LISTEN_MS: the meta patterns go, and the rest
+%% with the last trace here.
+listen_check(S = #state{listen_until = Until}) ->
+    Now = erlang:monotonic_time(millisecond),
+    case Now >= Until of
+        false ->
+            erlang:send_after(Until - Now, self(), listen_check),
+            S;
+        true ->
+            _ = [stop_meta(MFA, S#state.session, S#state.port) || MFA <- S#state.listened],
+            S1 = S#state{listen_until = 0, listened = []},
+            S1#state.guard ! {owned, S1#state.session, S1#state.owned, metas(S1)},
+            case {maps:size(S1#state.traces), S1#state.calls} of
+                {0, []} -> release(S1);
+                _ -> S1
+            end
+    end.
+
+%% While traces here follow (running, or ended less than ?LISTEN_MS div 2
+%% ago): the other nodes where kprof is listen. Only this node's own traces
+%% count: two nodes that listen to each other would keep each other
+%% listening. Asked from a process of its own: a node that does not answer
+%% holds up nothing.
+listen_tick(S = #state{ticking = false, last_trace = Last}) ->
+    Recent = maps:size(S#state.traces) > 0 orelse
+        erlang:monotonic_time(millisecond) - Last < ?LISTEN_MS div 2,
+    case Recent andalso following(S) of
+        true ->
+            Origin = node(),
+            _ = spawn(fun() -> tell_nodes(Origin) end),
+            erlang:send_after(?LISTEN_MS div 2, self(), listen_tick),
+            S#state{ticking = true};
+        false ->
+            S
+    end;
+listen_tick(S) ->
+    S.
+
+tell_nodes(Origin) ->
+    [erpc:cast(N, ?MODULE, listen, [Origin])
+     || N <- nodes(),
+        (try erpc:call(N, code, ensure_loaded, [?MODULE], 2000) catch _:_ -> error end)
+            =:= {module, ?MODULE}],
+    ok.
+
+%% Node `From''s part of trace `No': to the collector, with the offset of
+%% From's clock to this node's (measured in a process of its own, and kept
+%% ?CLOCK_MS).
+part_in(_, _, _, S = #state{collector_pid = undefined}) ->
+    S;
+part_in(No, From, Part, S = #state{collector_pid = Collector, clocks = Clocks}) ->
+    Now = erlang:monotonic_time(millisecond),
+    Kept = case Clocks of
+               #{From := {Offset, Error, At}} when Now - At < ?CLOCK_MS -> {Offset, Error};
+               _ -> none
+           end,
+    Server = self(),
+    _ = spawn(fun() ->
+                      {Offset1, Error1} = case Kept of
+                                              none -> clock(From);
+                                              _ -> Kept
+                                          end,
+                      Kept =:= none andalso (Server ! {clock, From, Offset1, Error1, Now}),
+                      Collector ! {rtrace_part, No, From, Part, Offset1, Error1}
+              end),
+    S.
+
+%% {Offset, Error}: node `Node''s monotonic time minus this node's, in ns,
+%% within +-Error: the best of three round trips (half of the shortest).
+clock(Node) ->
+    Rounds = [begin
+                  T0 = erlang:monotonic_time(nanosecond),
+                  Remote = try erpc:call(Node, erlang, monotonic_time, [nanosecond], 1000)
+                           catch _:_ -> undefined end,
+                  T1 = erlang:monotonic_time(nanosecond),
+                  {T1 - T0, Remote, T0}
+              end || _ <- [1, 2, 3]],
+    case lists:sort([R || R = {_, Remote, _} <- Rounds, is_integer(Remote)]) of
+        [{Rtt, Remote, T0} | _] -> {Remote - (T0 + Rtt div 2), Rtt div 2};
+        [] -> {0, 0}
+    end.
 
 -spec shutdown(#state{}) -> no_return().
 shutdown(S = #state{traces = Traces, calls = Calls, port = Port, session = Session}) ->

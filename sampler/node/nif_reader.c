@@ -236,13 +236,14 @@ static long read_send(kp_nif_reader *s, const unsigned char *p, size_t n, kp_eve
     if (n < KPT_SEND_SIZE)
         return 0;
     uint32_t from = u32(p + 1), to = u32(p + 5);
-    if (from >= KPT_MAX_IDS || to >= KPT_MAX_IDS)
+    if (from >= KPT_MAX_IDS || (to >= KPT_MAX_IDS && to != KPT_NO_ID))
         return -1;
     kp_trace_event ev;
     memset(&ev, 0, sizeof ev);
     ev.kind = KP_TRACE_SEND;
     ev.pid = s->pids[from];
-    ev.child = s->pids[to];
+    if (to != KPT_NO_ID) /* else a name on another node: child.node is "" */
+        ev.child = s->pids[to];
     ev.trace_no = u32(p + 9);
     ev.ts_ns = i64(p + 13);
     return on_event(ctx, &ev) == 0 ? KPT_SEND_SIZE : -1;

@@ -49,7 +49,9 @@ typedef struct {
     erlang_pid pid;
     char module[256], function[256]; /* CALL, RETURN_TO, RETURN_FROM */
     unsigned arity;
-    erlang_pid child; /* SPAWN; SEND: the receiver; RECEIVE: the sender (node "": unknown) */
+    /* SPAWN: the child; SEND: the receiver (node "": a name on another
+     * node); RECEIVE: the sender (node "": unknown) */
+    erlang_pid child;
     /* LABEL, SEND: the request trace the process's seq_trace token is for
      * (N of its label {kprof, N}; 0: none); BEGIN: the trace's own N (0:
      * its messages are not followed) */

@@ -65,6 +65,11 @@ size_t kp_rtrace_running(const kp_rtrace *rtrace)
     return n;
 }
 
+/* How long a trace whose messages went to other nodes waits, past its end,
+ * for their parts (they come when the processes there are back in their
+ * loops, through two nodes' servers). */
+#define PART_GRACE_NS 500000000LL
+
 /* Trace `k` ends: the handler writes it, the processes following took in
  * for it alone go, and so does the trace. */
 static void finish(kp_rtrace *rtrace, uint32_t k)
@@ -81,10 +86,19 @@ static void finish(kp_rtrace *rtrace, uint32_t k)
                         .root = t->root,
                         .cut = kp_rtrace_cut_name(t->cut),
                         .links = t->links,
-                        .n_links = t->n_links};
+                        .n_links = t->n_links,
+                        .clocks = t->clocks,
+                        .n_clocks = t->n_clocks};
     kp_rtrace_follow_release(rtrace, k);
     if (rtrace->h.on_done) {
-        kp_rtrace_done done = {.id = t->id, .pids = t->pids, .n_pids = t->n_pids, .data = &d};
+        kp_rtrace_done done = {.id = t->id,
+                               .pids = t->pids,
+                               .n_pids = t->n_pids,
+                               .data = &d,
+                               .origin = t->origin[0] ? t->origin : NULL,
+                               .no = t->no,
+                               .remote_in = t->remote_in,
+                               .n_remote_in = t->n_remote_in};
         rtrace->h.on_done(rtrace->h.ctx, &done);
     }
     if (rtrace->h.on_reached && (rtrace->n_reached || rtrace->reached_all))
@@ -145,6 +159,41 @@ static int open_trace(kp_rtrace *rtrace, const char *id, const erlang_pid *pid, 
     return 0;
 }
 
+/* A process here took in a message of trace `no` of another node (ev->child
+ * is its sender there) that no trace here knows: this node's part of it
+ * begins, with that process taken in. 0, or -1. */
+static int open_part(kp_rtrace *rtrace, const kp_trace_event *ev)
+{
+    uint32_t k = 0, other;
+    while (k < MAX_TRACES && rtrace->traces[k].used)
+        k++;
+    if (k == MAX_TRACES || kp_u64_map_get(&rtrace->by_no, ev->trace_no, &other))
+        return -1;
+    trace *t = &rtrace->traces[k];
+    memset(t, 0, sizeof *t);
+    snprintf(t->id, sizeof t->id, "%u", ev->trace_no);
+    snprintf(t->origin, sizeof t->origin, "%.255s", ev->child.node); /* an atom: 255 at most */
+    t->used = 1;
+    t->root = ev->pid;
+    t->start = t->last = ev->ts_ns;
+    t->max_events = rtrace->o.max_events;
+    t->max_duration_ns = rtrace->o.max_duration_ms * 1000000;
+    t->max_followed = rtrace->o.max_processes;
+    t->stacks = kp_stacks_create();
+    proc *p = t->stacks ? kp_rtrace_new_proc(rtrace, &ev->pid, ev->ts_ns, RUNNING) : NULL;
+    if (!p || kp_u64_map_put(&rtrace->by_no, ev->trace_no, k) != 0) {
+        if (p)
+            kp_rtrace_remove_proc(rtrace, &ev->pid);
+        kp_rtrace_trace_free(t);
+        return -1;
+    }
+    t->no = ev->trace_no;
+    p->followed = 1;
+    kp_rtrace_take_in(t, p, &ev->pid);
+    kp_rtrace_note_reached(rtrace, &ev->pid); /* its flags go with the others' */
+    return 0;
+}
+
 int kp_rtrace_open(kp_rtrace *rtrace, const char *id, const erlang_pid *pid, int64_t ts_ns)
 {
     return open_trace(rtrace, id, pid, ts_ns, 0, 0, 0, 0, 0);
@@ -166,6 +215,10 @@ void kp_rtrace_sweep(kp_rtrace *rtrace, int64_t now_ns)
 {
     for (uint32_t k = 0; k < MAX_TRACES; k++) {
         trace *t = &rtrace->traces[k];
+        if (t->used && t->ending && now_ns >= t->end_by) {
+            finish(rtrace, k);
+            continue;
+        }
         /* a second of grace: the node's own timer stops the trace first */
         if (t->used && !t->untimed &&
             kp_rtrace_longer_than(now_ns - t->start, t->max_duration_ns + 1000000000)) {
@@ -237,8 +290,14 @@ int kp_rtrace_event(kp_rtrace *rtrace, const kp_trace_event *ev)
         kp_rtrace_follow_send(rtrace, ev);
         return 0;
     }
-    if (ev->kind == KP_TRACE_RECEIVE)
+    if (ev->kind == KP_TRACE_RECEIVE) {
+        uint32_t known;
+        if (ev->child.node[0] && strcmp(ev->child.node, ev->pid.node) != 0 &&
+            !kp_rtrace_proc_of(rtrace, &ev->pid) &&
+            !kp_u64_map_get(&rtrace->by_no, ev->trace_no, &known) && open_part(rtrace, ev) != 0)
+            return 0; /* no room for it: its part is lost */
         return kp_rtrace_follow_receive(rtrace, ev);
+    }
     proc *p = kp_rtrace_proc_of(rtrace, &ev->pid);
     uint32_t k;
     if (p && p->followed) {
@@ -277,8 +336,14 @@ int kp_rtrace_event(kp_rtrace *rtrace, const kp_trace_event *ev)
             kp_rtrace_remove_proc(rtrace, &ev->pid);
         break;
     case KP_TRACE_END:
-        if (strcmp(ev->id, t->id) == 0)
+        if (strcmp(ev->id, t->id) == 0 && t->remote) {
+            /* its messages went to other nodes: written once their parts
+             * are in, or at the latest PART_GRACE_NS from here */
+            t->ending = 1;
+            t->end_by = ev->ts_ns + PART_GRACE_NS;
+        } else if (strcmp(ev->id, t->id) == 0) {
             finish(rtrace, k);
+        }
         break;
     default: kp_rtrace_set_state(p, ev->kind); break;
     }

@@ -39,12 +39,27 @@
 
 typedef struct kp_rtrace kp_rtrace;
 
+/* A message of the trace that a process of it took in from a process on
+ * another node (a reply from a server there): its arrow is drawn once that
+ * node's part is in. */
+typedef struct {
+    uint32_t to; /* the receiver's pseudo-frame */
+    erlang_pid from;
+    int64_t ts;
+} kp_rtrace_remote_in;
+
 /* A trace that ended, complete or cut; valid during on_done. */
 typedef struct {
     const char *id;
     const erlang_pid *pids; /* every process of the trace, the one that began it first */
     size_t n_pids;
     kp_rtrace_data *data; /* what the trace's writer writes (rtrace/files.h) */
+    /* a part (see kp_rtrace_part_encode): the node whose trace it is part
+     * of, and its number there; NULL for a trace of this node's */
+    const char *origin;
+    uint32_t no;
+    const kp_rtrace_remote_in *remote_in; /* messages taken in from other nodes */
+    size_t n_remote_in;
 } kp_rtrace_done;
 
 typedef struct {

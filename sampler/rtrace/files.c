@@ -40,7 +40,8 @@ static uint32_t pid_number(const kp_frames *frames, uint32_t pid_frame)
 {
     size_t len;
     const char *s = kp_frames_symbol(frames, pid_frame, &len);
-    return (uint32_t)strtoul(s + 3, NULL, 10); /* "<0.N.S>" */
+    const char *at = memchr(s, '<', len); /* "<0.N.S>", or another node's "NODE:<0.N.S>" */
+    return at && (size_t)(at - s) + 3 < len ? (uint32_t)strtoul(at + 3, NULL, 10) : 0;
 }
 
 kp_status kp_rtrace_write_perf(kp_rtrace_data *t, const char *path)

@@ -28,6 +28,13 @@ typedef struct {
     int message; /* 0: a spawn */
 } kp_rtrace_link;
 
+/* How far another node's clock is from this one's, for its part. */
+typedef struct {
+    char name[256];
+    int64_t offset_ns; /* its monotonic time minus this node's */
+    int64_t error_ns;  /* within +- this */
+} kp_rtrace_clock;
+
 typedef struct {
     const kp_frames *frames;
     const kp_stacks *stacks;
@@ -40,6 +47,10 @@ typedef struct {
     const char *cut;             /* why the trace was cut, or NULL */
     const kp_rtrace_link *links; /* spawns and messages, for the timeline's flow arrows */
     size_t n_links;
+    /* the other nodes whose parts are in (their processes' frames are
+     * named NODE:<0.N.S>), with how their clocks were aligned */
+    const kp_rtrace_clock *clocks;
+    size_t n_clocks;
 } kp_rtrace_data;
 
 /* The folded file at `path`: each stack with its microseconds (at least 1,

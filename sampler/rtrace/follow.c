@@ -2,9 +2,9 @@
  * reach are taken in by its trace (at most max_processes of them), and their
  * time goes to the trace whose message they took in, until they are back in
  * their receive loop (see rtrace/collect.h). */
-#include <string.h>
-
 #include "rtrace/follow.h"
+
+#include <string.h>
 
 #include "kp/alloc.h"
 
@@ -29,7 +29,7 @@ static int working_for(kp_rtrace *rtrace, const proc *p, const erlang_pid *pid)
 
 /* Whether trace `k` holds `pid` now, or takes it in within its bound; `p`
  * counts the traces that hold it. */
-static int take_in(trace *t, proc *p, const erlang_pid *pid)
+int kp_rtrace_take_in(trace *t, proc *p, const erlang_pid *pid)
 {
     if (follows(t, pid))
         return 1;
@@ -50,7 +50,7 @@ static int take_in(trace *t, proc *p, const erlang_pid *pid)
 
 /* The receivers of SEND events since the last on_reached: the send pattern
  * gave them the trace flags. */
-static void note_reached(kp_rtrace *rtrace, const erlang_pid *pid)
+void kp_rtrace_note_reached(kp_rtrace *rtrace, const erlang_pid *pid)
 {
     uint32_t seen;
     if (rtrace->reached_all || kp_u64_map_get(&rtrace->reached_set, pack(pid), &seen))
@@ -87,13 +87,19 @@ static int works_for(kp_rtrace *rtrace, const proc *s, const erlang_pid *pid, ui
 void kp_rtrace_follow_send(kp_rtrace *rtrace, const kp_trace_event *ev)
 {
     uint32_t k;
-    note_reached(rtrace, &ev->child);
+    int here = ev->child.node[0] && strcmp(ev->child.node, ev->pid.node) == 0;
+    if (here) /* a process on another node got no flags */
+        kp_rtrace_note_reached(rtrace, &ev->child);
     if (!ev->trace_no || !kp_u64_map_get(&rtrace->by_no, ev->trace_no, &k))
         return;
     trace *t = &rtrace->traces[k];
     proc *s = kp_rtrace_proc_of(rtrace, &ev->pid);
     if (!s || t->cut || !works_for(rtrace, s, &ev->pid, k))
         return;
+    if (!here) {
+        t->remote = 1; /* to another node: the trace waits for its part */
+        return;
+    }
     uint32_t from = s->frames[0]; /* s moves if new_proc grows the slots */
     proc *r = kp_rtrace_proc_of(rtrace, &ev->child);
     if (r && !r->followed && r->trace != k)
@@ -104,7 +110,7 @@ void kp_rtrace_follow_send(kp_rtrace *rtrace, const kp_trace_event *ev)
             return;
         r->followed = 1;
     }
-    if (r->followed && !take_in(t, r, &ev->child)) {
+    if (r->followed && !kp_rtrace_take_in(t, r, &ev->child)) {
         if (!r->holders)
             kp_rtrace_remove_proc(rtrace, &ev->child);
         return;
@@ -148,6 +154,24 @@ static int relabel(kp_rtrace *rtrace, proc *p, const erlang_pid *pid, uint32_t l
     return 0;
 }
 
+/* A message from another node's process, taken in by a process of the
+ * trace: kept for the arrow from that process once its node's part is in.
+ * 0, or -1 when out of memory. */
+static int remote_in(trace *t, uint32_t to, const kp_trace_event *ev)
+{
+    if (t->n_remote_in == t->cap_remote_in) {
+        size_t cap = t->cap_remote_in ? t->cap_remote_in * 2 : 8;
+        kp_rtrace_remote_in *r =
+            cap <= MAX_LINKS ? kp_realloc_array(t->remote_in, cap, sizeof *r) : NULL;
+        if (!r)
+            return cap <= MAX_LINKS ? -1 : 0; /* past MAX_LINKS the arrow is left out */
+        t->remote_in = r;
+        t->cap_remote_in = cap;
+    }
+    t->remote_in[t->n_remote_in++] = (kp_rtrace_remote_in){to, ev->child, ev->ts_ns};
+    return 0;
+}
+
 int kp_rtrace_follow_receive(kp_rtrace *rtrace, const kp_trace_event *ev)
 {
     uint32_t k;
@@ -162,6 +186,8 @@ int kp_rtrace_follow_receive(kp_rtrace *rtrace, const kp_trace_event *ev)
     } else if (p->trace != k) {
         return 0;
     }
+    if (ev->child.node[0] && strcmp(ev->child.node, ev->pid.node) != 0)
+        return remote_in(&rtrace->traces[k], p->frames[0], ev);
     arrow_in(rtrace, p, k, ev);
     return 0;
 }
@@ -182,12 +208,33 @@ void kp_rtrace_follow_release(kp_rtrace *rtrace, uint32_t k)
         kp_u64_map_del(&rtrace->by_no, t->no);
 }
 
+/* Whether a process trace `k` took in works for it now. */
+static int anyone_working(kp_rtrace *rtrace, uint32_t k)
+{
+    trace *t = &rtrace->traces[k];
+    for (size_t f = 0; f < t->n_followed; f++) {
+        proc *p = kp_rtrace_proc_of(rtrace, &t->followed[f]);
+        if (p && p->followed && working_for(rtrace, p, &t->followed[f]) == (int)k)
+            return 1;
+    }
+    return 0;
+}
+
 /* An event of a followed process: its stack and state always follow it;
  * its time goes to the trace it works for, if any. */
 int kp_rtrace_follow_event(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev, uint32_t *cut)
 {
-    if (ev->kind == KP_TRACE_LABEL)
-        return relabel(rtrace, p, &ev->pid, ev->trace_no, ev->ts_ns);
+    if (ev->kind == KP_TRACE_LABEL) {
+        int k = working_for(rtrace, p, &ev->pid);
+        if (relabel(rtrace, p, &ev->pid, ev->trace_no, ev->ts_ns) != 0)
+            return -1;
+        /* a part whose processes are all back in their loops is done */
+        if (k >= 0 && rtrace->traces[k].origin[0] && !anyone_working(rtrace, (uint32_t)k)) {
+            *cut = (uint32_t)k;
+            return 1;
+        }
+        return 0;
+    }
     if (!ev->ts_ns)
         return 0;
     int k = working_for(rtrace, p, &ev->pid);

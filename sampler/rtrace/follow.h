@@ -11,9 +11,14 @@ void kp_rtrace_follow_send(kp_rtrace *rtrace, const kp_trace_event *ev);
 /* A RECEIVE: a followed process works for the trace from here; the
  * message's arrow ends here. 0, or -1 when out of memory. */
 int kp_rtrace_follow_receive(kp_rtrace *rtrace, const kp_trace_event *ev);
+/* `pid` got the trace flags from kprof (listed for on_reached). */
+void kp_rtrace_note_reached(kp_rtrace *rtrace, const erlang_pid *pid);
+/* Trace `t` takes in `pid` (slot `p`), within its bound: 1, else 0. */
+int kp_rtrace_take_in(trace *t, proc *p, const erlang_pid *pid);
 /* An event (LABEL included) of a process taken in by following. Returns 0,
- * -1 when out of memory, or 1 when trace `*cut` is to end now, cut (see
- * kp_rtrace_timed_event; `p` may go with it). */
+ * -1 when out of memory, or 1 when trace `*cut` is to end now: cut (see
+ * kp_rtrace_timed_event), or a part whose processes are all back in their
+ * loops (`p` may go with it). */
 int kp_rtrace_follow_event(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev, uint32_t *cut);
 /* Trace `k` ends: its followed processes no other trace holds go. */
 void kp_rtrace_follow_release(kp_rtrace *rtrace, uint32_t k);

@@ -29,6 +29,7 @@
 #include "node/term.h"
 #include "node/trace_port.h"
 #include "rtrace/collect.h"
+#include "rtrace/part.h"
 
 typedef struct {
     const kp_rtrace_run_options *o;
@@ -46,9 +47,50 @@ typedef struct {
 
 /* A trace ended: writes its files, then asks kprof_rtrace to clear the
  * flags of its processes (its root's are cleared by the root itself). */
+/* This node's part of another node's trace: to the server, which sends it
+ * there ({rtrace_part_out, No, Origin, Part}). */
+static void send_part(run *r, const kp_rtrace_done *done)
+{
+    ei_x_buff x;
+    ei_x_new_with_version(&x);
+    if (ei_x_encode_tuple_header(&x, 4) == 0 && ei_x_encode_atom(&x, "rtrace_part_out") == 0 &&
+        ei_x_encode_ulong(&x, done->no) == 0 && ei_x_encode_atom(&x, done->origin) == 0 &&
+        kp_rtrace_part_encode(done, &x) == 0)
+        ei_reg_send(&r->node.ec, r->node.fd, "kprof_rtrace", x.buff, x.index);
+    else
+        kp_warn("out of memory: the part of trace %u of %s is lost", done->no, done->origin);
+    ei_x_free(&x);
+}
+
+/* {rtrace_part, No, From, Part, Offset, Error} from the server: node From's
+ * part of trace No, merged into it (see rtrace/part.h); anything else is
+ * not for this collector. */
+static void take_part(run *r, const char *buf, int len)
+{
+    int i = 0, version, arity;
+    char tag[MAXATOMLEN], from[MAXATOMLEN_UTF8];
+    unsigned long no;
+    long long offset = 0, error = 0;
+    if (len < 0 || kp_term_check(buf, (size_t)len) != 0 ||
+        ei_decode_version(buf, &i, &version) != 0 || ei_decode_tuple_header(buf, &i, &arity) != 0 ||
+        arity != 6 || ei_decode_atom(buf, &i, tag) != 0 || strcmp(tag, "rtrace_part") != 0 ||
+        ei_decode_ulong(buf, &i, &no) != 0 || ei_decode_atom(buf, &i, from) != 0)
+        return;
+    int part = i;
+    if (ei_skip_term(buf, &i) != 0 || ei_decode_longlong(buf, &i, &offset) != 0 ||
+        ei_decode_longlong(buf, &i, &error) != 0 || i > len)
+        return;
+    if (kp_rtrace_merge_part(r->rtrace, (uint32_t)no, from, offset, error, buf, &part) < 0)
+        kp_warn("the part %s sent of trace %lu is malformed; the trace goes without it", from, no);
+}
+
 static void on_done(void *ctx, const kp_rtrace_done *done)
 {
     run *r = ctx;
+    if (done->origin) {
+        send_part(r, done);
+        return;
+    }
     char folded[4400], why[4600] = "";
     if (kp_rtrace_write_files(done->data, r->dir, done->id, folded, sizeof folded, why,
                               sizeof why) == KP_OK) {
@@ -337,6 +379,8 @@ static int loop(run *r, int64_t deadline)
             ei_x_buff x;
             ei_x_new(&x);
             int rc = ei_xreceive_msg_tmo(r->node.fd, &msg, &x, 10);
+            if (rc == ERL_MSG && (msg.msgtype == ERL_SEND || msg.msgtype == ERL_REG_SEND))
+                take_part(r, x.buff, x.index);
             ei_x_free(&x);
             if (rc == ERL_ERROR && erl_errno != ETIMEDOUT && erl_errno != EAGAIN)
                 return -2;
@@ -384,6 +428,8 @@ static int start_session(run *r, char *err, size_t err_len)
 {
     ei_x_buff args;
     ei_x_new(&args);
+    ei_x_encode_list_header(&args, 1); /* this collector takes other nodes' parts */
+    ei_x_encode_pid(&args, &r->node.self);
     ei_x_encode_empty_list(&args);
     int rc = config_call(r, "kprof_rtrace", "collector_config", &args, err, err_len);
     ei_x_free(&args);

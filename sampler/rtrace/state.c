@@ -17,6 +17,8 @@ void kp_rtrace_trace_free(trace *t)
     kp_free(t->iv);
     kp_free(t->pids);
     kp_free(t->links);
+    kp_free(t->remote_in);
+    kp_free(t->clocks);
     memset(t, 0, sizeof *t);
 }
 
@@ -134,7 +136,7 @@ int kp_rtrace_account(kp_rtrace *rtrace, proc *p, trace *t, int64_t ts)
     }
     int64_t dt = ts - p->last;
     p->last = ts;
-    if (dt <= 0 || t->cut)
+    if (dt <= 0 || t->cut || t->ending)
         return 0;
     uint32_t ids[1024];
     size_t n = p->depth;
@@ -255,8 +257,12 @@ int kp_rtrace_push(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev)
 int kp_rtrace_pop_to(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev)
 {
     uint32_t id;
-    if (!ev->module[0] || machinery(ev))
+    if (!ev->module[0])
         return 0;
+    if (machinery(ev)) { /* back in kprof's code, below the request's: none of its frames */
+        p->depth = 1;
+        return 0;
+    }
     if (frame_of(rtrace, ev, &id) != 0)
         return -1;
     size_t at = p->depth;

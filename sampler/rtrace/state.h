@@ -39,6 +39,16 @@ typedef struct {
     kp_rtrace_link *links; /* its spawns and messages (at most MAX_LINKS kept) */
     size_t n_links, cap_links;
     uint32_t no; /* N of its processes' token label {kprof, N}; 0: not followed */
+    /* a part: this node's processes' work for a trace of node `origin`
+     * (its requests's messages reached them); "" for a trace begun here */
+    char origin[256];
+    int remote;     /* its messages went to other nodes: it waits for their parts */
+    int ending;     /* its end came; it is finished at end_by, its parts in */
+    int64_t end_by; /* node time */
+    kp_rtrace_remote_in *remote_in;
+    size_t n_remote_in, cap_remote_in;
+    kp_rtrace_clock *clocks; /* of the nodes whose parts are in */
+    size_t n_clocks;
     uint64_t max_followed;
     erlang_pid *followed; /* processes its messages reached, taken in */
     size_t n_followed, cap_followed;

@@ -30,6 +30,7 @@ typedef struct {
     const kp_rtrace_data *t;
     kp_buf *out;
     uint32_t lane;
+    unsigned node;   /* the lane's node: its "pid" (1: this node, 2...: t->clocks') */
     int64_t min_dur; /* shorter slices are left out: their time stays in their parent */
     kp_status st;
     kp_buf name; /* a frame's name, decoded */
@@ -64,10 +65,27 @@ static void frame_name(writer *w, const char *symbol, size_t len)
     string(w, w->name.data, w->name.len);
 }
 
+/* The node of a process frame: 1 for this node's "<0.N.S>", 2 + k for
+ * "NODE:<0.N.S>" of t->clocks[k]'s node (another node's part). */
+static unsigned node_of(const kp_rtrace_data *t, uint32_t pid_frame)
+{
+    size_t len;
+    const char *s = kp_frames_symbol(t->frames, pid_frame, &len);
+    const char *at = memchr(s, '<', len);
+    if (!at || at == s || at[-1] != ':')
+        return 1;
+    size_t n = (size_t)(at - s) - 1;
+    for (size_t k = 0; k < t->n_clocks; k++)
+        if (strlen(t->clocks[k].name) == n && memcmp(t->clocks[k].name, s, n) == 0)
+            return (unsigned)k + 2;
+    return 1;
+}
+
+/* "pid":NODE,"tid":LANE of the lane being written */
 static void lane_number(writer *w)
 {
-    char n[32];
-    snprintf(n, sizeof n, "%u", w->lane);
+    char n[64];
+    snprintf(n, sizeof n, "%u,\"tid\":%u", w->node, w->lane);
     text(w, n);
 }
 
@@ -80,7 +98,7 @@ static void slice(writer *w, uint32_t frame, int64_t start, int64_t end)
     const char *name = kp_frames_symbol(w->t->frames, frame, &len);
     int sleep = len == 5 && memcmp(name, "sleep", 5) == 0;
     int gc = len == 18 && memcmp(name, "garbage_collection", 18) == 0;
-    text(w, ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":");
+    text(w, ",\n{\"ph\":\"X\",\"pid\":");
     lane_number(w);
     text(w, ",\"ts\":");
     us(w, start - w->t->start);
@@ -101,7 +119,8 @@ static void lane(writer *w, const kp_rtrace_interval *iv, size_t n)
     size_t depth = 0;
     size_t len;
     const char *name = kp_frames_symbol(w->t->frames, iv[0].pid_frame, &len);
-    text(w, ",\n{\"ph\":\"M\",\"pid\":1,\"tid\":");
+    w->node = node_of(w->t, iv[0].pid_frame);
+    text(w, ",\n{\"ph\":\"M\",\"pid\":");
     lane_number(w);
     text(w, ",\"name\":\"thread_name\",\"args\":{\"name\":");
     frame_name(w, name, len);
@@ -150,9 +169,10 @@ static void arrow(writer *w, const uint32_t *lanes, size_t k)
     if (!from || !to) /* a process with no time in the trace has no lane */
         return;
     for (int end = 0; end < 2; end++) {
-        char head[96];
-        snprintf(head, sizeof head, ",\n{\"ph\":\"%s\",\"id\":%zu,\"pid\":1,\"tid\":%zu,\"ts\":",
-                 end ? "f\",\"bp\":\"e" : "s", k + 1, (size_t)((end ? to : from) - lanes) + 1);
+        char head[128];
+        const uint32_t *at = end ? to : from;
+        snprintf(head, sizeof head, ",\n{\"ph\":\"%s\",\"id\":%zu,\"pid\":%u,\"tid\":%zu,\"ts\":",
+                 end ? "f\",\"bp\":\"e" : "s", k + 1, node_of(w->t, *at), (size_t)(at - lanes) + 1);
         text(w, head);
         us(w, (end ? l->ts_to : l->ts) - w->t->start);
         text(w, l->message ? ",\"cat\":\"message\",\"name\":\"message\"}"
@@ -186,6 +206,18 @@ kp_status kp_rtrace_write_timeline(const kp_rtrace_data *t, const char *path, co
     snprintf(title, sizeof title, "request trace %s", id);
     string(&w, title, strlen(title));
     text(&w, "}}");
+    /* a process ("pid") per other node whose part is in, its clock's error */
+    for (size_t k = 0; k < t->n_clocks; k++) {
+        char head[64], name[400];
+        snprintf(head, sizeof head, ",\n{\"ph\":\"M\",\"pid\":%zu,\"name\":\"process_name\",",
+                 k + 2);
+        text(&w, head);
+        text(&w, "\"args\":{\"name\":");
+        snprintf(name, sizeof name, "%s (clock aligned within %.1f us)", t->clocks[k].name,
+                 (double)t->clocks[k].error_ns / 1000.0);
+        string(&w, name, strlen(name));
+        text(&w, "}}");
+    }
     /* lanes[i]: the pid frame of lane i + 1, ascending as the sort made them */
     uint32_t *lanes = t->n_iv ? kp_realloc_array(NULL, t->n_iv, sizeof *lanes) : NULL;
     if (t->n_iv && !lanes)

@@ -16,6 +16,7 @@
 
 #include "format_check.h"
 #include "rtrace/collect.h"
+#include "rtrace/part.h"
 
 #define US 1000LL
 
@@ -471,6 +472,90 @@ static void a_server_two_traces_hold_goes_with_the_last(void **state)
     assert_string_equal(slurp(f->written[2]), "<0.30.0> 600\n<0.70.0> 10\n");
 }
 
+/* Across nodes: node B's collector makes its part of a trace of node A
+ * (n@h) that its process took a message of; A's collector merges it, its
+ * clock 5 ms ahead, into the trace, which waited for it past its end. */
+static erlang_pid pid_on(unsigned num, const char *node)
+{
+    erlang_pid p = pid(num);
+    snprintf(p.node, sizeof p.node, "%s", node);
+    return p;
+}
+
+static void ev_to(kp_rtrace *rtrace, kp_trace_event_kind kind, erlang_pid p, erlang_pid child,
+                  uint32_t no, const char *mfa, int64_t ts)
+{
+    kp_trace_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = kind;
+    e.pid = p;
+    e.child = child;
+    e.trace_no = no;
+    e.ts_ns = ts;
+    if (mfa)
+        assert_int_equal(sscanf(mfa, "%255[^:]:%255[^/]/%u", e.module, e.function, &e.arity), 3);
+    assert_int_equal(kp_rtrace_event(rtrace, &e), 0);
+}
+
+static void on_part(void *ctx, const kp_rtrace_done *done)
+{
+    ei_x_buff *x = ctx;
+    assert_non_null(done->origin);
+    assert_string_equal(done->origin, "n@h");
+    assert_int_equal(done->no, 9);
+    assert_int_equal(kp_rtrace_part_encode(done, x), 0);
+}
+
+static void a_part_from_another_node_is_merged(void **state)
+{
+    fixture *f = *state;
+    const int64_t ahead = 5000 * US; /* B's clock */
+    erlang_pid a = pid(10), server = pid_on(90, "b@h"), none;
+    memset(&none, 0, sizeof none);
+    followed(f, 10, "X1", 9, 0);
+    ev(f, KP_TRACE_CALL, 10, "c:call/0", 50 * US);
+    ev_to(f->rtrace, KP_TRACE_SEND, a, server, 9, NULL, 100 * US); /* to B */
+    ev(f, KP_TRACE_OUT, 10, NULL, 110 * US);
+
+    ei_x_buff part;
+    ei_x_new(&part);
+    kp_rtrace_options o = {.max_events = 1000, .max_duration_ms = 5000};
+    kp_rtrace_handler h = {.ctx = &part, .on_done = on_part};
+    kp_rtrace *b = kp_rtrace_create(&o, &h);
+    assert_non_null(b);
+    ev_to(b, KP_TRACE_RECEIVE, server, a, 9, NULL, ahead + 120 * US);
+    ev_to(b, KP_TRACE_CALL, server, none, 0, "s:handle_call/3", ahead + 120 * US);
+    ev_to(b, KP_TRACE_CALL, server, none, 0, "s:work/0", ahead + 150 * US);
+    ev_to(b, KP_TRACE_RETURN_TO, server, none, 0, "s:handle_call/3", ahead + 400 * US);
+    ev_to(b, KP_TRACE_LABEL, server, none, 0, NULL, ahead + 400 * US); /* back in its loop */
+    assert_true(part.index > 0);
+    kp_rtrace_free(b);
+
+    ev(f, KP_TRACE_IN, 10, NULL, 430 * US);
+    ev_to(f->rtrace, KP_TRACE_RECEIVE, a, server, 9, NULL, 430 * US); /* the reply */
+    end(f, 10, "X1", 500 * US);
+    assert_int_equal(f->n_written, 0); /* it waits for B's part */
+    int index = 0;
+    assert_int_equal(kp_rtrace_merge_part(f->rtrace, 9, "b@h", ahead, 20 * US, part.buff, &index),
+                     1);
+    ei_x_free(&part);
+    kp_rtrace_sweep(f->rtrace, 499 * 1000 * US); /* past the grace */
+    assert_int_equal(f->n_written, 0);
+    kp_rtrace_sweep(f->rtrace, 1100 * 1000 * US);
+    assert_int_equal(f->n_written, 1);
+    assert_string_equal(slurp(f->written[0]), "<0.10.0> 50\n"
+                                              "<0.10.0>;c:call/0 130\n"
+                                              "<0.10.0>;c:call/0;sleep 320\n"
+                                              "b@h:<0.90.0>;s:handle_call/3 30\n"
+                                              "b@h:<0.90.0>;s:handle_call/3;s:work/0 250\n");
+    const char *timeline = timeline_of(f->written[0]);
+    assert_non_null(strstr(timeline, "\"name\":\"b@h (clock aligned within 20.0 us)\""));
+    /* into B's server from the request, at its take-in; and back */
+    assert_non_null(strstr(timeline, "\"ph\":\"f\",\"bp\":\"e\",\"id\":1,\"pid\":2,"));
+    assert_non_null(strstr(timeline, "\"ph\":\"s\",\"id\":2,\"pid\":2,"));
+    assert_non_null(strstr(timeline, "\"ph\":\"f\",\"bp\":\"e\",\"id\":2,\"pid\":1,"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -486,6 +571,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_followed_process_spawns_for_the_request, setup, teardown),
         cmocka_unit_test_setup_teardown(a_server_two_traces_hold_goes_with_the_last, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(a_part_from_another_node_is_merged, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

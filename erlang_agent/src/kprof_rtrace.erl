@@ -1061,8 +1061,12 @@ release(S = #state{settings = Settings, session = Session}) ->
 
 %% kprof's own session goes whole; in the shared one, what kprof set.
 disarm(S = #state{armed = false}) -> S;
-disarm(S = #state{session = Session}) ->
-    _ = kprof_tracing:shared(Session) andalso disarm_owned(Session, S#state.owned),
+disarm(S = #state{session = Session, owned = {_, _, Follow}}) ->
+    %% the system seq tracer is no session's: kprof's own closing leaves it
+    _ = case kprof_tracing:shared(Session) of
+            true -> disarm_owned(Session, S#state.owned);
+            false -> Follow andalso release_seq_tracer()
+        end,
     Closed = kprof_tracing:close(Session),
     S#state.guard ! {owned, Closed, ?NOTHING_OWNED, metas(S)},
     S#state{armed = false, owned = ?NOTHING_OWNED, session = Closed}.

@@ -325,8 +325,6 @@ ensure_started(Mode) ->
                 session :: kprof_tracing:session(),
                 linger :: reference() | undefined, % armed, no trace: see release/1
                 reached = [] :: [pid()] | all,     % see add_reached/2
-                later = [] :: [pid()],             % to untrace, running when asked
-                retry = false :: boolean(),        % retry_untrace is due
                 %% the collector's pid, for the parts other nodes send
                 collector_pid :: pid() | undefined,
                 %% listening (see listen/1): until when (monotonic ms; 0: not),
@@ -359,7 +357,6 @@ ensure_started(Mode) ->
 -define(LISTEN_MS, 10000).
 %% How long a node's clock offset, measured for a part, is used again.
 -define(CLOCK_MS, 10000).
--define(RETRY_MS, 2).
 -define(NIF, {kprof_tracer, []}).
 
 %% @private
@@ -447,10 +444,8 @@ loop(S = #state{settings = Settings}) ->
         flush ->
             loop(flush(S#state{flush_timer = false}));
         {untrace, Pids} when is_list(Pids) ->
-            loop(untrace_later(untrace_idle(Pids, S), S));
-        retry_untrace ->
-            S1 = S#state{retry = false},
-            loop(untrace_reached(untrace_later(untrace_idle(S#state.later, S1), S1#state{later = []})));
+            _ = [untrace(P, S#state.session, S#state.port) || P <- Pids, is_pid(P), node(P) =:= node()],
+            loop(S);
         {Port, {data, {_, Line}}} when Port =:= S#state.collector ->
             logger:notice("~ts", [Line]),
             loop(S);
@@ -681,36 +676,15 @@ add_reached(Pids, S = #state{reached = R}) ->
         false -> S#state{reached = Pids ++ R}
     end.
 
-untrace_reached(S = #state{traces = Traces, reached = all, port = Port, session = Session})
-  when map_size(Traces) =:= 0 ->
-    untrace_all(Session, Port),
+untrace_reached(S = #state{traces = Traces, reached = R, port = Port, session = Session})
+  when map_size(Traces) =:= 0, R =/= [] ->
+    _ = case R of
+            all -> untrace_all(Session, Port);
+            _ -> [untrace(P, Session, Port) || P <- R, is_pid(P), node(P) =:= node()]
+        end,
     S#state{reached = []};
-untrace_reached(S = #state{traces = Traces, reached = R}) when map_size(Traces) =:= 0, R =/= [] ->
-    case untrace_idle(R, S) of
-        [] -> S#state{reached = []};
-        Running -> retry(S#state{reached = Running})
-    end;
 untrace_reached(S) ->
     S.
-
-%% Clears kprof's flags on those of `Pids' that are not running now and
-%% returns the others: clearing the flags of a running process waits until
-%% it is scheduled out, and this server with it, and the next trace's
-%% begin_trace/2 behind it. They are tried again ?RETRY_MS later.
-untrace_idle(Pids, #state{session = Session, port = Port}) ->
-    [P || P <- Pids, is_pid(P), node(P) =:= node(),
-          case process_info(P, status) of
-              {status, running} -> true;
-              _ -> untrace(P, Session, Port), false % gone: nothing to clear
-          end].
-
-untrace_later([], S) -> S;
-untrace_later(Pids, S = #state{later = Later}) -> retry(S#state{later = Pids ++ Later}).
-
-retry(S = #state{retry = true}) -> S;
-retry(S) ->
-    erlang:send_after(?RETRY_MS, self(), retry_untrace),
-    S#state{retry = true}.
 
 %% Removes kprof's meta pattern on `MFA', unless someone replaced it (in
 %% the shared session).

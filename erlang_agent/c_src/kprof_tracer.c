@@ -5,6 +5,12 @@
  *
  * The records are kprof_tracer_records.h.
  *
+ * For request traces that follow their messages, the NIF is also the
+ * node's system seq tracer (seq_trace's `receive` events say when a
+ * process takes in a message of a request) and, on a node listening for
+ * another node's traces, the meta tracer of the gen_server callbacks' hook
+ * (see pid_roles and pid_remote below).
+ *
  * Safety: a scheduler never waits for the collector. Writes do not block;
  * what the socket does not take waits in a bounded buffer (8 MB), and past
  * that events are dropped and counted (the collector then cuts the traces

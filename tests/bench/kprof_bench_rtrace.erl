@@ -43,38 +43,38 @@ tracer() ->
     end.
 
 %% @doc "untraced_us,cold_us,warm_us,untraced_armed_us,loop_ns,loop_armed_ns,
-%% alone_us,empty_us": medians of `N' key-value requests each: untraced with
-%% no pattern armed; traced with `linger_ms' 0 (each trace arms and disarms
-%% every loaded function, as before patterns lingered); then, in turns,
-%% traced with the default linger (the patterns stay armed between traces),
-%% traced alone (its messages not followed), and a traced request that does
-%% nothing; untraced while the patterns linger. Then a tight loop's ns per
+%% alone_us,empty_us": medians of `N' key-value requests each: traced with
+%% `linger_ms' 0 (each trace arms and disarms every loaded function, as
+%% before patterns lingered); then, in turns, untraced, traced with the
+%% default linger (the patterns stay armed between traces), traced alone
+%% (its messages not followed), and a traced request that does nothing;
+%% untraced a while after the traces, the patterns lingering. Then a tight loop's ns per
 %% untraced call, without and with the patterns armed.
 -spec latency(pos_integer()) -> string().
 latency(N) ->
     Req = fun() -> kprof_kv:request(<<"GET k1">>) end,
     Traced = fun() -> kprof:trace_request(Req) end,
     ok = wait_disarmed(30000),
-    U = median([element(1, timer:tc(Req)) || _ <- lists:seq(1, N)]),
     Loop = loop_ns(),
     Env = application:get_env(kprof, rtrace, #{}),
     ok = application:set_env(kprof, rtrace, Env#{linger_ms => 0}),
     Cold = median([element(1, timer:tc(Traced)) || _ <- lists:seq(1, N)]),
     ok = application:set_env(kprof, rtrace, Env),
-    %% the warm variants in turns, a block of each per round, so that the
-    %% machine's drift (two shared cores) falls on all of them alike; a
-    %% pause after each block lets the servers following reached lose
-    %% their flags
+    %% the untraced request and the warm variants in turns, a block of each
+    %% per round, so that the machine's drift (two shared cores) falls on
+    %% all of them alike; a pause before each block lets the servers
+    %% following reached lose their flags
     Alone = fun() -> kprof:trace_request(#{max_processes => 0}, Req) end,
     Empty = fun() -> kprof:trace_request(fun() -> ok end) end,
     Rounds = 10,
     Block = max(1, N div Rounds),
     Samples = lists:append(
-                [[{V, element(1, timer:tc(F))} || {V, F} <- [{warm, Traced}, {alone, Alone}, {empty, Empty}],
+                [[{V, element(1, timer:tc(F))} || {V, F} <- [{untraced, Req}, {warm, Traced},
+                                                             {alone, Alone}, {empty, Empty}],
                                                  _ <- begin timer:sleep(20), lists:seq(1, Block) end]
                  || _ <- lists:seq(1, Rounds)]),
     Of = fun(V) -> median([T || {V1, T} <- Samples, V1 =:= V]) end,
-    {Warm, AloneUs, EmptyUs} = {Of(warm), Of(alone), Of(empty)},
+    {U, Warm, AloneUs, EmptyUs} = {Of(untraced), Of(warm), Of(alone), Of(empty)},
     timer:sleep(200), % the servers lose the flags following gave them
     UArmed = median([element(1, timer:tc(Req)) || _ <- lists:seq(1, N)]),
     LoopArmed = loop_ns(),

@@ -77,8 +77,7 @@ enum {
     KPT_MARK_HEAD = 18,  /* MARK up to its term */
     KPT_DROP_SIZE = 5,
     KPT_LABEL_SIZE = 17,
-    KPT_SEND_SIZE = 21,
-    KPT_RECEIVE_SIZE = 21,
+    KPT_SEND_SIZE = 21,     /* RECEIVE too: the same layout */
     KPT_SEQ_CALL_HEAD = 25, /* SEQ_CALL up to its identity term */
     KPT_IDENTITY_TERM_MAX = 4096,
     KPT_PID_TERM_MAX = 1000, /* the NIF sends no longer pid term */

@@ -230,44 +230,28 @@ static long read_label(kp_nif_reader *s, const unsigned char *p, size_t n, kp_ev
     return on_event(ctx, &ev) == 0 ? KPT_LABEL_SIZE : -1;
 }
 
-static long read_send(kp_nif_reader *s, const unsigned char *p, size_t n, kp_event_fn on_event,
-                      void *ctx)
+/* SEND and RECEIVE share a layout: the process of the event, the other
+ * process (KPT_NO_ID: unnamed, its node left empty: for SEND a name on
+ * another node, for RECEIVE a sender the NIF could not name), the label
+ * and the time. SEND: pid sent child a message of request trace
+ * `trace_no`; RECEIVE: pid took one in from child. */
+static long read_pair(kp_nif_reader *s, const unsigned char *p, size_t n, kp_trace_event_kind kind,
+                      kp_event_fn on_event, void *ctx)
 {
     if (n < KPT_SEND_SIZE)
         return 0;
-    uint32_t from = u32(p + 1), to = u32(p + 5);
-    if (from >= KPT_MAX_IDS || (to >= KPT_MAX_IDS && to != KPT_NO_ID))
+    uint32_t pid = u32(p + 1), other = u32(p + 5);
+    if (pid >= KPT_MAX_IDS || (other >= KPT_MAX_IDS && other != KPT_NO_ID))
         return -1;
     kp_trace_event ev;
     memset(&ev, 0, sizeof ev);
-    ev.kind = KP_TRACE_SEND;
-    ev.pid = s->pids[from];
-    if (to != KPT_NO_ID) /* else a name on another node: child.node is "" */
-        ev.child = s->pids[to];
+    ev.kind = kind;
+    ev.pid = s->pids[pid];
+    if (other != KPT_NO_ID)
+        ev.child = s->pids[other];
     ev.trace_no = u32(p + 9);
     ev.ts_ns = i64(p + 13);
     return on_event(ctx, &ev) == 0 ? KPT_SEND_SIZE : -1;
-}
-
-/* RECEIVE: pid took in a message of request trace `trace_no` from child
- * (whose node is empty when the NIF could not name it) */
-static long read_receive(kp_nif_reader *s, const unsigned char *p, size_t n, kp_event_fn on_event,
-                         void *ctx)
-{
-    if (n < KPT_RECEIVE_SIZE)
-        return 0;
-    uint32_t to = u32(p + 1), from = u32(p + 5);
-    if (to >= KPT_MAX_IDS || (from >= KPT_MAX_IDS && from != KPT_NO_ID))
-        return -1;
-    kp_trace_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.kind = KP_TRACE_RECEIVE;
-    ev.pid = s->pids[to];
-    if (from != KPT_NO_ID)
-        ev.child = s->pids[from];
-    ev.trace_no = u32(p + 9);
-    ev.ts_ns = i64(p + 13);
-    return on_event(ctx, &ev) == 0 ? KPT_RECEIVE_SIZE : -1;
 }
 
 static long read_drop(const unsigned char *p, size_t n, kp_event_fn on_event, void *ctx)
@@ -294,8 +278,8 @@ static long read_record(kp_nif_reader *s, const unsigned char *p, size_t n, kp_e
     case KPT_RESET: return 1;
     case KPT_DROP: return read_drop(p, n, on_event, ctx);
     case KPT_LABEL: return read_label(s, p, n, on_event, ctx);
-    case KPT_SEND: return read_send(s, p, n, on_event, ctx);
-    case KPT_RECEIVE: return read_receive(s, p, n, on_event, ctx);
+    case KPT_SEND: return read_pair(s, p, n, KP_TRACE_SEND, on_event, ctx);
+    case KPT_RECEIVE: return read_pair(s, p, n, KP_TRACE_RECEIVE, on_event, ctx);
     default: return -1;
     }
 }

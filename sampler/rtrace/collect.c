@@ -123,31 +123,50 @@ static int finish_cut(kp_rtrace *rtrace, uint32_t k)
 
 /* ------------------------------------------------------------------ */
 
-static int open_trace(kp_rtrace *rtrace, const char *id, const erlang_pid *pid, int64_t ts,
-                      uint64_t max_events, uint64_t max_duration_ms, int untimed, uint32_t no,
-                      uint64_t max_followed)
+/* A free trace slot, begun at `ts` with `root`, its bounds (0: the
+ * collector's defaults) and its stack table; its index, or -1 when every
+ * slot is taken or out of memory. */
+static int new_trace(kp_rtrace *rtrace, const char *id, const erlang_pid *root, int64_t ts,
+                     uint64_t max_events, uint64_t max_duration_ms, uint64_t max_followed)
 {
     int k = 0;
     while (k < MAX_TRACES && rtrace->traces[k].used)
         k++;
-    proc *was = kp_rtrace_proc_of(rtrace, pid);
-    if (k == MAX_TRACES || (was && !was->followed))
+    if (k == MAX_TRACES)
         return -1;
-    if (was) /* followed for others' requests until now: from here, its own */
-        kp_rtrace_remove_proc(rtrace, pid);
     trace *t = &rtrace->traces[k];
     memset(t, 0, sizeof *t);
     snprintf(t->id, sizeof t->id, "%s", id);
     t->used = 1;
-    t->untimed = untimed;
-    t->root = *pid;
+    t->root = *root;
     t->start = t->last = ts;
     t->max_events = max_events ? max_events : rtrace->o.max_events;
     uint64_t ms = max_duration_ms ? max_duration_ms : rtrace->o.max_duration_ms;
     t->max_duration_ns = ms > UINT64_MAX / 2000000 ? UINT64_MAX / 2 : ms * 1000000;
     t->max_followed = max_followed ? max_followed : rtrace->o.max_processes;
     t->stacks = kp_stacks_create();
-    if (!t->stacks || !kp_rtrace_add_proc(rtrace, (uint32_t)k, pid, ts, RUNNING)) {
+    if (!t->stacks) {
+        kp_rtrace_trace_free(t);
+        return -1;
+    }
+    return k;
+}
+
+static int open_trace(kp_rtrace *rtrace, const char *id, const erlang_pid *pid, int64_t ts,
+                      uint64_t max_events, uint64_t max_duration_ms, int untimed, uint32_t no,
+                      uint64_t max_followed)
+{
+    proc *was = kp_rtrace_proc_of(rtrace, pid);
+    if (was && !was->followed)
+        return -1;
+    int k = new_trace(rtrace, id, pid, ts, max_events, max_duration_ms, max_followed);
+    if (k < 0)
+        return -1;
+    if (was) /* followed for others' requests until now: from here, its own */
+        kp_rtrace_remove_proc(rtrace, pid);
+    trace *t = &rtrace->traces[k];
+    t->untimed = untimed;
+    if (!kp_rtrace_add_proc(rtrace, (uint32_t)k, pid, ts, RUNNING)) {
         kp_rtrace_trace_free(t);
         return -1;
     }
@@ -164,24 +183,18 @@ static int open_trace(kp_rtrace *rtrace, const char *id, const erlang_pid *pid, 
  * begins, with that process taken in. 0, or -1. */
 static int open_part(kp_rtrace *rtrace, const kp_trace_event *ev)
 {
-    uint32_t k = 0, other;
-    while (k < MAX_TRACES && rtrace->traces[k].used)
-        k++;
-    if (k == MAX_TRACES || kp_u64_map_get(&rtrace->by_no, ev->trace_no, &other))
+    uint32_t other;
+    char id[16];
+    snprintf(id, sizeof id, "%u", ev->trace_no);
+    int k = kp_u64_map_get(&rtrace->by_no, ev->trace_no, &other)
+                ? -1
+                : new_trace(rtrace, id, &ev->pid, ev->ts_ns, 0, 0, 0);
+    if (k < 0)
         return -1;
     trace *t = &rtrace->traces[k];
-    memset(t, 0, sizeof *t);
-    snprintf(t->id, sizeof t->id, "%u", ev->trace_no);
     snprintf(t->origin, sizeof t->origin, "%.255s", ev->child.node); /* an atom: 255 at most */
-    t->used = 1;
-    t->root = ev->pid;
-    t->start = t->last = ev->ts_ns;
-    t->max_events = rtrace->o.max_events;
-    t->max_duration_ns = rtrace->o.max_duration_ms * 1000000;
-    t->max_followed = rtrace->o.max_processes;
-    t->stacks = kp_stacks_create();
-    proc *p = t->stacks ? kp_rtrace_new_proc(rtrace, &ev->pid, ev->ts_ns, RUNNING) : NULL;
-    if (!p || kp_u64_map_put(&rtrace->by_no, ev->trace_no, k) != 0) {
+    proc *p = kp_rtrace_new_proc(rtrace, &ev->pid, ev->ts_ns, RUNNING);
+    if (!p || kp_u64_map_put(&rtrace->by_no, ev->trace_no, (uint32_t)k) != 0) {
         if (p)
             kp_rtrace_remove_proc(rtrace, &ev->pid);
         kp_rtrace_trace_free(t);

@@ -268,36 +268,6 @@ static int stacks(merge *m)
     return list_end(m, n);
 }
 
-/* `dur` ns more in `stack`, from `start` (this node's clock), for process
- * `pid_frame`. */
-static int add_time(trace *t, uint32_t stack, uint32_t pid_frame, int64_t start, int64_t dur)
-{
-    if (stack >= t->n_ns) {
-        size_t cap = t->n_ns ? t->n_ns * 2 : 64;
-        while (cap <= stack)
-            cap *= 2;
-        uint64_t *ns = kp_realloc_array(t->ns, cap, sizeof *ns);
-        if (!ns)
-            return -1;
-        memset(ns + t->n_ns, 0, (cap - t->n_ns) * sizeof *ns);
-        t->ns = ns;
-        t->n_ns = cap;
-    }
-    if (t->n_iv == t->cap_iv) {
-        size_t cap = t->cap_iv ? t->cap_iv * 2 : 256;
-        kp_rtrace_interval *iv = kp_realloc_array(t->iv, cap, sizeof *iv);
-        if (!iv)
-            return -1;
-        t->iv = iv;
-        t->cap_iv = cap;
-    }
-    t->ns[stack] += (uint64_t)dur;
-    t->iv[t->n_iv++] = (kp_rtrace_interval){stack, pid_frame, start, dur};
-    if (start + dur > t->last)
-        t->last = start + dur;
-    return 0;
-}
-
 static int intervals(merge *m)
 {
     int n;
@@ -310,10 +280,13 @@ static int intervals(merge *m)
         if (ei_decode_tuple_header(m->buf, m->i, &arity) != 0 || arity != 4 ||
             index_of(m, m->n_stacks, &s) != 0 || index_of(m, m->n_frames, &p) != 0 ||
             ei_decode_longlong(m->buf, m->i, &start) != 0 ||
-            ei_decode_longlong(m->buf, m->i, &dur) != 0 || dur < 0 ||
-            add_time(m->t, m->stacks[s], m->frames[p], (int64_t)start - m->offset, (int64_t)dur) !=
-                0)
+            ei_decode_longlong(m->buf, m->i, &dur) != 0 || dur < 0)
             return -1;
+        int64_t from = (int64_t)start - m->offset;
+        if (kp_rtrace_add_time(m->t, m->stacks[s], m->frames[p], from, (int64_t)dur) != 0)
+            return -1;
+        if (from + (int64_t)dur > m->t->last)
+            m->t->last = from + (int64_t)dur;
     }
     return list_end(m, n);
 }

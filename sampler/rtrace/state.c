@@ -148,6 +148,11 @@ int kp_rtrace_account(kp_rtrace *rtrace, proc *p, trace *t, int64_t ts)
     uint32_t stack;
     if (kp_stacks_intern(t->stacks, ids, n, &stack) != KP_OK)
         return -1;
+    return kp_rtrace_add_time(t, stack, p->frames[0], p->last - dt, dt);
+}
+
+int kp_rtrace_add_time(trace *t, uint32_t stack, uint32_t pid_frame, int64_t start, int64_t dur)
+{
     if (stack >= t->n_ns) {
         size_t cap = t->n_ns ? t->n_ns * 2 : 64;
         while (cap <= stack)
@@ -159,7 +164,6 @@ int kp_rtrace_account(kp_rtrace *rtrace, proc *p, trace *t, int64_t ts)
         t->ns = ns;
         t->n_ns = cap;
     }
-    t->ns[stack] += (uint64_t)dt;
     if (t->n_iv == t->cap_iv) {
         size_t cap = t->cap_iv ? t->cap_iv * 2 : 256;
         kp_rtrace_interval *iv = kp_realloc_array(t->iv, cap, sizeof *iv);
@@ -168,7 +172,8 @@ int kp_rtrace_account(kp_rtrace *rtrace, proc *p, trace *t, int64_t ts)
         t->iv = iv;
         t->cap_iv = cap;
     }
-    t->iv[t->n_iv++] = (kp_rtrace_interval){stack, p->frames[0], p->last - dt, dt};
+    t->ns[stack] += (uint64_t)dur;
+    t->iv[t->n_iv++] = (kp_rtrace_interval){stack, pid_frame, start, dur};
     return 0;
 }
 

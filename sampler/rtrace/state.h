@@ -121,6 +121,10 @@ void kp_rtrace_remove_proc(kp_rtrace *rtrace, const erlang_pid *pid);
 /* The time since the process's last event to its stack in trace `t` (NULL:
  * to none). Returns 0, or -1 when out of memory. */
 int kp_rtrace_account(kp_rtrace *rtrace, proc *p, trace *t, int64_t ts);
+/* `dur` ns more in `stack` of trace `t`, an interval of process
+ * `pid_frame` from `start` (this node's clock). 0, or -1 when out of
+ * memory (nothing added). */
+int kp_rtrace_add_time(trace *t, uint32_t stack, uint32_t pid_frame, int64_t start, int64_t dur);
 /* A timed event of the process in trace `k`: the time since its last event
  * to the trace, counted against the trace's bounds. Returns 0, or 1 when
  * the trace is to end now, cut (its `cut` says why: a bound, or out of

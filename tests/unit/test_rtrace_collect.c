@@ -267,50 +267,40 @@ static void followed(fixture *f, unsigned p, const char *id, uint32_t no, uint64
     begin_following(f, p, id, 0, 0, no, max_processes);
 }
 
-static void send_to(fixture *f, unsigned from, unsigned to, uint32_t no, int64_t ts)
+static void ev_to(kp_rtrace *rtrace, kp_trace_event_kind kind, erlang_pid p, erlang_pid child,
+                  uint32_t no, const char *mfa, int64_t ts)
 {
     kp_trace_event e;
     memset(&e, 0, sizeof e);
-    e.kind = KP_TRACE_SEND;
-    e.pid = pid(from);
-    e.child = pid(to);
+    e.kind = kind;
+    e.pid = p;
+    e.child = child;
     e.trace_no = no;
     e.ts_ns = ts;
-    assert_int_equal(kp_rtrace_event(f->rtrace, &e), 0);
+    if (mfa)
+        assert_int_equal(sscanf(mfa, "%255[^:]:%255[^/]/%u", e.module, e.function, &e.arity), 3);
+    assert_int_equal(kp_rtrace_event(rtrace, &e), 0);
+}
+
+static void send_to(fixture *f, unsigned from, unsigned to, uint32_t no, int64_t ts)
+{
+    ev_to(f->rtrace, KP_TRACE_SEND, pid(from), pid(to), no, NULL, ts);
 }
 
 static void receive_from(fixture *f, unsigned p, unsigned from, uint32_t no, int64_t ts)
 {
-    kp_trace_event e;
-    memset(&e, 0, sizeof e);
-    e.kind = KP_TRACE_RECEIVE;
-    e.pid = pid(p);
-    e.child = pid(from);
-    e.trace_no = no;
-    e.ts_ns = ts;
-    assert_int_equal(kp_rtrace_event(f->rtrace, &e), 0);
+    ev_to(f->rtrace, KP_TRACE_RECEIVE, pid(p), pid(from), no, NULL, ts);
 }
 
 /* back in its loop: it works for no request (the NIF's LABEL 0) */
 static void idle(fixture *f, unsigned p, int64_t ts)
 {
-    kp_trace_event e;
-    memset(&e, 0, sizeof e);
-    e.kind = KP_TRACE_LABEL;
-    e.pid = pid(p);
-    e.ts_ns = ts;
-    assert_int_equal(kp_rtrace_event(f->rtrace, &e), 0);
+    ev_to(f->rtrace, KP_TRACE_LABEL, pid(p), pid(0), 0, NULL, ts);
 }
 
 static void spawn(fixture *f, unsigned parent, unsigned child, int64_t ts)
 {
-    kp_trace_event e;
-    memset(&e, 0, sizeof e);
-    e.kind = KP_TRACE_SPAWN;
-    e.pid = pid(parent);
-    e.child = pid(child);
-    e.ts_ns = ts;
-    assert_int_equal(kp_rtrace_event(f->rtrace, &e), 0);
+    ev_to(f->rtrace, KP_TRACE_SPAWN, pid(parent), pid(child), 0, NULL, ts);
 }
 
 static const char *timeline_of(const char *folded)
@@ -480,21 +470,6 @@ static erlang_pid pid_on(unsigned num, const char *node)
     erlang_pid p = pid(num);
     snprintf(p.node, sizeof p.node, "%s", node);
     return p;
-}
-
-static void ev_to(kp_rtrace *rtrace, kp_trace_event_kind kind, erlang_pid p, erlang_pid child,
-                  uint32_t no, const char *mfa, int64_t ts)
-{
-    kp_trace_event e;
-    memset(&e, 0, sizeof e);
-    e.kind = kind;
-    e.pid = p;
-    e.child = child;
-    e.trace_no = no;
-    e.ts_ns = ts;
-    if (mfa)
-        assert_int_equal(sscanf(mfa, "%255[^:]:%255[^/]/%u", e.module, e.function, &e.arity), 3);
-    assert_int_equal(kp_rtrace_event(rtrace, &e), 0);
 }
 
 static void on_part(void *ctx, const kp_rtrace_done *done)

@@ -18,17 +18,18 @@
 /* ------------------------------------------------------------------ */
 /* encoding, where the part's processes ran */
 
-static int frame_term(ei_x_buff *x, const kp_frames *frames, uint32_t id)
+static int frame_term(char *buf, int *index, const kp_frames *frames, uint32_t id)
 {
     size_t slen, mlen;
     const char *sym = kp_frames_symbol(frames, id, &slen);
-    if (ei_x_encode_tuple_header(x, 2) != 0 || ei_x_encode_binary(x, sym, (long)slen) != 0)
+    if (ei_encode_tuple_header(buf, index, 2) != 0 ||
+        ei_encode_binary(buf, index, sym, (long)slen) != 0)
         return -1;
     const char *mod = kp_frames_module(frames, id, &mlen);
-    return ei_x_encode_binary(x, mod, (long)mlen);
+    return ei_encode_binary(buf, index, mod, (long)mlen);
 }
 
-int kp_rtrace_part_encode(const kp_rtrace_done *done, ei_x_buff *x)
+int kp_rtrace_part_encode(const kp_rtrace_done *done, char *buf, int *index)
 {
     const kp_rtrace_data *d = done->data;
     uint32_t n_frames = kp_frames_count(d->frames), n_stacks = kp_stacks_count(d->stacks);
@@ -57,7 +58,7 @@ int kp_rtrace_part_encode(const kp_rtrace_done *done, ei_x_buff *x)
     for (size_t k = 0; rc == 0 && k < done->n_remote_in; k++)
         if (!fmap[done->remote_in[k].to])
             fmap[done->remote_in[k].to] = ++nf;
-    rc = rc == 0 ? ei_x_encode_tuple_header(x, 5) : -1;
+    rc = rc == 0 ? ei_encode_tuple_header(buf, index, 5) : -1;
     /* frames and stacks in the order of their dense indices */
     uint32_t *order = rc == 0 ? kp_calloc((nf > ns ? nf : ns) + 1, sizeof *order) : NULL;
     if (!order)
@@ -65,54 +66,62 @@ int kp_rtrace_part_encode(const kp_rtrace_done *done, ei_x_buff *x)
     for (uint32_t id = 0; rc == 0 && id < n_frames; id++)
         if (fmap[id])
             order[fmap[id] - 1] = id;
-    rc = rc == 0 && nf ? ei_x_encode_list_header(x, nf) : rc;
+    rc = rc == 0 && nf ? ei_encode_list_header(buf, index, nf) : rc;
     for (uint32_t i = 0; rc == 0 && i < nf; i++)
-        rc = frame_term(x, d->frames, order[i]);
-    rc = rc == 0 ? ei_x_encode_empty_list(x) : rc;
+        rc = frame_term(buf, index, d->frames, order[i]);
+    rc = rc == 0 ? ei_encode_empty_list(buf, index) : rc;
     for (uint32_t id = 0; rc == 0 && id < n_stacks; id++)
         if (smap[id])
             order[smap[id] - 1] = id;
-    rc = rc == 0 && ns ? ei_x_encode_list_header(x, ns) : rc;
+    rc = rc == 0 && ns ? ei_encode_list_header(buf, index, ns) : rc;
     for (uint32_t i = 0; rc == 0 && i < ns; i++) {
         size_t n;
         const uint32_t *ids = kp_stacks_get(d->stacks, order[i], &n);
-        rc = n ? ei_x_encode_list_header(x, (long)n) : 0;
+        rc = n ? ei_encode_list_header(buf, index, (long)n) : 0;
         for (size_t f = 0; rc == 0 && f < n; f++)
-            rc = ei_x_encode_ulong(x, fmap[ids[f]] - 1);
-        rc = rc == 0 ? ei_x_encode_empty_list(x) : rc;
+            rc = ei_encode_ulong(buf, index, fmap[ids[f]] - 1);
+        rc = rc == 0 ? ei_encode_empty_list(buf, index) : rc;
     }
-    rc = rc == 0 ? ei_x_encode_empty_list(x) : rc;
-    rc = rc == 0 && d->n_iv ? ei_x_encode_list_header(x, (long)d->n_iv) : rc;
+    rc = rc == 0 ? ei_encode_empty_list(buf, index) : rc;
+    rc = rc == 0 && d->n_iv ? ei_encode_list_header(buf, index, (long)d->n_iv) : rc;
     for (size_t k = 0; rc == 0 && k < d->n_iv; k++) {
         const kp_rtrace_interval *v = &d->iv[k];
-        rc = ei_x_encode_tuple_header(x, 4) || ei_x_encode_ulong(x, smap[v->stack] - 1) ||
-                     ei_x_encode_ulong(x, fmap[v->pid_frame] - 1) ||
-                     ei_x_encode_longlong(x, v->start) || ei_x_encode_longlong(x, v->dur)
+        rc = ei_encode_tuple_header(buf, index, 4) ||
+                     ei_encode_ulong(buf, index, smap[v->stack] - 1) ||
+                     ei_encode_ulong(buf, index, fmap[v->pid_frame] - 1) ||
+                     ei_encode_longlong(buf, index, v->start) ||
+                     ei_encode_longlong(buf, index, v->dur)
                  ? -1
                  : 0;
     }
-    rc = rc == 0 ? ei_x_encode_empty_list(x) : rc;
-    rc = rc == 0 && d->n_links ? ei_x_encode_list_header(x, (long)d->n_links) : rc;
+    rc = rc == 0 ? ei_encode_empty_list(buf, index) : rc;
+    rc = rc == 0 && d->n_links ? ei_encode_list_header(buf, index, (long)d->n_links) : rc;
     for (size_t k = 0; rc == 0 && k < d->n_links; k++) {
         const kp_rtrace_link *l = &d->links[k];
-        rc = ei_x_encode_tuple_header(x, 5) || ei_x_encode_ulong(x, fmap[l->from] - 1) ||
-                     ei_x_encode_ulong(x, fmap[l->to] - 1) || ei_x_encode_longlong(x, l->ts) ||
-                     ei_x_encode_longlong(x, l->ts_to) || ei_x_encode_ulong(x, l->message ? 1 : 0)
+        rc = ei_encode_tuple_header(buf, index, 5) ||
+                     ei_encode_ulong(buf, index, fmap[l->from] - 1) ||
+                     ei_encode_ulong(buf, index, fmap[l->to] - 1) ||
+                     ei_encode_longlong(buf, index, l->ts) ||
+                     ei_encode_longlong(buf, index, l->ts_to) ||
+                     ei_encode_ulong(buf, index, l->message ? 1 : 0)
                  ? -1
                  : 0;
     }
-    rc = rc == 0 ? ei_x_encode_empty_list(x) : rc;
-    rc = rc == 0 && done->n_remote_in ? ei_x_encode_list_header(x, (long)done->n_remote_in) : rc;
+    rc = rc == 0 ? ei_encode_empty_list(buf, index) : rc;
+    rc = rc == 0 && done->n_remote_in ? ei_encode_list_header(buf, index, (long)done->n_remote_in)
+                                      : rc;
     for (size_t k = 0; rc == 0 && k < done->n_remote_in; k++) {
         const kp_rtrace_remote_in *r = &done->remote_in[k];
-        rc = ei_x_encode_tuple_header(x, 5) || ei_x_encode_ulong(x, fmap[r->to] - 1) ||
-                     ei_x_encode_binary(x, r->from.node, (long)strlen(r->from.node)) ||
-                     ei_x_encode_ulong(x, r->from.num) || ei_x_encode_ulong(x, r->from.serial) ||
-                     ei_x_encode_longlong(x, r->ts)
+        rc = ei_encode_tuple_header(buf, index, 5) ||
+                     ei_encode_ulong(buf, index, fmap[r->to] - 1) ||
+                     ei_encode_binary(buf, index, r->from.node, (long)strlen(r->from.node)) ||
+                     ei_encode_ulong(buf, index, r->from.num) ||
+                     ei_encode_ulong(buf, index, r->from.serial) ||
+                     ei_encode_longlong(buf, index, r->ts)
                  ? -1
                  : 0;
     }
-    rc = rc == 0 ? ei_x_encode_empty_list(x) : rc;
+    rc = rc == 0 ? ei_encode_empty_list(buf, index) : rc;
     kp_free(order);
     kp_free(fmap);
     kp_free(smap);

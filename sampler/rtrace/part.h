@@ -19,9 +19,12 @@
 
 #include "rtrace/collect.h"
 
-/* Appends a finished part (`done`, whose origin is set) to `x` as the term
- * above. Returns 0, or -1 when out of memory. */
-int kp_rtrace_part_encode(const kp_rtrace_done *done, ei_x_buff *x);
+/* Encodes a finished part (`done`, whose origin is set) as the term above
+ * at buf[*index], advancing *index past it, as ei's encoders do: with `buf`
+ * NULL it only counts the bytes, so that the caller sizes the buffer once
+ * (an ei_x_buff grows 100 bytes at a time; for a part of 20,000 intervals
+ * that was seconds under ASan). Returns 0, or -1 when out of memory. */
+int kp_rtrace_part_encode(const kp_rtrace_done *done, char *buf, int *index);
 
 /* Merges the part that node `node` sent of trace `no` (the term at
  * buf[*index], advanced past it), its clock `offset_ns` ahead of this

@@ -21,6 +21,7 @@
 #include "common/cli.h"
 #include "common/clock.h"
 #include "common/signals.h"
+#include "kp/alloc.h"
 #include "kp/intern.h"
 #include "node/agent.h"
 #include "node/connection.h"
@@ -45,21 +46,29 @@ typedef struct {
     int started; /* this run started request tracing in the node: it stops it */
 } run;
 
-/* A trace ended: writes its files, then asks kprof_rtrace to clear the
- * flags of its processes (its root's are cleared by the root itself). */
+/* {rtrace_part_out, No, Origin, Part} at buf[*index] (see send_part). */
+static int encode_part_out(const kp_rtrace_done *done, char *buf, int *index)
+{
+    return ei_encode_version(buf, index) || ei_encode_tuple_header(buf, index, 4) ||
+                   ei_encode_atom(buf, index, "rtrace_part_out") ||
+                   ei_encode_ulong(buf, index, done->no) ||
+                   ei_encode_atom(buf, index, done->origin) ||
+                   kp_rtrace_part_encode(done, buf, index)
+               ? -1
+               : 0;
+}
+
 /* This node's part of another node's trace: to the server, which sends it
- * there ({rtrace_part_out, No, Origin, Part}). */
+ * there. Counted first, then encoded in one buffer of that size. */
 static void send_part(run *r, const kp_rtrace_done *done)
 {
-    ei_x_buff x;
-    ei_x_new_with_version(&x);
-    if (ei_x_encode_tuple_header(&x, 4) == 0 && ei_x_encode_atom(&x, "rtrace_part_out") == 0 &&
-        ei_x_encode_ulong(&x, done->no) == 0 && ei_x_encode_atom(&x, done->origin) == 0 &&
-        kp_rtrace_part_encode(done, &x) == 0)
-        ei_reg_send(&r->node.ec, r->node.fd, "kprof_rtrace", x.buff, x.index);
+    int n = 0, i = 0;
+    char *buf = encode_part_out(done, NULL, &n) == 0 ? kp_malloc((size_t)n) : NULL;
+    if (buf && encode_part_out(done, buf, &i) == 0)
+        ei_reg_send(&r->node.ec, r->node.fd, "kprof_rtrace", buf, i);
     else
         kp_warn("out of memory: the part of trace %u of %s is lost", done->no, done->origin);
-    ei_x_free(&x);
+    kp_free(buf);
 }
 
 /* {rtrace_part, No, From, Part, Offset, Error} from the server: node From's
@@ -84,6 +93,9 @@ static void take_part(run *r, const char *buf, int len)
         kp_warn("the part %s sent of trace %lu is malformed; the trace goes without it", from, no);
 }
 
+/* A trace ended: writes its files, then asks kprof_rtrace to clear the
+ * flags of its processes (its root's are cleared by the root itself); a
+ * part of another node's trace goes there instead. */
 static void on_done(void *ctx, const kp_rtrace_done *done)
 {
     run *r = ctx;

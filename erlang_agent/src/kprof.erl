@@ -141,9 +141,9 @@ trace_request(Fun) ->
 %% `max_events', `max_concurrent', `dir'.
 -spec trace_request(kprof_rtrace:settings(), fun(() -> Result)) -> Result.
 trace_request(Options, Fun) when is_map(Options), is_function(Fun, 0) ->
-    case trace_begin(Options) of
-        {ok, _Id} ->
-            try Fun() after trace_end() end;
+    case kprof_rtrace_own:begin_trace(Options) of
+        {ok, _Id, Trace} ->
+            try Fun() after kprof_rtrace_own:end_trace(Trace) end;
         {error, _} ->
             Fun()
     end.
@@ -156,66 +156,20 @@ trace_begin() ->
 
 -spec trace_begin(kprof_rtrace:settings()) -> {ok, binary()} | {error, term()}.
 trace_begin(Options) when is_map(Options) ->
-    case get(kprof_trace_id) of
-        undefined ->
-            case kprof_rtrace:begin_trace(self(), Options) of
-                {ok, Id, Bounds} ->
-                    put(kprof_trace_id, Id),
-                    kprof_rtrace_mark:begin_trace({Id, Bounds}),
-                    follow(Bounds),
-                    {ok, Id};
-                {error, _} = Error ->
-                    Error
-            end;
-        Id ->
-            {error, {already_tracing, Id}}
+    case kprof_rtrace_own:begin_trace(Options) of
+        {ok, Id, _} -> {ok, Id};
+        {error, _} = Error -> Error
     end.
 
 %% @doc Ends the traced request of the calling process, if any.
 -spec trace_end() -> ok.
 trace_end() ->
-    case erase(kprof_trace_id) of
-        undefined -> ok;
-        Id ->
-            %% the end mark, then no more events: what ending costs is not
-            %% traced
-            kprof_rtrace_mark:end_trace(Id),
-            kprof_rtrace:untrace_self(Id),
-            unfollow(erase(kprof_trace_label)),
-            kprof_rtrace:end_trace(Id)
-    end.
-
-%% The request's messages are followed into the processes they reach
-%% (kprof_rtrace) when they carry a seq_trace token labelled {kprof, N},
-%% whose `receive' flag tells kprof when a process takes one in: the
-%% process gets one, unless it has a token already (a user's, or tier
-%% tracing's), which stays untouched; its messages are then not followed.
-follow(#{follow := N}) ->
-    case seq_trace:get_token() of
-        [] ->
-            _ = seq_trace:set_token(label, {kprof, N}),
-            _ = seq_trace:set_token('receive', true),
-            put(kprof_trace_label, {kprof, N});
-        _ ->
-            ok
-    end;
-follow(_) ->
-    ok.
-
-%% Only kprof's own token goes, and before the end message to kprof_rtrace,
-%% which must not carry it.
-unfollow(undefined) ->
-    ok;
-unfollow(Label) ->
-    case seq_trace:get_token(label) of
-        {label, Label} -> _ = seq_trace:set_token([]), ok;
-        _ -> ok
-    end.
+    kprof_rtrace_own:end_trace().
 
 %% @doc The id of the request trace running in this process, or undefined.
 -spec trace_id() -> binary() | undefined.
 trace_id() ->
-    get(kprof_trace_id).
+    kprof_rtrace_own:id().
 
 sampled(Rate) when Rate >= 1.0 -> true;
 sampled(Rate) -> rand:uniform() =< Rate.

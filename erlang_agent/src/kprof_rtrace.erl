@@ -6,23 +6,26 @@
 %%%
 %%% == How a trace runs ==
 %%% <ol>
-%%% <li>`begin_trace/2' (a call to this server) checks the bounds, arms the
+%%% <li>`begin_trace/3' (a call to this server) checks the bounds, arms the
 %%%   trace patterns if no trace runs yet (local call patterns on every loaded
-%%%   function that has no call pattern of someone else: they exist only
-%%%   while a trace runs), and sets the trace flags
+%%%   function that has no call pattern of someone else, but kprof's own
+%%%   ?OWN: they exist only while a trace runs), and gives the trace flags
 %%%   `call', `return_to', `arity', `running', `garbage_collection', `procs',
-%%%   `set_on_spawn' and `monotonic_timestamp' on the process, with the ip
-%%%   trace port as tracer. When it returns, tracing is on.</li>
+%%%   `set_on_spawn' and `monotonic_timestamp', with kprof's tracer, to the
+%%%   process, which sets them on itself (on another process, as for
+%%%   `kprof trace --pid', the server sets them; kprof_rtrace_own says in
+%%%   which order the process does its part). Then tracing is on.</li>
 %%% <li>The process calls `kprof_rtrace_mark:begin_trace/1', whose pattern
 %%%   puts the trace id and bounds into the stream: the collector learns the
 %%%   process belongs to that trace. Processes it spawns inherit the flags;
 %%%   the collector learns them from `spawn' events.</li>
 %%% <li>Through the NIF, the request's messages are followed into the
-%%%   processes they reach (see follow_spec/2): kprof:trace_begin/1 labels
+%%%   processes they reach (see follow_spec/2): kprof_rtrace_own labels
 %%%   the process's seq_trace token, and a send pattern gives a receiver the
 %%%   flags at the send.</li>
-%%% <li>At the end the process calls `kprof_rtrace_mark:end_trace/1' and
-%%%   `end_trace/1', a call in which this server clears its flags. The
+%%% <li>At the end the process calls `kprof_rtrace_mark:end_trace/1', clears
+%%%   its own flags and tells this server (`end_trace/1' from another
+%%%   process: a call in which this server clears them). The
 %%%   collector asks this server to clear the flags of the trace's other
 %%%   processes, and of those following reached once no trace runs. After
 %%%   the last trace the patterns linger `linger_ms', then go.</li>
@@ -55,9 +58,9 @@
 %%% Map}' merged with the options of each call; see defaults/0.
 -module(kprof_rtrace).
 
--export([begin_trace/2, end_trace/1, defaults/0, collector_config/0, collector_config/1, stop/0,
-         listen/1]).
--export([start_external/1, trace_pid/2, trace_calls/1, stop_calls/1, use_nif/1, untrace_self/1]).
+-export([begin_trace/2, begin_trace/3, end_trace/1, untrace_own/2, ended/1, defaults/0, collector_config/0,
+         collector_config/1, stop/0, listen/1]).
+-export([start_external/1, trace_pid/2, trace_calls/1, stop_calls/1, use_nif/1]).
 %% spawned
 -export([init/2]).
 
@@ -99,10 +102,6 @@
 -define(FOLLOW_FLAGS, [call, return_to, arity, running, garbage_collection, send, procs,
                        set_on_spawn, monotonic_timestamp]).
 -define(CALL_TIMEOUT, 10000).
-%% In a traced process's dictionary: {Id, {Session, Port}}, what
-%% untrace_self/1 needs to clear the process's own flags; {Id, cleared}
-%% once it has.
--define(UNTRACE, kprof_rtrace_untrace).
 -define(WATCH_MS, 20). % also how often the NIF's buffer is flushed
 -define(MAX_LINGER_MS, 600000).
 
@@ -117,55 +116,60 @@ settings(Options) ->
     Env = application:get_env(kprof, rtrace, #{}),
     maps:merge(maps:merge(defaults(), if is_map(Env) -> Env; true -> #{} end), Options).
 
-%% @doc Starts tracing `Pid' (the caller, usually) as a new request trace.
-%% Returns the trace id and its bounds (for kprof_rtrace_mark:begin_trace/1),
-%% or an error when tracing cannot run now (the
-%% request should then run untraced). The one call to this server a traced
-%% request makes.
+%% @doc Starts tracing `Pid' as a new request trace, its flags set by this
+%% server (`kprof trace --pid'). Returns the trace id and its bounds (for
+%% kprof_rtrace_mark:begin_trace/1), or an error when tracing cannot run
+%% now (the request should then run untraced).
 -spec begin_trace(pid(), settings()) -> {ok, binary(), bounds()} | {error, term()}.
 begin_trace(Pid, Options) when is_pid(Pid), is_map(Options) ->
+    case begin_trace(Pid, Options, server) of
+        {ok, Id, Bounds, _} -> {ok, Id, Bounds};
+        Error -> Error
+    end.
+
+%% @doc As begin_trace/2; with `self', for the calling process, which then
+%% sets its own flags (kprof_rtrace_own): on itself that costs about 1 us,
+%% on a process that waits for this server's reply 5 to 7 us more. The
+%% reply then holds the session and the flags to set, and the port that
+%% untrace_own/2 needs. The one call to this server a traced request makes.
+-spec begin_trace(pid(), settings(), server | self) ->
+          {ok, binary(), bounds(), {kprof_tracing:session(), [atom()], port() | undefined}}
+          | {error, term()}.
+begin_trace(Pid, Options, By) when is_pid(Pid), is_map(Options) ->
     case ensure_started() of
-        {ok, Server} ->
-            case call(Server, {begin_trace, Pid, Options}) of
-                {ok, Id, Bounds, Untrace} ->
-                    %% for end_trace/1 in the traced process itself
-                    Pid =:= self() andalso put(?UNTRACE, {Id, Untrace}),
-                    {ok, Id, Bounds};
-                Error ->
-                    Error
-            end;
+        {ok, Server} when By =:= server; Pid =:= self() ->
+            call(Server, {begin_trace, Pid, Options, By});
+        {ok, _} ->
+            {error, not_the_caller};
         {error, _} = E ->
             E
     end.
 
-%% @doc Ends a trace. In the traced process itself (after its work), the
-%% process clears its own flags, at once, and tells this server, which does
-%% the rest meanwhile: no second wait on the request's path. From another
-%% process (`kprof trace --pid'), a call in which this server clears them:
-%% clearing the flags of another process that runs waits until it is
-%% scheduled out.
+%% @doc Ends a trace begun by begin_trace/2: a call in which this server
+%% clears the process's flags (clearing them on another process that runs
+%% waits until it is scheduled out).
 -spec end_trace(binary()) -> ok.
 end_trace(Id) ->
-    untrace_self(Id),
-    case {whereis(?MODULE), erase(?UNTRACE)} of
-        {undefined, _} -> ok;
-        {Server, {Id, cleared}} -> Server ! {end_trace, Id};
-        {Server, _} -> call(Server, {end_trace, Id})
-    end,
+    _ = case whereis(?MODULE) of
+            undefined -> ok;
+            Server -> call(Server, {end_trace, Id})
+        end,
     ok.
 
-%% @doc In the traced process of trace `Id', after its end mark: clears the
-%% process's own flags, at once, so that what it does until end_trace/1 is
-%% not traced (kprof:trace_end/0). Elsewhere, nothing.
--spec untrace_self(binary()) -> ok.
-untrace_self(Id) ->
-    case get(?UNTRACE) of
-        {Id, {Session, Port}} ->
-            untrace(self(), Session, Port),
-            put(?UNTRACE, {Id, cleared}),
-            ok;
-        _ ->
-            ok
+%% @doc In the process of a trace begun by begin_trace/3 with `self', after
+%% its end mark: clears its own flags, at once, if they are still kprof's.
+-spec untrace_own(kprof_tracing:session(), port() | undefined) -> ok.
+untrace_own(Session, Port) ->
+    untrace(self(), Session, Port).
+
+%% @doc Then, from that process without its seq_trace token: the server
+%% does the rest of ending trace `Id' meanwhile (no second wait on the
+%% request's path).
+-spec ended(binary()) -> ok.
+ended(Id) ->
+    case whereis(?MODULE) of
+        undefined -> ok;
+        Server -> Server ! {end_trace, Id}, ok
     end.
 
 %% @doc For the collector: the trace port and where files go.
@@ -347,6 +351,10 @@ ensure_started(Mode) ->
 
 %% kprof_rtrace_mark's patterns emit the marks: always kprof's.
 -define(MARKS, kprof_rtrace_mark).
+%% What a traced process runs of kprof between its flags and its marks
+%% (kprof_rtrace_own): no call pattern, so that only the BIFs they call cost
+%% it events.
+-define(OWN, [kprof, kprof_rtrace_own, ?MODULE, kprof_tracing]).
 %% Past this many processes traced by another tracer, `--mfa' refuses: each
 %% is excluded by a guard in the call's match spec.
 -define(MAX_FOREIGN, 1000).
@@ -467,7 +475,9 @@ loop(S = #state{settings = Settings}) ->
         end
     end.
 
-handle({begin_trace, Pid, Options}, S0 = #state{traces = Traces}) ->
+%% `By': who sets the process's flags, the server or the process itself
+%% (given them in the reply).
+handle({begin_trace, Pid, Options, By}, S0 = #state{traces = Traces}) ->
     %% the application environment as it is now: a change applies to the
     %% next trace
     S = S0#state{settings = settings(#{})},
@@ -490,11 +500,11 @@ handle({begin_trace, Pid, Options}, S0 = #state{traces = Traces}) ->
         {_, true} ->
             {{error, busy}, S};
         _ when is_map_key(rate_limit, Options) ->
-            handle({begin_trace, Pid, maps:remove(rate_limit, Options)},
+            handle({begin_trace, Pid, maps:remove(rate_limit, Options), By},
                    S#state{last_limited = Now, tokens = Tokens - 1.0});
         _ ->
             case foreign_tracer(Pid, S#state.session, S#state.port) of
-                false -> start_trace(Pid, Settings, S);
+                false -> start_trace(Pid, By, Settings, S);
                 Tracer -> {{error, {traced_by_another_tracer, Tracer}}, S}
             end
     end;
@@ -583,13 +593,14 @@ base36(N, Width) ->
     B = integer_to_binary(N, 36),
     <<(binary:copy(<<"0">>, max(0, Width - byte_size(B))))/binary, B/binary>>.
 
-start_trace(Pid, Settings, S = #state{traces = Traces}) ->
+start_trace(Pid, By, Settings, S = #state{traces = Traces}) ->
     S1 = arm(S),
     Seq = S1#state.seq + 1,
     Id = trace_id(Seq),
     Follow = following(S1) andalso maps:get(max_processes, Settings) > 0,
-    case kprof_tracing:process(S1#state.session, Pid, true, ?FLAGS ++ [send || Follow]) of
-        1 ->
+    Flags = ?FLAGS ++ [send || Follow],
+    case By =:= self orelse kprof_tracing:process(S1#state.session, Pid, true, Flags) =:= 1 of
+        true ->
             Timer = erlang:send_after(maps:get(max_duration_ms, Settings), self(),
                                       {timeout, Id}),
             T = #trace{id = Id, root = Pid, timer = Timer},
@@ -598,10 +609,10 @@ start_trace(Pid, Settings, S = #state{traces = Traces}) ->
             %% carries it to other nodes, whose own traces have theirs
             No = erlang:phash2({node(), Seq, erlang:unique_integer()}, ?MAX_NO) + 1,
             {{ok, Id, if Follow -> Bounds#{follow => No}; true -> Bounds end,
-              {S1#state.session, S1#state.port}},
+              {S1#state.session, Flags, S1#state.port}},
              listen_tick(S1#state{seq = Seq, traces = Traces#{Id => T}})};
         %% gone, or traced by another tracer since the check
-        0 ->
+        false ->
             S2 = case {maps:size(Traces), S1#state.calls} of
                      {0, []} -> release(S1);
                      _ -> S1
@@ -846,6 +857,7 @@ arm(S = #state{armed = true}, _) ->
 arm(S = #state{guard = Guard}, Tracer) ->
     erlang:send_after(?WATCH_MS, self(), watch),
     {module, _} = code:ensure_loaded(?MARKS),
+    _ = [code:ensure_loaded(M) || M <- ?OWN],
     Session = kprof_tracing:open(kprof_rtrace, Tracer),
     Set = arm_set(Session),
     %% modules loaded during a trace are traced too, as eflame does, unless
@@ -860,7 +872,9 @@ arm(S = #state{guard = Guard}, Tracer) ->
     Guard ! {owned, Session, Owned, metas(S)},
     OnLoad =/= false andalso kprof_tracing:function(Session, on_load, true, [local]),
     _ = case Set of
-        all -> kprof_tracing:function(Session, {'_', '_', '_'}, true, [local]);
+        all ->
+            _ = kprof_tracing:function(Session, {'_', '_', '_'}, true, [local]),
+            [kprof_tracing:function(Session, {M, '_', '_'}, false, [local]) || M <- ?OWN];
         {Mods, MFAs} ->
             [kprof_tracing:function(Session, {M, '_', '_'}, true, [local]) || M <- Mods],
             [kprof_tracing:function(Session, MFA, true, [local]) || MFA <- MFAs]
@@ -932,33 +946,37 @@ follow_spec(Server, Session, Port) ->
 following(#state{nif = Nif, owned = {_, _, Follow}}) -> Nif andalso Follow.
 
 %% What kprof's local pattern takes: every function of every loaded module
-%% (what {'_', '_', '_'} would take) except those with a call pattern, which
+%% but ?OWN (what {'_', '_', '_'} would take) except those with a call pattern, which
 %% are someone else's (kprof has none while no trace runs). A module with
 %% none is armed in one call, since each trace_pattern/3 call costs a code
 %% barrier (20 us a function, 15-50 us a whole module, under 1 ms for
 %% {'_', '_', '_'}); a module with some, function by function. Without any,
-%% all of them in one call. The marks are always kprof's. kprof's own
-%% session starts empty: all of them.
+%% all of them in one call, and ?OWN turned off again (3 more calls). The
+%% marks are always kprof's. kprof's own session starts empty: all of them.
 -spec arm_set(kprof_tracing:session()) -> armed_set().
 arm_set(Session) ->
     Loaded = erlang:loaded(),
     N = length(Loaded),
     case kprof_tracing:shared(Session) andalso arm_modules(Session, Loaded) of
         false -> all;
-        {Mods, []} = Set -> case length(Mods) of N -> all; _ -> Set end;
+        {Mods, []} when length(Mods) =:= N - length(?OWN) -> all;
         Set -> Set
     end.
 
 arm_modules(Session, Loaded) ->
     lists:foldl(
-      fun(?MARKS, Acc) -> Acc;
-         (M, {Mods, MFAs}) ->
-              Fs = module_functions(M),
-              case [MFA || MFA <- Fs,
-                           kprof_tracing:info(Session, MFA, traced) =:= {traced, false}] of
-                  [] -> {Mods, MFAs};
-                  Fs -> {[M | Mods], MFAs};
-                  Free -> {Mods, Free ++ MFAs}
+      fun(M, {Mods, MFAs} = Acc) ->
+              case M =:= ?MARKS orelse lists:member(M, ?OWN) of
+                  true ->
+                      Acc;
+                  false ->
+                      Fs = module_functions(M),
+                      case [MFA || MFA <- Fs,
+                                   kprof_tracing:info(Session, MFA, traced) =:= {traced, false}] of
+                          [] -> Acc;
+                          Fs -> {[M | Mods], MFAs};
+                          Free -> {Mods, Free ++ MFAs}
+                      end
               end
       end, {[?MARKS], []}, Loaded).
 

@@ -1,0 +1,116 @@
+%%% @doc A request trace from inside its own process: what
+%%% kprof:trace_request/2, kprof:trace_begin/1 and kprof:trace_end/0 run.
+%%%
+%%% What the process does between its flags and its marks is paid for on
+%%% the request's path, event by event (about 0.75 us each), and is not the
+%%% request's. So the order is:
+%%% <ol>
+%%% <li>kprof_rtrace's server registers the trace (the one call), then the
+%%%   process puts its dictionary entry and its seq_trace token, untraced;</li>
+%%% <li>it sets its own flags and calls kprof_rtrace_mark:begin_trace/1,
+%%%   the trace's first event;</li>
+%%% <li>at the end it calls kprof_rtrace_mark:end_trace/1 and clears its
+%%%   flags right away (kprof_rtrace:untrace_own/2); the rest is
+%%%   untraced.</li>
+%%% </ol>
+%%% This module, kprof and kprof_tracing have no call patterns while traces
+%%% run (kprof_rtrace:arm), so only the BIFs they call leave events.
+-module(kprof_rtrace_own).
+
+-export([begin_trace/1, end_trace/1, end_trace/0, id/0]).
+
+%% the running trace in the process's dictionary
+-define(KEY, kprof_rtrace_own).
+
+-opaque trace() :: {Id :: binary(), kprof_tracing:session(), Flags :: [atom()],
+                    port() | undefined, Label :: {kprof, pos_integer()} | undefined}.
+-export_type([trace/0]).
+
+%% @doc Begins a trace of the calling process with `Options' (see
+%% kprof_rtrace:defaults/0); end it with end_trace/1. An error when one runs
+%% already in the process or tracing cannot run now.
+-spec begin_trace(kprof_rtrace:settings()) -> {ok, binary(), trace()} | {error, term()}.
+begin_trace(Options) ->
+    case get(?KEY) of
+        undefined ->
+            case kprof_rtrace:begin_trace(self(), Options, self) of
+                {ok, Id, Bounds, {Session, Flags, Port}} ->
+                    T = {Id, Session, Flags, Port, follow(Bounds)},
+                    put(?KEY, T),
+                    case kprof_tracing:process(Session, self(), true, Flags) of
+                        1 ->
+                            kprof_rtrace_mark:begin_trace({Id, Bounds}),
+                            {ok, Id, T};
+                        0 -> % another tracer took the process since the check
+                            forget(T),
+                            kprof_rtrace:end_trace(Id),
+                            {error, cannot_trace_process}
+                    end;
+                {error, _} = Error ->
+                    Error
+            end;
+        {Id, _, _, _, _} ->
+            {error, {already_tracing, Id}}
+    end.
+
+%% @doc Ends trace `T' of the calling process, unless it ended already
+%% (end_trace/0 inside kprof:trace_request/2).
+-spec end_trace(trace()) -> ok.
+end_trace({Id, Session, _, Port, _} = T) ->
+    %% the mark first: an ended trace's is ignored
+    kprof_rtrace_mark:end_trace(Id),
+    case get(?KEY) of
+        T ->
+            ok = kprof_rtrace:untrace_own(Session, Port),
+            forget(T),
+            kprof_rtrace:ended(Id);
+        _ ->
+            ok
+    end.
+
+%% @doc Ends the trace running in the calling process, if any.
+-spec end_trace() -> ok.
+end_trace() ->
+    case get(?KEY) of
+        undefined -> ok;
+        T -> end_trace(T)
+    end.
+
+%% @doc The id of the trace running in the calling process, or undefined.
+-spec id() -> binary() | undefined.
+id() ->
+    case get(?KEY) of
+        {Id, _, _, _, _} -> Id;
+        undefined -> undefined
+    end.
+
+forget({_, _, _, _, Label}) ->
+    _ = erase(?KEY),
+    unfollow(Label).
+
+%% The request's messages are followed into the processes they reach
+%% (kprof_rtrace) when they carry a seq_trace token labelled {kprof, N},
+%% whose `receive' flag tells kprof when a process takes one in: the
+%% process gets one, unless it has a token already (a user's, or tier
+%% tracing's), which stays untouched; its messages are then not followed.
+follow(#{follow := N}) ->
+    case seq_trace:get_token() of
+        [] ->
+            _ = seq_trace:set_token(label, {kprof, N}),
+            _ = seq_trace:set_token('receive', true),
+            {kprof, N};
+        _ ->
+            undefined
+    end;
+follow(_) ->
+    undefined.
+
+%% Only kprof's own token goes, before the end message to kprof_rtrace,
+%% which must not carry it.
+unfollow(undefined) ->
+    ok;
+unfollow(Label) ->
+    case seq_trace:get_token(label) of
+        {label, Label} -> _ = seq_trace:set_token([]), ok;
+        _ -> ok
+    end.

@@ -18,7 +18,7 @@
          triple/0, recurse/0, spawner/0, reload/1, clean/0, in_node/2,
          http_start/0, http_start/2, kv/3, rtrace_setup/4, fast/0, fast_traces/1, patterns_left/0,
          stop_rtrace/0, backlog_trace/1, tracer_kind/0, stats_requests/0, hold_user_token/0,
-         user_token/1, stop_holder/1, late_module_trace/0]).
+         user_token/1, stop_holder/1, late_module_trace/0, hashes/0, bif_trace/1]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -169,6 +169,21 @@ fast() -> lists:sum(lists:seq(1, 20)).
 fast_traces(N) ->
     Ids = [kprof:trace_request(fun() -> fast(), kprof:trace_id() end) || _ <- lists:seq(1, N)],
     lists:flatten(lists:join(",", [binary_to_list(I) || I <- Ids, is_binary(I)])).
+
+%% @doc Calls to a BIF (erlang:phash2/1), from hashes/2.
+-spec hashes() -> integer().
+hashes() -> hashes(100, 0).
+
+hashes(0, Acc) -> Acc;
+hashes(N, Acc) -> hashes(N - 1, Acc bxor erlang:phash2(N)).
+
+%% @doc A traced call of hashes/0, with the setting `bifs' as given (it
+%% applies when the patterns are armed: none may linger); its trace id.
+-spec bif_trace(boolean()) -> string().
+bif_trace(Bifs) ->
+    Env = application:get_env(kprof, rtrace, #{}),
+    ok = application:set_env(kprof, rtrace, Env#{bifs => Bifs}),
+    binary_to_list(kprof:trace_request(fun() -> _ = hashes(), kprof:trace_id() end)).
 
 %% @doc A tight loop of `N' calls traced with an 8 MB backlog guard: the
 %% node emits faster than the events leave. Returns "TraceId,GrowthMB": how

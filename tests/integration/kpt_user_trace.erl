@@ -5,7 +5,7 @@
 %%% `setup/0' starts, under a long-lived owner process, a dbg tracer (a
 %%% process counting its events in an ETS table), a user process traced
 %%% with `[call, procs]', a local pattern on lists:seq/2 (a module kprof's
-%%% request traces arm), a global pattern with a match spec, a meta pattern
+%%% request traces arm) and one on the BIF ets:lookup/2, a global pattern with a match spec, a meta pattern
 %%% and a call_count pattern, and remembers what erlang:trace_info/2 says of
 %%% them. `check/0' says whether it all is unchanged, still delivers events,
 %%% and whether any other function or process carries a pattern or flags.
@@ -14,8 +14,8 @@
 -export([setup/0, check/0, user_pid/0, user_fun/1, meta_fun/0, counted/0, poke/1, trace_user/0,
          share_user/0, kill_rtrace/0]).
 
--define(USER_MFAS, [{lists, seq, 2}, {?MODULE, user_fun, 1}, {?MODULE, meta_fun, 0},
-                    {?MODULE, counted, 0}]).
+-define(USER_MFAS, [{lists, seq, 2}, {ets, lookup, 2}, {?MODULE, user_fun, 1},
+                    {?MODULE, meta_fun, 0}, {?MODULE, counted, 0}]).
 
 %% @doc Sets the user's tracing; returns ok once it is in place.
 -spec setup() -> ok.
@@ -35,6 +35,7 @@ owner(Parent) ->
     register(kpt_user_proc, User),
     {ok, _} = dbg:p(User, [call, procs]),
     {ok, _} = dbg:tpl(lists, seq, 2, []),
+    {ok, _} = dbg:tpl(ets, lookup, 2, []), % a BIF
     {ok, _} = dbg:tp(?MODULE, user_fun, 1, [{'_', [], [{return_trace}]}]),
     1 = erlang:trace_pattern({?MODULE, meta_fun, 0}, [{'_', [], [{return_trace}]}],
                              [{meta, Tracer}]),

@@ -9,7 +9,8 @@
 %%% <li>`begin_trace/3' (a call to this server) checks the bounds, arms the
 %%%   trace patterns if no trace runs yet (local call patterns on every loaded
 %%%   function that has no call pattern of someone else, but kprof's own
-%%%   ?OWN: they exist only while a trace runs), and gives the trace flags
+%%%   and BIFs (kprof_rtrace_patterns): they exist only while a trace
+%%%   runs), and gives the trace flags
 %%%   `call', `return_to', `arity', `running', `garbage_collection', `procs',
 %%%   `set_on_spawn' and `monotonic_timestamp', with kprof's tracer, to the
 %%%   process, which sets them on itself (on another process, as for
@@ -58,8 +59,8 @@
 %%% Map}' merged with the options of each call; see defaults/0.
 -module(kprof_rtrace).
 
--export([begin_trace/2, begin_trace/3, end_trace/1, untrace_own/2, ended/1, defaults/0, collector_config/0,
-         collector_config/1, stop/0, listen/1]).
+-export([begin_trace/2, begin_trace/3, end_trace/1, untrace_own/2, ended/1, defaults/0,
+         collector_config/0, collector_config/1, stop/0, listen/1]).
 -export([start_external/1, trace_pid/2, trace_calls/1, stop_calls/1, use_nif/1]).
 %% spawned
 -export([init/2]).
@@ -347,23 +348,13 @@ ensure_started(Mode) ->
 %% `all': every loaded function (no one else had a call pattern); else
 %% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
 %% modules where someone else has call patterns).
--type armed_set() :: all | {[module()], [mfa()]}.
+-type armed_set() :: kprof_rtrace_patterns:armed_set().
 %% The patterns kprof set: the armed set, whether it set the on_load
 %% pattern too (then the modules loaded at that moment: any other module,
 %% loaded since, got kprof's pattern from it, else false), and whether it
 %% set the send pattern that follows a request's messages.
 -type owned() :: {armed_set(), false | [module()], boolean()}.
 
-%% kprof_rtrace_mark's patterns emit the marks: always kprof's.
--define(MARKS, kprof_rtrace_mark).
-%% What a traced process runs of kprof between its flags and its marks
-%% (kprof_rtrace_own): no call pattern, so that it costs the process no
-%% events (nor do the BIFs it calls, unless the setting `bifs' is on).
--define(OWN, [kprof, kprof_rtrace_own, ?MODULE, kprof_tracing]).
-%% The trace API they call, which a request itself hardly does: no call
-%% pattern either (functions a release lacks are not there to set).
--define(TRACE_API, [{erlang, trace, 3}, {erlang, trace_info, 2},
-                    {erlang, ensure_tracer_module_loaded, 2}, {trace, '_', '_'}]).
 %% Past this many processes traced by another tracer, `--mfa' refuses: each
 %% is excluded by a guard in the call's match spec.
 -define(MAX_FOREIGN, 1000).
@@ -865,10 +856,8 @@ arm(S = #state{armed = true}, _) ->
     S#state{linger = undefined};
 arm(S = #state{guard = Guard}, Tracer) ->
     erlang:send_after(?WATCH_MS, self(), watch),
-    {module, _} = code:ensure_loaded(?MARKS),
-    _ = [code:ensure_loaded(M) || M <- ?OWN],
     Session = kprof_tracing:open(kprof_rtrace, Tracer),
-    Set = arm_set(Session),
+    Set = kprof_rtrace_patterns:choose(Session),
     %% modules loaded during a trace are traced too, as eflame does, unless
     %% someone else has a pattern for new modules
     OnLoad = case kprof_tracing:info(Session, on_load, traced) of
@@ -880,21 +869,8 @@ arm(S = #state{guard = Guard}, Tracer) ->
     %% server leaves nothing the guard does not remove
     Guard ! {owned, Session, Owned, metas(S)},
     OnLoad =/= false andalso kprof_tracing:function(Session, on_load, true, [local]),
-    Off = fun(What) -> kprof_tracing:function(Session, What, false, [local]) end,
     {Bifs, S1} = bifs(S),
-    _ = case Set of
-        all ->
-            _ = kprof_tracing:function(Session, {'_', '_', '_'}, true, [local]),
-            [Off(What) || What <- [{M, '_', '_'} || M <- ?OWN] ++ ?TRACE_API ++ Bifs];
-        {Mods, MFAs} ->
-            [kprof_tracing:function(Session, {M, '_', '_'}, true, [local]) || M <- Mods],
-            [kprof_tracing:function(Session, MFA, true, [local]) || MFA <- MFAs],
-            [Off(MFA) || {M, _, _} = MFA <- ?TRACE_API ++ Bifs,
-                         lists:member(M, Mods) orelse lists:member(MFA, MFAs)]
-    end,
-    %% the marks carry the trace's id and bounds into the stream
-    [kprof_tracing:function(Session, {?MARKS, F, 1}, [{['$1'], [], [{message, '$1'}]}], [local])
-     || F <- [begin_trace, end_trace]],
+    ok = kprof_rtrace_patterns:set(Session, Set, Bifs),
     arm_follow(S1#state{armed = true, owned = Owned, session = Session,
                         baseline = erlang:memory(system)}).
 
@@ -910,13 +886,10 @@ arm(S = #state{guard = Guard}, Tracer) ->
 bifs(S = #state{settings = #{bifs := true}}) ->
     {[], S};
 bifs(S = #state{bifs = undefined}) ->
-    Bifs = [{M, F, A} || M <- erlang:loaded(), {F, A} <- exports(M), erlang:is_builtin(M, F, A)],
+    Bifs = kprof_rtrace_patterns:builtins(),
     {Bifs, S#state{bifs = Bifs}};
 bifs(S = #state{bifs = Bifs}) ->
     {Bifs, S}.
-
-exports(M) ->
-    try M:module_info(exports) catch error:undef -> [] end.
 
 %% The send pattern that follows a request's messages, once patterns are
 %% armed and events go through the NIF (which may come after the first
@@ -977,89 +950,6 @@ follow_spec(Server, Session, Port) ->
     end.
 
 following(#state{nif = Nif, owned = {_, _, Follow}}) -> Nif andalso Follow.
-
-%% What kprof's local pattern takes: every function of every loaded module
-%% but ?OWN (what {'_', '_', '_'} would take) except those with a call pattern, which
-%% are someone else's (kprof has none while no trace runs). A module with
-%% none is armed in one call, since each trace_pattern/3 call costs a code
-%% barrier (20 us a function, 15-50 us a whole module, under 1 ms for
-%% {'_', '_', '_'}); a module with some, function by function. Without any,
-%% all of them in one call, and ?OWN turned off again (3 more calls). The
-%% marks are always kprof's. kprof's own session starts empty: all of them.
--spec arm_set(kprof_tracing:session()) -> armed_set().
-arm_set(Session) ->
-    Loaded = erlang:loaded(),
-    N = length(Loaded),
-    case kprof_tracing:shared(Session) andalso arm_modules(Session, Loaded) of
-        false -> all;
-        {Mods, []} when length(Mods) =:= N - length(?OWN) -> all;
-        Set -> Set
-    end.
-
-arm_modules(Session, Loaded) ->
-    lists:foldl(
-      fun(M, {Mods, MFAs} = Acc) ->
-              case M =:= ?MARKS orelse lists:member(M, ?OWN) of
-                  true ->
-                      Acc;
-                  false ->
-                      Fs = module_functions(M),
-                      case [MFA || MFA <- Fs,
-                                   kprof_tracing:info(Session, MFA, traced) =:= {traced, false}] of
-                          [] -> Acc;
-                          Fs -> {[M | Mods], MFAs};
-                          Free -> {Mods, Free ++ MFAs}
-                      end
-              end
-      end, {[?MARKS], []}, Loaded).
-
-module_functions(M) ->
-    try erlang:get_module_info(M, functions) of
-        Fs -> [{M, F, A} || {F, A} <- Fs]
-    catch
-        error:badarg -> [] % unloaded meanwhile
-    end.
-
-%% Removes exactly the patterns arm/1 set in the shared session. A
-%% function whose pattern is no longer kprof's plain local `true' got one
-%% from someone else meanwhile (or lost it to a code reload) and is left
-%% alone; the marks are kprof's.
--spec disarm_set(kprof_tracing:session(), armed_set()) -> ok.
-disarm_set(Session, all) ->
-    Mods = [M || M <- erlang:loaded(), M =/= ?MARKS],
-    case lists:all(fun(M) -> foreign(Session, module_functions(M)) =:= [] end, Mods) of
-        true -> _ = kprof_tracing:function(Session, {'_', '_', '_'}, false, [local]), ok;
-        false -> disarm_set(Session, {[?MARKS | Mods], []})
-    end;
-disarm_set(Session, {Mods, MFAs}) ->
-    Off = fun(What) -> kprof_tracing:function(Session, What, false, [local]) end,
-    lists:foreach(
-      fun(?MARKS) -> Off({?MARKS, '_', '_'});
-         (M) ->
-              Fs = module_functions(M),
-              case foreign(Session, Fs) of
-                  [] -> Off({M, '_', '_'});
-                  _ -> [Off(MFA) || MFA <- Fs, is_armed(Session, MFA)]
-              end
-      end, Mods),
-    _ = [Off(MFA) || MFA <- MFAs, is_armed(Session, MFA)],
-    ok.
-
-%% Functions with a call pattern that is not kprof's (a function without
-%% any, e.g. of a module loaded since, is not in the way of a removal).
-%% Each `traced' is read once: this runs for every loaded function.
-foreign(Session, MFAs) ->
-    [MFA || MFA <- MFAs,
-            Traced <- [kprof_tracing:info(Session, MFA, traced)],
-            Traced =/= {traced, false}, not is_kprofs(Session, Traced, MFA)].
-
-is_armed(Session, MFA) ->
-    is_kprofs(Session, kprof_tracing:info(Session, MFA, traced), MFA).
-
-%% kprof's pattern, given the function's `traced': local, no match spec.
-is_kprofs(Session, {traced, local}, MFA) ->
-    kprof_tracing:info(Session, MFA, match_spec) =:= {match_spec, []};
-is_kprofs(_, _, _) -> false.
 
 %% No trace runs and no calls are traced: the patterns stay armed for
 %% `linger_ms' more (0: none), so that a trace soon after does not pay for
@@ -1124,15 +1014,15 @@ disarm_owned(Session, {Set, OnLoad, true}) ->
     release_seq_tracer(),
     disarm_owned(Session, {Set, OnLoad, false});
 disarm_owned(Session, {Set, false, false}) ->
-    disarm_set(Session, Set);
+    kprof_rtrace_patterns:unset(Session, Set);
 disarm_owned(Session, {Set, LoadedThen, false}) ->
     kprof_tracing:info(Session, on_load, traced) =:= {traced, local}
         andalso kprof_tracing:info(Session, on_load, match_spec) =:= {match_spec, []}
         andalso kprof_tracing:function(Session, on_load, false, [local]),
-    disarm_set(Session, Set),
+    kprof_rtrace_patterns:unset(Session, Set),
     Then = sets:from_list(LoadedThen, [{version, 2}]),
     Since = [M || M <- erlang:loaded(), not sets:is_element(M, Then)],
-    Since =/= [] andalso disarm_set(Session, {Since, []}),
+    Since =/= [] andalso kprof_rtrace_patterns:unset(Session, {Since, []}),
     ok.
 
 %% The system seq tracer goes back to none, if it is still kprof's NIF.

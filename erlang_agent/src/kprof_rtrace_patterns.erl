@@ -1,0 +1,153 @@
+%%% @doc The call patterns of request traces (kprof_rtrace): which functions
+%%% get kprof's local pattern while traces run, setting them, and removing
+%%% exactly those again.
+%%%
+%%% Every loaded function gets one, but for three kinds:
+%%% <ul>
+%%% <li>what a traced process runs of kprof between its flags and its marks
+%%%   (?OWN, and the trace API they call, ?TRACE_API): a trace's beginning
+%%%   and end leave no events;</li>
+%%% <li>BIFs, unless the setting `bifs' is on (the caller passes them to
+%%%   set/3): their time is their caller's (kprof_rtrace:bifs/1 says what
+%%%   that saves);</li>
+%%% <li>functions with someone else's call pattern, in the shared session
+%%%   before OTP 27.</li>
+%%% </ul>
+%%% The marks (kprof_rtrace_mark) get a pattern that copies their argument
+%%% into the stream.
+-module(kprof_rtrace_patterns).
+
+-export([choose/1, set/3, unset/2, builtins/0]).
+
+%% `all': every loaded function (no one else had a call pattern); else
+%% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
+%% modules where someone else has call patterns).
+-type armed_set() :: all | {[module()], [mfa()]}.
+-export_type([armed_set/0]).
+
+%% kprof_rtrace_mark's patterns emit the marks: always kprof's.
+-define(MARKS, kprof_rtrace_mark).
+%% What a traced process runs of kprof between its flags and its marks
+%% (kprof_rtrace_own): no call pattern, so that it costs the process no
+%% events (nor do the BIFs it calls, unless the setting `bifs' is on).
+-define(OWN, [kprof, kprof_rtrace_own, kprof_rtrace, kprof_tracing]).
+%% The trace API they call, which a request itself hardly does: no call
+%% pattern either (functions a release lacks are not there to set).
+-define(TRACE_API, [{erlang, trace, 3}, {erlang, trace_info, 2},
+                    {erlang, ensure_tracer_module_loaded, 2}, {trace, '_', '_'}]).
+
+%% @doc Sets the patterns of `Set' (choose/1's) in `Session', but on the
+%% functions of ?OWN and ?TRACE_API, and on `Bifs'; then the marks'.
+-spec set(kprof_tracing:session(), armed_set(), [mfa()]) -> ok.
+set(Session, Set, Bifs) ->
+    Off = fun(What) -> kprof_tracing:function(Session, What, false, [local]) end,
+    _ = case Set of
+            all ->
+                _ = kprof_tracing:function(Session, {'_', '_', '_'}, true, [local]),
+                [Off(What) || What <- [{M, '_', '_'} || M <- ?OWN] ++ ?TRACE_API ++ Bifs];
+            {Mods, MFAs} ->
+                [kprof_tracing:function(Session, {M, '_', '_'}, true, [local]) || M <- Mods],
+                [kprof_tracing:function(Session, MFA, true, [local]) || MFA <- MFAs],
+                [Off(MFA) || {M, _, _} = MFA <- ?TRACE_API ++ Bifs,
+                             lists:member(M, Mods) orelse lists:member(MFA, MFAs)]
+        end,
+    %% the marks carry the trace's id and bounds into the stream
+    _ = [kprof_tracing:function(Session, {?MARKS, F, 1}, [{['$1'], [], [{message, '$1'}]}],
+                                [local])
+         || F <- [begin_trace, end_trace]],
+    ok.
+
+%% @doc Every BIF of the loaded modules (0.75 ms here).
+-spec builtins() -> [mfa()].
+builtins() ->
+    [{M, F, A} || M <- erlang:loaded(), {F, A} <- exports(M), erlang:is_builtin(M, F, A)].
+
+exports(M) ->
+    try M:module_info(exports) catch error:undef -> [] end.
+
+%% @doc What kprof's local pattern takes: every function of every loaded
+%% module but ?OWN (what {'_', '_', '_'} would take) except those with a
+%% call pattern, which are someone else's (kprof has none while no trace
+%% runs); the caller passes it to set/3 and later unset/2. A module with
+%% none is armed in one call, since each trace_pattern/3 call costs a code
+%% barrier (20 us a function, 15-50 us a whole module, under 1 ms for
+%% {'_', '_', '_'}); a module with some, function by function. Without any,
+%% all of them in one call, and ?OWN turned off again (4 more calls). The
+%% marks are always kprof's. kprof's own session starts empty: all of them.
+-spec choose(kprof_tracing:session()) -> armed_set().
+choose(Session) ->
+    {module, _} = code:ensure_loaded(?MARKS),
+    _ = [code:ensure_loaded(M) || M <- ?OWN],
+    Loaded = erlang:loaded(),
+    N = length(Loaded),
+    case kprof_tracing:shared(Session) andalso arm_modules(Session, Loaded) of
+        false -> all;
+        {Mods, []} when length(Mods) =:= N - length(?OWN) -> all;
+        Set -> Set
+    end.
+
+arm_modules(Session, Loaded) ->
+    lists:foldl(
+      fun(M, {Mods, MFAs} = Acc) ->
+              case M =:= ?MARKS orelse lists:member(M, ?OWN) of
+                  true ->
+                      Acc;
+                  false ->
+                      Fs = module_functions(M),
+                      case [MFA || MFA <- Fs,
+                                   kprof_tracing:info(Session, MFA, traced) =:= {traced, false}] of
+                          [] -> Acc;
+                          Fs -> {[M | Mods], MFAs};
+                          Free -> {Mods, Free ++ MFAs}
+                      end
+              end
+      end, {[?MARKS], []}, Loaded).
+
+module_functions(M) ->
+    try erlang:get_module_info(M, functions) of
+        Fs -> [{M, F, A} || {F, A} <- Fs]
+    catch
+        error:badarg -> [] % unloaded meanwhile
+    end.
+
+%% @doc Removes exactly the patterns set/3 set in the shared session. A
+%% function whose pattern is no longer kprof's plain local `true' got one
+%% from someone else meanwhile (or lost it to a code reload) and is left
+%% alone; the marks are kprof's.
+-spec unset(kprof_tracing:session(), armed_set()) -> ok.
+unset(Session, all) ->
+    Mods = [M || M <- erlang:loaded(), M =/= ?MARKS],
+    case lists:all(fun(M) -> foreign(Session, module_functions(M)) =:= [] end, Mods) of
+        true -> _ = kprof_tracing:function(Session, {'_', '_', '_'}, false, [local]), ok;
+        false -> unset(Session, {[?MARKS | Mods], []})
+    end;
+unset(Session, {Mods, MFAs}) ->
+    Off = fun(What) -> kprof_tracing:function(Session, What, false, [local]) end,
+    lists:foreach(
+      fun(?MARKS) -> Off({?MARKS, '_', '_'});
+         (M) ->
+              Fs = module_functions(M),
+              case foreign(Session, Fs) of
+                  [] -> Off({M, '_', '_'});
+                  _ -> [Off(MFA) || MFA <- Fs, is_armed(Session, MFA)]
+              end
+      end, Mods),
+    _ = [Off(MFA) || MFA <- MFAs, is_armed(Session, MFA)],
+    ok.
+
+%% Functions with a call pattern that is not kprof's (a function without
+%% any, e.g. of a module loaded since, is not in the way of a removal).
+%% Each `traced' is read once: this runs for every loaded function.
+foreign(Session, MFAs) ->
+    [MFA || MFA <- MFAs,
+            Traced <- [kprof_tracing:info(Session, MFA, traced)],
+            Traced =/= {traced, false}, not is_kprofs(Session, Traced, MFA)].
+
+is_armed(Session, MFA) ->
+    is_kprofs(Session, kprof_tracing:info(Session, MFA, traced), MFA).
+
+%% kprof's pattern, given the function's `traced': local, no match spec.
+is_kprofs(Session, {traced, local}, MFA) ->
+    kprof_tracing:info(Session, MFA, match_spec) =:= {match_spec, []};
+is_kprofs(_, _, _) -> false.
+

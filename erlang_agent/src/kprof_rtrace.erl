@@ -452,7 +452,7 @@ loop(S = #state{settings = Settings}) ->
         flush ->
             loop(flush(S#state{flush_timer = false}));
         {untrace, Pids} when is_list(Pids) ->
-            _ = [untrace(P, S#state.session, S#state.port) || P <- Pids, is_pid(P), node(P) =:= node()],
+            _ = [untrace(P, S#state.session, S#state.port) || P <- Pids, is_pid(P)],
             loop(S);
         {Port, {data, {_, Line}}} when Port =:= S#state.collector ->
             logger:notice("~ts", [Line]),
@@ -533,8 +533,7 @@ handle({trace_calls, {M, F, A} = MFA}, S = #state{port = Port, session = Session
                 Why when is_list(Why) ->
                     {{error, Why}, S};
                 S0 ->
-                    S1 = S0#state{calls = [MFA | S0#state.calls]},
-                    S1#state.guard ! {owned, S1#state.session, S1#state.owned, metas(S1)},
+                    S1 = tell_guard(S0#state{calls = [MFA | S0#state.calls]}),
                     %% the call sets the flags on its process and tells the
                     %% collector (its meta event starts the trace); its
                     %% return ends it
@@ -549,12 +548,7 @@ handle({trace_calls, {M, F, A} = MFA}, S = #state{port = Port, session = Session
     end;
 handle({stop_calls, MFA}, S) ->
     stop_meta(MFA, S#state.session, S#state.port),
-    S1 = S#state{calls = lists:delete(MFA, S#state.calls)},
-    S1#state.guard ! {owned, S1#state.session, S1#state.owned, metas(S1)},
-    case {S1#state.calls, maps:size(S1#state.traces)} of
-        {[], 0} -> {ok, release(S1)};
-        _ -> {ok, S1}
-    end;
+    {ok, release_idle(tell_guard(S#state{calls = lists:delete(MFA, S#state.calls)}))};
 handle({use_nif, TcpPort}, S) ->
     %% brought by a kprof attached from a shell (kprof_tracer:load/2), or
     %% from the kprof application's priv/
@@ -613,11 +607,7 @@ start_trace(Pid, By, Settings, S = #state{traces = Traces}) ->
              listen_tick(S1#state{seq = Seq, traces = Traces#{Id => T}})};
         %% gone, or traced by another tracer since the check
         false ->
-            S2 = case {maps:size(Traces), S1#state.calls} of
-                     {0, []} -> release(S1);
-                     _ -> S1
-                 end,
-            {{error, cannot_trace_process}, S2}
+            {{error, cannot_trace_process}, release_idle(S1)}
     end.
 
 %% The tracer of `Pid' when it is someone else's, else `false' (always, in
@@ -649,15 +639,17 @@ is_kprof_tracer({kprof_tracer, _}, _) -> true;
 is_kprof_tracer(_, _) -> false.
 
 %% Clears kprof's flags on `Pid' if kprof traces it (another tracer's
-%% process keeps its flags).
-untrace(Pid, Session, Port) ->
+%% process keeps its flags; a process of another node got none here).
+untrace(Pid, Session, Port) when node(Pid) =:= node() ->
     case kprof_tracing:info(Session, Pid, tracer) of
         {tracer, Tracer} when Tracer =/= [] ->
             _ = is_kprof_tracer(Tracer, Port) andalso
                 kprof_tracing:process(Session, Pid, false, [send | ?FLAGS]),
             ok;
         _ -> ok
-    end.
+    end;
+untrace(_, _, _) ->
+    ok.
 
 %% Every process kprof traces: its tracer is kprof's. That includes the
 %% processes traced ones spawned (they inherit flags and tracer through
@@ -691,7 +683,7 @@ untrace_reached(S = #state{traces = Traces, reached = R, port = Port, session = 
   when map_size(Traces) =:= 0, R =/= [] ->
     _ = case R of
             all -> untrace_all(Session, Port);
-            _ -> [untrace(P, Session, Port) || P <- R, is_pid(P), node(P) =:= node()]
+            _ -> [untrace(P, Session, Port) || P <- R, is_pid(P)]
         end,
     S#state{reached = []};
 untrace_reached(S) ->
@@ -759,12 +751,8 @@ finish(Id, UntraceRoot, S = #state{traces = Traces}) ->
         {#trace{root = Root, timer = Timer}, Rest} ->
             _ = erlang:cancel_timer(Timer),
             _ = UntraceRoot andalso untrace(Root, S#state.session, S#state.port),
-            S1 = untrace_reached(flush(S#state{traces = Rest,
-                                               last_trace = erlang:monotonic_time(millisecond)})),
-            case {maps:size(Rest), S1#state.calls} of
-                {0, []} -> release(S1);
-                _ -> S1
-            end;
+            Now = erlang:monotonic_time(millisecond),
+            release_idle(untrace_reached(flush(S#state{traces = Rest, last_trace = Now})));
         error ->
             S
     end.
@@ -1036,6 +1024,17 @@ release_seq_tracer() ->
 %% The meta patterns kprof set: --mfa's, and listening's.
 metas(#state{calls = Calls, listened = Listened}) -> Calls ++ Listened.
 
+%% The guard learns what the server owns now; the state.
+tell_guard(S = #state{guard = Guard}) ->
+    Guard ! {owned, S#state.session, S#state.owned, metas(S)},
+    S.
+
+%% No trace runs and no calls are traced: see release/1.
+release_idle(S = #state{traces = Traces, calls = []}) when map_size(Traces) =:= 0 ->
+    release(S);
+release_idle(S) ->
+    S.
+
 %%% ---------------------------------------------------------------------
 %%% Across nodes
 %%%
@@ -1079,8 +1078,7 @@ arm_listen(S = #state{nif = true, listened = []}) ->
                                  erlang:function_exported(M, F, A),
                                  kprof_tracing:info(Session, {M, F, A}, meta_match_spec) =:=
                                      {meta_match_spec, false}],
-            S2 = S1#state{listened = MFAs},
-            S2#state.guard ! {owned, Session, S2#state.owned, metas(S2)},
+            S2 = tell_guard(S1#state{listened = MFAs}),
             _ = [kprof_tracing:function(Session, MFA, MS, [meta]) || MFA <- MFAs],
             S2
     end;
@@ -1097,12 +1095,7 @@ listen_check(S = #state{listen_until = Until}) ->
             S;
         true ->
             _ = [stop_meta(MFA, S#state.session, S#state.port) || MFA <- S#state.listened],
-            S1 = S#state{listen_until = 0, listened = []},
-            S1#state.guard ! {owned, S1#state.session, S1#state.owned, metas(S1)},
-            case {maps:size(S1#state.traces), S1#state.calls} of
-                {0, []} -> release(S1);
-                _ -> S1
-            end
+            release_idle(tell_guard(S#state{listen_until = 0, listened = []}))
     end.
 
 %% While traces here follow (running, or ended less than ?LISTEN_MS div 2

@@ -23,8 +23,8 @@
 %% the running trace in the process's dictionary
 -define(KEY, kprof_rtrace_own).
 
--opaque trace() :: {Id :: binary(), kprof_tracing:session(), Flags :: [atom()],
-                    port() | undefined, Label :: {kprof, pos_integer()} | undefined}.
+-opaque trace() :: {Id :: binary(), kprof_tracing:session(), port() | undefined,
+                    Label :: {kprof, pos_integer()} | undefined}.
 -export_type([trace/0]).
 
 %% @doc Begins a trace of the calling process with `Options' (see
@@ -36,7 +36,7 @@ begin_trace(Options) ->
         undefined ->
             case kprof_rtrace:begin_trace(self(), Options, self) of
                 {ok, Id, Bounds, {Session, Flags, Port}} ->
-                    T = {Id, Session, Flags, Port, follow(Bounds)},
+                    T = {Id, Session, Port, follow(Bounds)},
                     put(?KEY, T),
                     case kprof_tracing:process(Session, self(), true, Flags) of
                         1 ->
@@ -50,14 +50,14 @@ begin_trace(Options) ->
                 {error, _} = Error ->
                     Error
             end;
-        {Id, _, _, _, _} ->
+        {Id, _, _, _} ->
             {error, {already_tracing, Id}}
     end.
 
 %% @doc Ends trace `T' of the calling process, unless it ended already
 %% (end_trace/0 inside kprof:trace_request/2).
 -spec end_trace(trace()) -> ok.
-end_trace({Id, Session, _, Port, _} = T) ->
+end_trace({Id, Session, Port, _} = T) ->
     %% the mark first: an ended trace's is ignored
     kprof_rtrace_mark:end_trace(Id),
     case get(?KEY) of
@@ -81,11 +81,11 @@ end_trace() ->
 -spec id() -> binary() | undefined.
 id() ->
     case get(?KEY) of
-        {Id, _, _, _, _} -> Id;
+        {Id, _, _, _} -> Id;
         undefined -> undefined
     end.
 
-forget({_, _, _, _, Label}) ->
+forget({_, _, _, Label}) ->
     _ = erase(?KEY),
     unfollow(Label).
 

@@ -93,6 +93,26 @@ static void take_part(run *r, const char *buf, int len)
         kp_warn("the part %s sent of trace %lu is malformed; the trace goes without it", from, no);
 }
 
+/* {Tag, Pids} to kprof_rtrace: the `n' pids at `pids', or {Tag, all}. */
+static void send_pids(run *r, const char *tag, const erlang_pid *pids, size_t n, int all)
+{
+    ei_x_buff x;
+    ei_x_new_with_version(&x);
+    ei_x_encode_tuple_header(&x, 2);
+    ei_x_encode_atom(&x, tag);
+    if (all) {
+        ei_x_encode_atom(&x, "all");
+    } else {
+        if (n)
+            ei_x_encode_list_header(&x, (long)n);
+        for (size_t k = 0; k < n; k++)
+            ei_x_encode_pid(&x, &pids[k]);
+        ei_x_encode_empty_list(&x);
+    }
+    ei_reg_send(&r->node.ec, r->node.fd, "kprof_rtrace", x.buff, x.index);
+    ei_x_free(&x);
+}
+
 /* A trace ended: writes its files, then asks kprof_rtrace to clear the
  * flags of its processes (its root's are cleared by the root itself); a
  * part of another node's trace goes there instead. */
@@ -113,44 +133,18 @@ static void on_done(void *ctx, const kp_rtrace_done *done)
         printf("kprof: trace %s not written: %s\n", done->id, why);
     }
     fflush(stdout);
-    const erlang_pid *pids = done->pids;
-    size_t n = done->n_pids;
     /* the process that began a trace clears its own flags (it may already
      * run its next trace); a traced call's process is cleared here */
     size_t first = r->o->mfa ? 0 : 1;
-    ei_x_buff x;
-    ei_x_new_with_version(&x);
-    ei_x_encode_tuple_header(&x, 2);
-    ei_x_encode_atom(&x, "untrace");
-    if (n > first) {
-        ei_x_encode_list_header(&x, (long)(n - first));
-        for (size_t k = first; k < n; k++)
-            ei_x_encode_pid(&x, &pids[k]);
-    }
-    ei_x_encode_empty_list(&x);
-    ei_reg_send(&r->node.ec, r->node.fd, "kprof_rtrace", x.buff, x.index);
-    ei_x_free(&x);
+    size_t n = done->n_pids > first ? done->n_pids - first : 0;
+    send_pids(r, "untrace", n ? done->pids + first : NULL, n, 0);
 }
 
 /* {reached, Pids | all}: processes the send pattern gave the trace flags
  * (following); kprof_rtrace clears them when no trace runs. */
 static void on_reached(void *ctx, const erlang_pid *pids, size_t n, int all)
 {
-    run *r = ctx;
-    ei_x_buff x;
-    ei_x_new_with_version(&x);
-    ei_x_encode_tuple_header(&x, 2);
-    ei_x_encode_atom(&x, "reached");
-    if (all) {
-        ei_x_encode_atom(&x, "all");
-    } else {
-        ei_x_encode_list_header(&x, (long)n);
-        for (size_t k = 0; k < n; k++)
-            ei_x_encode_pid(&x, &pids[k]);
-        ei_x_encode_empty_list(&x);
-    }
-    ei_reg_send(&r->node.ec, r->node.fd, "kprof_rtrace", x.buff, x.index);
-    ei_x_free(&x);
+    send_pids(ctx, "reached", pids, n, all);
 }
 
 static void on_drop(void *ctx, uint32_t count);

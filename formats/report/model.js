@@ -40,7 +40,7 @@ function kpSource(buf, meta, recording) {
   return {
     kind: meta.kind, recording, rows: meta.rowsPerSecond, originS: meta.originS,
     firstUs: meta.firstUs, lastUs: meta.lastUs, samples: meta.samples,
-    weightNames: meta.weightNames, weightUnits: meta.weightUnits,
+    weightNames: meta.weightNames, weightUnits: meta.weightUnits, weightTitles: meta.weightTitles,
     nSlices, sliceStart, node, weights,
     /* the heat maps' own cells, heatRows a second, whatever the slices */
     heatRows: meta.heatRows, heatCells: meta.heat.map((d) => kpColumn(buf, d)),

@@ -55,7 +55,11 @@ function fillControls() {
 function fillWeights() {
   const src = source(), sel = $("weight");
   sel.innerHTML = "";
-  src.weightNames.forEach((_, k) => sel.add(new Option(weightName(src, k), k)));
+  src.weightNames.forEach((_, k) => {
+    const o = new Option(weightName(src, k), k);
+    o.title = src.weightTitles[k];
+    sel.add(o);
+  });
   state.weight = Math.min(state.weight, src.weightNames.length - 1);
   sel.value = String(state.weight);
 }
@@ -97,6 +101,7 @@ function drawHeatmaps() {
     const div = document.createElement("div");
     div.className = "heatmap";
     const h = document.createElement("h3");
+    h.title = src.weightTitles[k];
     const scroll = document.createElement("div"); scroll.className = "scroll";
     const cv = document.createElement("canvas");
     cv.id = "heatmap-" + src.kind + "-" + src.weightNames[k].replace(/\W+/g, "_");

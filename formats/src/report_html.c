@@ -149,12 +149,17 @@ static void source_meta(page *p, const kp_report_source *s, kp_report_kind kind)
     json_raw(p, ",\"weightNames\":[");
     for (unsigned k = 0; k < s->n_weights; k++) {
         json_raw(p, k ? "," : "");
-        json_str(p, kind == KP_REPORT_CPU ? "cpu samples" : kp_weight_names[k]);
+        json_str(p, kind == KP_REPORT_CPU ? KP_CPU_WEIGHT_NAME : kp_weight_names[k]);
     }
     json_raw(p, "],\"weightUnits\":[");
     for (unsigned k = 0; k < s->n_weights; k++) {
         json_raw(p, k ? "," : "");
-        json_str(p, kind == KP_REPORT_CPU ? "samples" : kp_weight_units[k]);
+        json_str(p, kind == KP_REPORT_CPU ? KP_CPU_WEIGHT_UNIT : kp_weight_units[k]);
+    }
+    json_raw(p, "],\"weightTitles\":[");
+    for (unsigned k = 0; k < s->n_weights; k++) {
+        json_raw(p, k ? "," : "");
+        json_str(p, kind == KP_REPORT_CPU ? KP_CPU_WEIGHT_TITLE : kp_weight_titles[k]);
     }
     json_raw(p, "],\"heatRows\":");
     json_u64(p, KP_REPORT_HEAT_ROWS);

@@ -2,36 +2,64 @@
 
 #include <string.h>
 
-const char *const kp_weight_names[KP_WEIGHT_COUNT] = {
-    "samples",   "reductions",       "memory",           "message_queue_len",
-    "bin_vheap", "bin_vheap_growth", "bin_vheap_release"};
-const char *const kp_weight_units[KP_WEIGHT_COUNT] = {"samples", "reductions", "bytes", "messages",
-                                                      "bytes",   "bytes",      "bytes"};
+enum { ONE, VALUE, DELTA, RELEASE };
 
-static int is(const kp_perf_metric *m, const char *name)
+#define KP_WEIGHT_FIELD(field)             \
+    {                                      \
+        KP_WEIGHT_TABLE(KP_WEIGHT_##field) \
+    }
+#define KP_WEIGHT_name(id, name, unit, title, help, how, a, b) name,
+#define KP_WEIGHT_unit(id, name, unit, title, help, how, a, b) unit,
+#define KP_WEIGHT_title(id, name, unit, title, help, how, a, b) title,
+#define KP_WEIGHT_help(id, name, unit, title, help, how, a, b) help,
+const char *const kp_weight_names[KP_WEIGHT_COUNT] = KP_WEIGHT_FIELD(name);
+const char *const kp_weight_units[KP_WEIGHT_COUNT] = KP_WEIGHT_FIELD(unit);
+const char *const kp_weight_titles[KP_WEIGHT_COUNT] = KP_WEIGHT_FIELD(title);
+const char *const kp_weight_helps[KP_WEIGHT_COUNT] = KP_WEIGHT_FIELD(help);
+
+static const struct {
+    int how, a, b;
+} rules[KP_WEIGHT_COUNT] = {
+#define KP_WEIGHT_RULE(id, name, unit, title, help, how, a, b) {how, KP_METRIC_##a, KP_METRIC_##b},
+    KP_WEIGHT_TABLE(KP_WEIGHT_RULE)
+#undef KP_WEIGHT_RULE
+};
+
+void kp_weights_compute(const int64_t value[KP_METRIC_COUNT], const int64_t delta[KP_METRIC_COUNT],
+                        int64_t w[KP_WEIGHT_COUNT])
 {
-    return m->name_len == strlen(name) && memcmp(m->name, name, m->name_len) == 0;
+    for (int k = 0; k < KP_WEIGHT_COUNT; k++) {
+        int a = rules[k].a, b = rules[k].b;
+        int64_t v = value[a] + (b != a ? value[b] : 0), d = delta[a] + (b != a ? delta[b] : 0);
+        switch (rules[k].how) {
+        case ONE: w[k] = 1; break;
+        case VALUE: w[k] = v; break;
+        case DELTA: w[k] = d; break;
+        default: w[k] = -d; break;
+        }
+    }
 }
+
+/* the metrics' names with their lengths: read back once per sample */
+static const struct {
+    const char *name;
+    size_t len;
+} metric_names[KP_METRIC_COUNT] = {
+#define KP_METRIC_NAME(id, name, in_words) {name, sizeof name - 1},
+    KP_METRIC_TABLE(KP_METRIC_NAME)
+#undef KP_METRIC_NAME
+};
 
 void kp_weights_from_perf(const kp_perf_metric *metrics, size_t n, int64_t w[KP_WEIGHT_COUNT])
 {
-    int64_t bin = 0, bin_delta = 0;
-    memset(w, 0, KP_WEIGHT_COUNT * sizeof *w);
-    w[KP_WEIGHT_SAMPLES] = 1;
-    for (size_t i = 0; i < n; i++) {
-        const kp_perf_metric *m = &metrics[i];
-        if (is(m, "reductions"))
-            w[KP_WEIGHT_REDUCTIONS] = m->delta;
-        else if (is(m, "memory"))
-            w[KP_WEIGHT_MEMORY] = m->value;
-        else if (is(m, "message_queue_len"))
-            w[KP_WEIGHT_QUEUE] = m->value;
-        else if (is(m, "bin_vheap_size") || is(m, "bin_old_vheap_size")) {
-            bin += m->value;
-            bin_delta += m->delta;
-        }
-    }
-    w[KP_WEIGHT_BIN_VHEAP] = bin;
-    w[KP_WEIGHT_BIN_GROWTH] = bin_delta;
-    w[KP_WEIGHT_BIN_RELEASE] = -bin_delta;
+    int64_t value[KP_METRIC_COUNT] = {0}, delta[KP_METRIC_COUNT] = {0};
+    for (size_t i = 0; i < n; i++)
+        for (int m = 0; m < KP_METRIC_COUNT; m++)
+            if (metrics[i].name_len == metric_names[m].len &&
+                memcmp(metrics[i].name, metric_names[m].name, metrics[i].name_len) == 0) {
+                value[m] = metrics[i].value;
+                delta[m] = metrics[i].delta;
+                break;
+            }
+    kp_weights_compute(value, delta, w);
 }

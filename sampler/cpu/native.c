@@ -27,6 +27,7 @@
 #include "kp/folded.h"
 #include "kp/intern.h"
 #include "kp/perf_writer.h"
+#include "kp/weights.h"
 
 #define DRAIN_MS 20
 #define RESCAN_US 1000000u /* new threads, new code in the perf map, new libraries */
@@ -798,7 +799,7 @@ int kp_native_write(kp_native *n, const char *dir, const char *caption, char *er
             st = kp_folded_add_stack(f, n->frames, n->stacks, stack, "beam.smp",
                                      n->tallies[i].samples);
     }
-    kp_flame_options flame = {"CPU of the node's threads", caption, "samples", 0};
+    kp_flame_options flame = {KP_CPU_WEIGHT_TITLE, caption, KP_CPU_WEIGHT_UNIT, 0};
     int rc = st == KP_OK ? kp_flame_files_save(f, dir, "cpu", &flame, err, err_len) : -1;
     if (st != KP_OK)
         snprintf(err, err_len, "cannot write %s/cpu.folded: %s", dir, kp_status_reason(st, 0));

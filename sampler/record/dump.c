@@ -10,9 +10,9 @@
 #include "common/pid_text.h"
 #include "kp/symbol.h"
 #include "node/connection.h"
-#include "record/processes.h"
+#include "samples/processes.h"
 #include "record/run.h"
-#include "record/sample_wire.h"
+#include "samples/sample_wire.h"
 
 typedef struct {
     kp_frames *frames;

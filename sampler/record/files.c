@@ -2,6 +2,7 @@
 #include "record/files.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,16 +14,6 @@
 #include "kp/folded.h"
 #include "kp/perf_writer.h"
 #include "record/segment_pprof.h"
-
-/* The headings of the flame graphs. */
-static const char *const weight_titles[KP_WEIGHT_COUNT] = {
-    "Where the processes spend their time (samples)",
-    "Reductions burned since the previous sample",
-    "Process memory held (bytes)",
-    "Messages waiting",
-    "Off-heap binaries referenced (bytes)",
-    "Growth of off-heap binaries since the previous sample (bytes)",
-    "Release of off-heap binaries since the previous sample (bytes)"};
 
 struct kp_record_files {
     const kp_frames *frames;
@@ -87,16 +78,18 @@ static int add_weight(kp_record_files *o, int out, uint32_t stack, int64_t w)
     return 0;
 }
 
-int kp_record_files_add(kp_record_files *o, uint32_t os_pid, uint64_t time_us,
-                        const kp_proc_sample *s)
+int kp_record_files_add(void *node, const kp_proc_sample *s)
 {
+    const kp_record_files_node *n = node;
+    kp_record_files *o = n->files;
+    uint64_t time_us = n->time_us;
     kp_metric metrics[KP_METRIC_COUNT];
     for (int m = 0; m < KP_METRIC_COUNT; m++) {
         metrics[m].name = kp_metrics[m].name;
         metrics[m].value = s->value[m];
         metrics[m].delta = s->delta[m];
     }
-    kp_perf_record rec = {os_pid, s->num, 0, time_us, 1, metrics, KP_METRIC_COUNT, s->stack};
+    kp_perf_record rec = {n->os_pid, s->num, 0, time_us, 1, metrics, KP_METRIC_COUNT, s->stack};
     kp_buf_clear(&o->text);
     if (kp_perf_writer_format(o->perf, &rec, &o->text) != KP_OK)
         return -1;
@@ -107,15 +100,8 @@ int kp_record_files_add(kp_record_files *o, uint32_t os_pid, uint64_t time_us,
             o->error_errno = errno;
         }
     }
-    int64_t bin = s->value[KP_METRIC_BIN_VHEAP] + s->value[KP_METRIC_BIN_OLD_VHEAP];
-    int64_t bin_delta = s->delta[KP_METRIC_BIN_VHEAP] + s->delta[KP_METRIC_BIN_OLD_VHEAP];
-    const int64_t w[KP_WEIGHT_COUNT] = {[KP_WEIGHT_SAMPLES] = 1,
-                                        [KP_WEIGHT_REDUCTIONS] = s->delta[KP_METRIC_REDUCTIONS],
-                                        [KP_WEIGHT_MEMORY] = s->value[KP_METRIC_MEMORY],
-                                        [KP_WEIGHT_QUEUE] = s->value[KP_METRIC_QUEUE],
-                                        [KP_WEIGHT_BIN_VHEAP] = bin,
-                                        [KP_WEIGHT_BIN_GROWTH] = bin_delta,
-                                        [KP_WEIGHT_BIN_RELEASE] = -bin_delta};
+    int64_t w[KP_WEIGHT_COUNT];
+    kp_weights_compute(s->value, s->delta, w);
     for (int k = 0; k < KP_WEIGHT_COUNT; k++)
         if (add_weight(o, k, s->stack, w[k]))
             return -1;
@@ -170,7 +156,7 @@ static int write_folded(kp_record_files *o, int out, const char *caption, char *
         if (o->weights[out][id])
             st = kp_folded_add_stack(f, o->frames, o->stacks, (uint32_t)id, "beam.smp",
                                      o->weights[out][id]);
-    kp_flame_options flame = {weight_titles[out], caption, kp_weight_units[out], 0};
+    kp_flame_options flame = {kp_weight_titles[out], caption, kp_weight_units[out], 0};
     int rc = st == KP_OK
                  ? kp_flame_files_save(f, o->dir, kp_weight_names[out], &flame, err, err_len)
                  : -1;
@@ -194,66 +180,78 @@ static int write_text(const char *dir, const char *name, const char *text, char 
     return 0;
 }
 
-/* README.txt: what each file is and how to view it. */
+/* Formats at text[n] (text holds `cap` bytes); the new length, at most
+ * cap - 1 (cut, still terminated). */
+static size_t put(char *text, size_t cap, size_t n, const char *format, ...)
+{
+    va_list ap;
+    va_start(ap, format);
+    int w = vsnprintf(text + n, cap - n, format, ap);
+    va_end(ap);
+    return w < 0 ? n : (size_t)w >= cap - n ? cap - 1 : n + (size_t)w;
+}
+
+/* README.txt: what each file is and how to view it; the folded files
+ * listed from the weights' table (kp/weights.h). */
 static void readme_text(char *text, size_t cap, const char *caption, const char *cpu_note,
                         kp_compression compression)
 {
-    snprintf(text, cap,
-             "%s.\n"
-             "\n"
-             "%s"
-             "\n"
-             "report.html  open this first, in any web browser (one file, nothing to\n"
-             "    install): a heat map per metric and of the native CPU samples (a column\n"
-             "    per second, a row per offset within it); drag on one for the flame\n"
-             "    graph of that range, by samples or any metric; filter by process status\n"
-             "    and by process; search; Shift+drag a second range to compare the two.\n"
-             "    'kprof report A B' compares two recordings.\n"
-             "\n"
-             "samples-NNNNNN.perf%s  perf-script segments, one sample per process per tick.\n"
-             "    FlameScope: point it at this directory (it lists the segments).\n"
-             "    speedscope: open a segment (one timeline per Erlang process).\n"
-             "    Each header carries metric_NAME: VALUE, DELTA fields (reductions,\n"
-             "    message_queue_len, memory, total_heap_size, heap_size, stack_size,\n"
-             "    bin_vheap_size, bin_old_vheap_size in bytes, minor_gcs) that the\n"
-             "    flame_prof FlameScope fork draws as heat maps. Stacks end (at the root)\n"
-             "    with the process status, the pid and its registered name or initial call\n"
-             "    (and the node name, when several nodes were recorded).\n"
-             "    With --pprof, samples-NNNNNN.pb.gz beside each: the segment as a pprof\n"
-             "    profile (go tool pprof -top samples-000001.pb.gz; Pyroscope, Parca).\n"
-             "%s"
-             "\n"
-             "Folded stacks for flamegraph.pl (FlameGraph) or speedscope:\n"
-             "  samples.folded            sample counts: where processes spend their time\n"
-             "  reductions.folded         reductions burned since the previous sample\n"
-             "  memory.folded             process memory held (bytes)\n"
-             "  message_queue_len.folded  messages waiting\n"
-             "  bin_vheap.folded          off-heap binaries referenced (bytes)\n"
-             "  bin_vheap_growth.folded   growth of those binaries since the previous sample\n"
-             "  bin_vheap_release.folded  their release since the previous sample\n"
-             "(a file is left out when all its weights are zero)\n"
-             "A sample's reductions are those burned since that process's previous\n"
-             "sample, put on the stack it has now: a process that ran in between and\n"
-             "waits again shows that work under its waiting stack. The code caught\n"
-             "burning them is under the running and runnable roots.\n"
-             "\n"
-             "Flame graphs: each folded file has one beside it, drawn by kprof\n"
-             "(samples.svg, reductions.svg, ...). Open them in a web browser: the\n"
-             "mouse shows a frame's weight, a click zooms in, Escape zooms out, Ctrl-F\n"
-             "highlights the frames matching a regular expression. In samples.svg a\n"
-             "click on 'running' shows the code that was on a CPU. Or draw them with\n"
-             "FlameGraph:\n"
-             "  flamegraph.pl --hash --countname=samples samples.folded > fg-samples.svg\n"
-             "  flamegraph.pl --hash --countname=bytes memory.folded > fg-memory.svg\n"
-             "\n"
-             "Re-fold the segments with another weight, or draw them:\n"
-             "  kprof convert samples-*.perf* -o heap.folded --weight total_heap_size\n"
-             "  kprof convert samples-*.perf* -o heap.svg --weight total_heap_size\n",
-             caption, cpu_note, kp_compression_suffix(compression),
-             compression == KP_COMPRESS_ZSTD
-                 ? "    zstd segments are a compact archive no viewer reads: unpack them with\n"
-                   "    'zstd -d' or fold them with 'kprof convert'.\n"
-                 : "");
+    size_t n =
+        put(text, cap, 0,
+            "%s.\n"
+            "\n"
+            "%s"
+            "\n"
+            "report.html  open this first, in any web browser (one file, nothing to\n"
+            "    install): a heat map per metric and of the native CPU samples (a column\n"
+            "    per second, a row per offset within it); drag on one for the flame\n"
+            "    graph of that range, by samples or any metric; filter by process status\n"
+            "    and by process; search; Shift+drag a second range to compare the two.\n"
+            "    'kprof report A B' compares two recordings.\n"
+            "\n"
+            "samples-NNNNNN.perf%s  perf-script segments, one sample per process per tick.\n"
+            "    FlameScope: point it at this directory (it lists the segments).\n"
+            "    speedscope: open a segment (one timeline per Erlang process).\n"
+            "    Each header carries metric_NAME: VALUE, DELTA fields (reductions,\n"
+            "    message_queue_len, memory, total_heap_size, heap_size, stack_size,\n"
+            "    bin_vheap_size, bin_old_vheap_size in bytes, minor_gcs) that the\n"
+            "    flame_prof FlameScope fork draws as heat maps. Stacks end (at the root)\n"
+            "    with the process status, the pid and its registered name or initial call\n"
+            "    (and the node name, when several nodes were recorded).\n"
+            "    With --pprof, samples-NNNNNN.pb.gz beside each: the segment as a pprof\n"
+            "    profile (go tool pprof -top samples-000001.pb.gz; Pyroscope, Parca).\n"
+            "%s"
+            "\n"
+            "Folded stacks for flamegraph.pl (FlameGraph) or speedscope:\n",
+            caption, cpu_note, kp_compression_suffix(compression),
+            compression == KP_COMPRESS_ZSTD
+                ? "    zstd segments are a compact archive no viewer reads: unpack them with\n"
+                  "    'zstd -d' or fold them with 'kprof convert'.\n"
+                : "");
+    for (int k = 0; k < KP_WEIGHT_COUNT; k++) {
+        char file[64];
+        snprintf(file, sizeof file, "%s.folded", kp_weight_names[k]);
+        n = put(text, cap, n, "  %-26s%s\n", file, kp_weight_helps[k]);
+    }
+    put(text, cap, n,
+        "(a file is left out when all its weights are zero)\n"
+        "A sample's reductions are those burned since that process's previous\n"
+        "sample, put on the stack it has now: a process that ran in between and\n"
+        "waits again shows that work under its waiting stack. The code caught\n"
+        "burning them is under the running and runnable roots.\n"
+        "\n"
+        "Flame graphs: each folded file has one beside it, drawn by kprof\n"
+        "(samples.svg, reductions.svg, ...). Open them in a web browser: the\n"
+        "mouse shows a frame's weight, a click zooms in, Escape zooms out, Ctrl-F\n"
+        "highlights the frames matching a regular expression. In samples.svg a\n"
+        "click on 'running' shows the code that was on a CPU. Or draw them with\n"
+        "FlameGraph:\n"
+        "  flamegraph.pl --hash --countname=samples samples.folded > fg-samples.svg\n"
+        "  flamegraph.pl --hash --countname=bytes memory.folded > fg-memory.svg\n"
+        "\n"
+        "Re-fold the segments with another weight, or draw them:\n"
+        "  kprof convert samples-*.perf* -o heap.folded --weight total_heap_size\n"
+        "  kprof convert samples-*.perf* -o heap.svg --weight total_heap_size\n");
 }
 
 int kp_record_files_close(kp_record_files *o, const char *caption, const char *cpu_note,

@@ -10,7 +10,7 @@
 #include "kp/intern.h"
 #include "kp/segment.h"
 #include "kp/weights.h"
-#include "record/processes.h"
+#include "samples/processes.h"
 
 typedef struct kp_record_files kp_record_files;
 
@@ -21,11 +21,20 @@ typedef struct kp_record_files kp_record_files;
 kp_record_files *kp_record_files_open(const kp_segment_config *segments, const kp_frames *frames,
                                       const kp_stacks *stacks, int pprof);
 
-/* Records one sample of the BEAM whose OS pid is `os_pid`, at `time_us`
- * (monotonic). Returns 0, or -1 when out of memory. A failed segment write
- * (disk full...) does not fail the call: it is kept for kp_record_files_error(). */
-int kp_record_files_add(kp_record_files *outputs, uint32_t os_pid, uint64_t time_us,
-                        const kp_proc_sample *sample);
+/* One node's samples on their way into the files: the context of
+ * kp_record_files_add, which the node's process table calls for each
+ * sample. The sampling loop sets `time_us` before it decodes each tick. */
+typedef struct {
+    kp_record_files *files; /* shared by the nodes of a recording */
+    uint32_t os_pid;        /* the node's BEAM */
+    uint64_t time_us;       /* of the tick being decoded, monotonic, on kprof's clock */
+} kp_record_files_node;
+
+/* A kp_proc_sample_fn (samples/processes.h): records `sample` of node
+ * `node` (a kp_record_files_node). Returns 0, or -1 when out of memory. A
+ * failed segment write (disk full...) does not fail the call: it is kept
+ * for kp_record_files_error(). */
+int kp_record_files_add(void *node, const kp_proc_sample *sample);
 
 /* The first write error (KP_OK if none) and its errno. */
 kp_status kp_record_files_error(const kp_record_files *outputs, int *saved_errno);

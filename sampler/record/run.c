@@ -20,8 +20,8 @@
 #include "cpu/attach.h"
 #include "node/connection.h"
 #include "record/files.h"
-#include "record/processes.h"
-#include "record/sample_wire.h"
+#include "samples/processes.h"
+#include "samples/sample_wire.h"
 #include "report/read.h"
 
 #define MAX_NODES 64
@@ -32,9 +32,8 @@ typedef struct {
     kp_node node;
     kp_sample_wire wire;
     kp_processes *procs;
-    kp_record_files *outputs; /* shared */
-    uint64_t time_us;         /* of the tick being decoded, on our clock */
-    int64_t offset_us;        /* our clock minus the node's */
+    kp_record_files_node to_files; /* where its process table puts its samples */
+    int64_t offset_us;             /* our clock minus the node's */
     int attached;
 } attached_node;
 
@@ -152,19 +151,13 @@ static int write_ticks(attached_node *s, size_t n, latencies *lat)
         }
         if (!next)
             return 0;
-        next->time_us = next_time > 0 ? (uint64_t)next_time : 0;
+        next->to_files.time_us = next_time > 0 ? (uint64_t)next_time : 0;
         if (kp_sample_wire_next_tick(&next->wire, kp_processes_wire_handler(next->procs)) != 0) {
             kp_error("malformed reply from the agent on %s; please report this", next->target);
             return -1;
         }
         latency_add(lat, next->wire.tick_delay_us + next->wire.tick_busy_us);
     }
-}
-
-static int on_proc_sample(void *ctx, const kp_proc_sample *s)
-{
-    attached_node *se = ctx;
-    return kp_record_files_add(se->outputs, (uint32_t)se->wire.agent.os_pid, se->time_us, s);
 }
 
 /* "kprof recording of app@host: top 100 processes by reductions, 10 samples/s
@@ -255,9 +248,10 @@ static kp_record_files *open_outputs(const kp_record_options *o, const char *dir
     kp_segment_config sc = segment_config(o, dir, "samples", title, header, sizeof header);
     kp_record_files *out = kp_record_files_open(&sc, frames, stacks, o->pprof);
     for (size_t i = 0; i < n && out; i++) {
-        s[i].outputs = out;
-        s[i].procs = kp_processes_create(frames, stacks, s[i].wire.agent.wordsize,
-                                         n > 1 ? s[i].target : NULL, on_proc_sample, &s[i]);
+        s[i].to_files = (kp_record_files_node){out, (uint32_t)s[i].wire.agent.os_pid, 0};
+        s[i].procs =
+            kp_processes_create(frames, stacks, s[i].wire.agent.wordsize,
+                                n > 1 ? s[i].target : NULL, kp_record_files_add, &s[i].to_files);
         if (!s[i].procs) {
             kp_record_files_close(out, NULL, NULL, (int[KP_WEIGHT_COUNT]){0}, NULL, err,
                                   sizeof err);

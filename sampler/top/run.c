@@ -1,6 +1,6 @@
 /* The loop of `kprof top`: the agent's rounds of samples (as for kprof
- * record and dump, through record/sample_wire.h and the process table of
- * record/processes.h) and, where possible, native CPU samples on their own
+ * record and dump, through samples/sample_wire.h and the process table of
+ * samples/processes.h) and, where possible, native CPU samples on their own
  * thread (cpu/attach.h), both counted into the table model (top/view.h);
  * a window closed and drawn every --interval; keys read in between. */
 #define _GNU_SOURCE
@@ -18,8 +18,8 @@
 #include "common/signals.h"
 #include "cpu/attach.h"
 #include "node/agent.h"
-#include "record/processes.h"
-#include "record/sample_wire.h"
+#include "samples/processes.h"
+#include "samples/sample_wire.h"
 #include "top/terminal.h"
 #include "top/view.h"
 
@@ -49,7 +49,7 @@ typedef struct {
 } session;
 
 /* The code frames of a sample's full stack (status ; process ; label ;
- * code, root first; see record/processes.h) and its label. Returns the
+ * code, root first; see samples/processes.h) and its label. Returns the
  * number of code frames put in `code`. */
 static size_t code_frames(const session *t, uint32_t stack, kp_top_text *code, kp_top_text *label)
 {

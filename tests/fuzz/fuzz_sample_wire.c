@@ -1,6 +1,6 @@
 /* Fuzz target: any bytes as the agent's reply to a round of samples
- * (record/sample_wire.c), decoded tick by tick into a process table
- * (record/processes.c) as `kprof record` does. Whatever the bytes, decoding
+ * (samples/sample_wire.c), decoded tick by tick into a process table
+ * (samples/processes.c) as `kprof record` does. Whatever the bytes, decoding
  * must stay inside the buffer and end in a verdict. The first byte picks the
  * request's sequence number, so both stale and current replies are tried. */
 #include <stdint.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "kp/intern.h"
-#include "record/processes.h"
-#include "record/sample_wire.h"
+#include "samples/processes.h"
+#include "samples/sample_wire.h"
 
 static int count(void *ctx, const kp_proc_sample *s)
 {

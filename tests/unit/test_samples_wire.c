@@ -1,6 +1,6 @@
-/* The sample wire protocol of kprof record (sampler/record/sample_wire.c):
+/* The sample wire protocol of kprof record (sampler/samples/sample_wire.c):
  * a reply built as kprof_agent builds it decodes into the callbacks in
- * order, with every metric of record/metrics.h in its place; stale replies
+ * order, with every metric of kp/metrics.h in its place; stale replies
  * are skipped; malformed ones and truncated bytes are refused. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "record/sample_wire.h"
+#include "samples/sample_wire.h"
 
 typedef struct {
     int resets, mfas, labels, samples, same, unchanged;
@@ -166,7 +166,7 @@ static int ok_label(void *c, uint32_t n, uint32_t s, int r, const char *t, size_
     return 0;
 }
 
-/* Each metric lands in the slot of its row in record/metrics.h. */
+/* Each metric lands in the slot of its row in kp/metrics.h. */
 static void metrics_in_table_order(void **state)
 {
     (void)state;

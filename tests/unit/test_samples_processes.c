@@ -1,4 +1,4 @@
-/* What kprof record knows of a node's processes (sampler/record/processes.c): decoded
+/* What kprof record knows of a node's processes (sampler/samples/processes.c): decoded
  * agent samples become full stacks (status ; pid ; label ; code, root first)
  * with per-process deltas, across thousands of processes, an unchanged
  * sample repeats the previous one with zero deltas, and a running sample whose
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "record/processes.h"
+#include "samples/processes.h"
 
 #define MAX_SEEN 20000
 

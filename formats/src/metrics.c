@@ -1,4 +1,4 @@
-#include "record/metrics.h"
+#include "kp/metrics.h"
 
 const kp_metric_def kp_metrics[KP_METRIC_COUNT] = {
 #define KP_METRIC_DEF(id, name, in_words) {name, in_words},

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "record/processes.h"
+#include "samples/processes.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "record/sample_wire.h"
+#include "samples/sample_wire.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -232,7 +232,7 @@ static int decode_samples(const char *buf, int *i, const kp_wire_handler *h)
     return n ? ei_decode_list_header(buf, i, &n) : 0;
 }
 
-/* One tick (see record/sample_wire.h) at *i. */
+/* One tick (see samples/sample_wire.h) at *i. */
 static int decode_tick(kp_sample_wire *a, const char *buf, int *i, const kp_wire_handler *h)
 {
     int arity, rc;
@@ -289,7 +289,7 @@ int kp_sample_wire_next_tick(kp_sample_wire *a, const kp_wire_handler *h)
     return 0;
 }
 
-/* The header of a reply (see record/sample_wire.h) to request `seq`, up to its tick
+/* The header of a reply (see samples/sample_wire.h) to request `seq`, up to its tick
  * list. Returns 1 for ours, 0 for another message (or a stale reply), -1 for
  * a malformed one. */
 static int decode_reply_header(kp_sample_wire *a, const char *buf, int *i)

@@ -1,13 +1,16 @@
-/* The metrics `kprof record` samples per process: one row each, in the
- * order kprof_agent's sample_tuple/7 sends them after the pid and status.
+/* The metrics `kprof record` samples per process, one row each, in the
+ * order kprof_agent's sample_tuple/7 sends them after the pid and status;
+ * by these names they are the `metric_NAME` fields of the perf-script
+ * segments, which every reader of a recording (report, convert, pprof)
+ * takes them back from.
  *
  * To add a metric, add it to that tuple in the agent and a row here: the
- * decoder (record/sample_wire.c), the conversion to bytes
- * (record/processes.c) and the perf-script `metric_NAME` fields
- * (record/files.c) follow from this table. A folded file weighted by it is
- * one more row of the weights in record/files.c. */
-#ifndef KP_RECORD_METRICS_H
-#define KP_RECORD_METRICS_H
+ * decoder (sampler/samples/sample_wire.c), the conversion to bytes
+ * (sampler/samples/processes.c) and the perf-script fields
+ * (sampler/record/files.c) follow from this table. A weight computed from
+ * it (a folded file, a report view) is one more row of kp/weights.h. */
+#ifndef KP_METRICS_H
+#define KP_METRICS_H
 
 /* X(ID, name in outputs, 1 if the agent sends it in words) */
 #define KP_METRIC_TABLE(X)                    \
@@ -34,8 +37,5 @@ typedef struct {
 } kp_metric_def;
 
 extern const kp_metric_def kp_metrics[KP_METRIC_COUNT];
-
-/* A sample on the wire: {Pid, Status, Metric..., Stack}. */
-#define KP_SAMPLE_TUPLE_ARITY (2 + KP_METRIC_COUNT + 1)
 
 #endif

@@ -17,14 +17,14 @@
  *   running ; stack_read_at_next_receive ; <0.N.S> ; ...
  * A leaf is learnt from the first waiting sample there, so running samples
  * before it are not marked. */
-#ifndef KP_RECORD_PROCESSES_H
-#define KP_RECORD_PROCESSES_H
+#ifndef KP_SAMPLES_PROCESSES_H
+#define KP_SAMPLES_PROCESSES_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "record/metrics.h"
-#include "record/sample_wire.h"
+#include "kp/metrics.h"
+#include "samples/sample_wire.h"
 #include "kp/intern.h"
 
 typedef struct {

@@ -1,7 +1,7 @@
 /* The sample wire protocol of `kprof record`: starting kprof_agent's
  * sampling process, asking it for rounds of samples and decoding them. The
  * Erlang side of this contract is kprof_agent (sample_tuple/7 builds a
- * sample); the metrics' order is record/metrics.h.
+ * sample); the metrics' order is kp/metrics.h.
  *
  * A request asks for a round of ticks, taken on the agent's own clock:
  *   {sample, From, Seq, Ticks, IntervalUs, FirstUs}
@@ -18,14 +18,17 @@
  *   StackBin = <<MfaId:32, Line:32, ...>> leaf first
  * Times are the node's monotonic clock; sizes other than Memory are in
  * words. */
-#ifndef KP_RECORD_SAMPLE_WIRE_H
-#define KP_RECORD_SAMPLE_WIRE_H
+#ifndef KP_SAMPLES_SAMPLE_WIRE_H
+#define KP_SAMPLES_SAMPLE_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "node/agent.h"
-#include "record/metrics.h"
+#include "kp/metrics.h"
+
+/* A sample on the wire: {Pid, Status, Metric..., Stack}. */
+#define KP_SAMPLE_TUPLE_ARITY (2 + KP_METRIC_COUNT + 1)
 
 typedef struct {
     unsigned top;

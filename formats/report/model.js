@@ -1,9 +1,15 @@
 "use strict";
 /* kprof report, the model: decodes the data kprof wrote into the page
  * (formats/src/report_html.c) and answers the view's questions: the heat map
- * cells of a source, and the weight of every node of the frame tree over a
- * range of slices, for the samples a filter lets through. Nothing here
- * touches the DOM. */
+ * cells of a source, the weight of every call path over a range of time for
+ * the samples the filters let through, the processes of a range, and the
+ * tree with a tower per process or per name. Nothing here touches the DOM.
+ *
+ * The process is not a frame: the tree holds the call paths, and each
+ * source two entry sets, (slice, path) and (slice, process, path), the
+ * second in slices as long or longer. A view of all processes draws from
+ * the first; a view of some, or of the processes themselves, from the
+ * second. */
 
 /* Inflates the base64 gzip data with the browser's own DecompressionStream. */
 async function kpInflate(text) {
@@ -20,16 +26,22 @@ function kpColumn(buf, desc) {
   return type === "u32" ? new Uint32Array(buf, offset, n) : new Float64Array(buf, offset, n);
 }
 
-/* Undoes the delta coding of a source's slice and node columns. */
-function kpSource(buf, meta, recording) {
+/* An entry set: undoes the delta coding of its slice, process and node
+ * columns (a process set has the three, a path set slice and node). */
+function kpSet(buf, meta) {
   const slice = Uint32Array.from(kpColumn(buf, meta.slice));
   const node = Uint32Array.from(kpColumn(buf, meta.node));
-  for (let i = 1; i < slice.length; i++) {
-    const same = slice[i] === 0;
-    slice[i] += slice[i - 1];
-    if (same) node[i] += node[i - 1];
-  }
+  const process = meta.process ? Uint32Array.from(kpColumn(buf, meta.process)) : null;
   const n = slice.length;
+  for (let i = 1; i < n; i++) {
+    const sameSlice = slice[i] === 0;
+    slice[i] += slice[i - 1];
+    if (!sameSlice) continue;
+    if (!process) { node[i] += node[i - 1]; continue; }
+    const sameProcess = process[i] === 0;
+    process[i] += process[i - 1];
+    if (sameProcess) node[i] += node[i - 1];
+  }
   const nSlices = n ? slice[n - 1] + 1 : 0;
   /* entries of slice s: sliceStart[s] .. sliceStart[s + 1] */
   const sliceStart = new Uint32Array(nSlices + 1);
@@ -37,21 +49,22 @@ function kpSource(buf, meta, recording) {
   for (let s = 0; s < nSlices; s++) sliceStart[s + 1] += sliceStart[s];
   const count = kpColumn(buf, meta.count);
   const weights = meta.weights.map((d, k) => (k === 0 ? count : kpColumn(buf, d)));
+  return { sliceCells: meta.sliceCells, nSlices, sliceStart, node, process, weights };
+}
+
+function kpSource(buf, meta, recording) {
   return {
-    kind: meta.kind, recording, rows: meta.rowsPerSecond, originS: meta.originS,
+    kind: meta.kind, recording, originS: meta.originS,
     firstUs: meta.firstUs, lastUs: meta.lastUs, samples: meta.samples,
     weightNames: meta.weightNames, weightUnits: meta.weightUnits, weightTitles: meta.weightTitles,
-    nSlices, sliceStart, node, weights,
+    paths: kpSet(buf, meta.paths), processes: kpSet(buf, meta.processes),
     /* the heat maps' own cells, heatRows a second, whatever the slices */
     heatRows: meta.heatRows, heatCells: meta.heat.map((d) => kpColumn(buf, d)),
-    fine: meta.heatRows / meta.rowsPerSecond, /* heat map cells per slice */
     /* the first and last second shown (columns of the heat map) */
     firstSecond: Math.floor(meta.firstUs / 1e6) - meta.originS,
     columns: Math.floor(meta.lastUs / 1e6) - Math.floor(meta.firstUs / 1e6) + 1,
   };
 }
-
-const KP_PID = /^<\d+\.\d+\.\d+>$/;
 
 class KpModel {
   static async load(metaText, dataText) {
@@ -68,176 +81,214 @@ class KpModel {
     this.parent = new Int32Array(this.nNodes);
     for (let i = 0; i < this.nNodes; i++) this.parent[i] = parentPlus1[i] - 1;
     this.frame = Uint32Array.from(kpColumn(buf, meta.nodeFrame));
+    /* processes: recording, and frame + 1 (0: none) of pid, node and name */
+    this.procRecording = kpColumn(buf, meta.procRecording);
+    this.procPid = kpColumn(buf, meta.procPid);
+    this.procNode = kpColumn(buf, meta.procNode);
+    this.procName = kpColumn(buf, meta.procName);
+    this.nProcesses = this.procPid.length;
     this.recordings = meta.recordings.map((r, i) => ({
       name: r.name, sources: r.sources.map((s) => kpSource(buf, s, i)),
     }));
-    /* nodes on the paths of native CPU samples: no name frame follows their pid */
-    this.cpuNode = new Uint8Array(this.nNodes);
-    for (const r of this.recordings)
-      for (const src of r.sources)
-        if (src.kind === "cpu") for (const leaf of src.node) this.cpuNode[leaf] = 1;
-    for (let i = this.nNodes - 1; i >= 0; i--)
-      if (this.cpuNode[i] && this.parent[i] >= 0) this.cpuNode[this.parent[i]] = 1;
     this.describeNodes();
+    this.label = (n) => this.frames[this.frame[n]];
+    this.childLists(this);
   }
 
-  /* For every node: its depth, the status (or thread kind) frame under COMM
-   * (under the node's frame when several nodes were recorded), the process (pid frame) on its path and the frame after the pid (the
-   * registered name or initial call in cooperative samples); children in
-   * alphabetical order. Parents always come before their children. */
+  /* For every node: its depth, the status (or thread kind) frame under
+   * COMM (under the node's frame when several nodes were recorded) and the
+   * node of that status on its path (-1 for the nodes above it). Parents
+   * always come before their children. */
   describeNodes() {
     const n = this.nNodes, P = this.parent;
     this.depth = new Uint16Array(n);
     this.status = new Int32Array(n).fill(-1);
-    this.pid = new Int32Array(n).fill(-1);
-    this.pname = new Int32Array(n).fill(-1);
+    this.statusNode = new Int32Array(n).fill(-1);
     this.nodeName = new Int32Array(n).fill(-1); /* the node's frame, several nodes recorded */
-    const isPid = this.frames.map((f) => KP_PID.test(f));
     const isNode = this.frames.map((f) => f.indexOf("@") > 0);
     for (let i = 0; i < n; i++) {
       const p = P[i];
       if (p < 0) continue;
       this.depth[i] = this.depth[p] + 1;
-      /* the frame under COMM, or under the node's when several were recorded */
       const d = this.depth[i], f = this.frame[i];
       this.nodeName[i] = d === 1 && isNode[f] ? f : this.nodeName[p];
-      this.status[i] = (d === 1 && !isNode[f]) || (d === 2 && this.nodeName[p] >= 0) ? f : this.status[p];
-      this.pid[i] = this.pid[p];
-      this.pname[i] = this.pname[p];
-      if (this.pid[i] < 0 && isPid[this.frame[i]]) this.pid[i] = this.frame[i];
-      else if (this.pid[p] >= 0 && this.pid[i] === this.pid[p] && P[p] >= 0 &&
-               this.frame[p] === this.pid[p] && this.pname[p] < 0 && !this.cpuNode[i])
-        this.pname[i] = this.frame[i];
+      const isStatus = (d === 1 && !isNode[f]) || (d === 2 && this.nodeName[p] >= 0);
+      this.status[i] = isStatus ? f : this.status[p];
+      this.statusNode[i] = isStatus ? i : this.statusNode[p];
     }
-    /* a process's name from the cooperative samples names it in CPU samples too */
-    this.nameOfPid = new Map();
-    for (let i = 0; i < n; i++)
-      if (this.pname[i] >= 0 && !this.nameOfPid.has(this.pid[i])) this.nameOfPid.set(this.pid[i], this.pname[i]);
-    this.childLists(this);
   }
 
-  /* The name shown for a process: its registered name or initial call. */
-  processName(node) {
-    const pid = this.pid[node];
-    if (pid < 0) return "";
-    const nm = this.pname[node] >= 0 ? this.pname[node] : this.nameOfPid.get(pid);
-    return nm === undefined ? "" : this.frames[nm];
-  }
+  /* A process's pid, name (registered name or initial call) and node. */
+  pidText(p) { return this.procPid[p] ? this.frames[this.procPid[p] - 1] : ""; }
+  processName(p) { return this.procName[p] ? this.frames[this.procName[p] - 1] : ""; }
+  processNode(p) { return this.procNode[p] ? this.frames[this.procNode[p] - 1] : ""; }
 
   /* Statuses (or thread kinds) seen in a source, with their sample counts. */
   statuses(src) {
-    const seen = new Map();
-    for (let e = 0; e < src.node.length; e++) {
-      const st = this.status[src.node[e]];
-      if (st >= 0) seen.set(st, (seen.get(st) || 0) + src.weights[0][e]);
+    const seen = new Map(), set = src.paths;
+    for (let e = 0; e < set.node.length; e++) {
+      const st = this.status[set.node[e]];
+      if (st >= 0) seen.set(st, (seen.get(st) || 0) + set.weights[0][e]);
     }
     return [...seen.entries()].sort((a, b) => b[1] - a[1]).map(([f, c]) => ({ frame: f, name: this.frames[f], count: c }));
   }
 
-  /* A mask over nodes: 1 where a sample with this leaf passes the filter
-   * (`statuses`: a Set of status frame ids, null for all; `process`: a
-   * RegExp matched against the pid, the name and the node, null for all). */
-  filterMask(statuses, process) {
-    const mask = new Uint8Array(this.nNodes);
-    for (let i = 0; i < this.nNodes; i++) {
-      if (statuses && !statuses.has(this.status[i])) continue;
-      if (process) {
-        const pid = this.pid[i];
-        if (pid < 0) continue;
-        const node = this.nodeName[i] >= 0 ? this.frames[this.nodeName[i]] : "";
-        if (!process.test(this.frames[pid]) && !process.test(this.processName(i)) && !process.test(node)) continue;
-      }
-      mask[i] = 1;
+  /* The filters as masks: `nodes` over the tree (1 where a path's status
+   * is in `statuses`, a Set of status frame ids; null for all), `procs`
+   * over the processes (1 where `process`, a RegExp, matches the pid, the
+   * name or the node; null for all). */
+  filter(statuses, process) {
+    let nodes = null, procs = null;
+    if (statuses) {
+      nodes = new Uint8Array(this.nNodes);
+      for (let i = 0; i < this.nNodes; i++) nodes[i] = statuses.has(this.status[i]) ? 1 : 0;
     }
-    return mask;
+    if (process) {
+      procs = new Uint8Array(this.nProcesses);
+      for (let p = 0; p < this.nProcesses; p++)
+        procs[p] = this.procPid[p] && (process.test(this.pidText(p)) || process.test(this.processName(p)) ||
+                                       process.test(this.processNode(p))) ? 1 : 0;
+    }
+    return { nodes, procs };
   }
 
-  /* The heat map of weight `k` as {rows, cells}: cells a Float64Array of
-   * columns x rows, column major, cell (c, r) = second firstSecond + c,
-   * offset r / rows. Unfiltered (`mask` null) at the heat map's own 50 rows
-   * a second; filtered, from the entries, at the slices' rows. */
-  heat(src, k, mask) {
-    if (!mask) {
+  /* The entry set a view draws from: the processes' when it picks
+   * processes (or shows them), else the paths'. */
+  setOf(src, f, byProcess) { return f.procs || byProcess ? src.processes : src.paths; }
+
+  /* Whether entry e of `set` passes filter `f`. */
+  passes(set, e, f) {
+    return (!f.nodes || f.nodes[set.node[e]]) && (!f.procs || f.procs[set.process[e]]);
+  }
+
+  /* The heat map of weight `k` as {rows, cells, perRow}: cells a
+   * Float64Array of columns x rows, column major, cell (c, r) = second
+   * firstSecond + c, offset r / rows. Unfiltered at the heat map's own 50
+   * rows a second; filtered, from the entries, at the slices' rows (a
+   * slice of several seconds spread evenly over its columns). */
+  heat(src, k, f) {
+    if (!f.nodes && !f.procs) {
       const rows = src.heatRows, cells = new Float64Array(src.columns * rows), h = src.heatCells[k];
       const base = src.firstSecond * rows;
       for (let i = 0; i < cells.length && base + i < h.length; i++) cells[i] = h[base + i];
       return { rows, cells };
     }
-    const rows = src.rows, cells = new Float64Array(src.columns * rows);
-    const base = src.firstSecond * rows, w = src.weights[k];
-    for (let s = 0; s < src.nSlices; s++) {
-      const cell = s - base;
-      if (cell < 0 || cell >= cells.length) continue;
-      for (let e = src.sliceStart[s]; e < src.sliceStart[s + 1]; e++)
-        if (mask[src.node[e]]) cells[cell] += w[e];
+    const set = this.setOf(src, f, false), sc = set.sliceCells, H = src.heatRows;
+    const rows = sc <= H ? H / sc : 1, span = sc <= H ? 1 : sc / H; /* columns a slice covers */
+    const cells = new Float64Array(src.columns * rows), w = set.weights[k];
+    const first = src.firstSecond * H; /* the first cell shown, in 20 ms cells */
+    for (let s = 0; s < set.nSlices; s++) {
+      let v = 0;
+      for (let e = set.sliceStart[s]; e < set.sliceStart[s + 1]; e++) if (this.passes(set, e, f)) v += w[e];
+      if (!v) continue;
+      const cell0 = s * sc - first; /* in 20 ms cells from the first shown */
+      for (let c = 0; c < span; c++) {
+        const cell = sc <= H ? Math.floor(cell0 / sc) : Math.floor(cell0 / H) + c;
+        if (cell >= 0 && cell < cells.length) cells[cell] += v / span;
+      }
     }
     return { rows, cells };
   }
 
-  /* A range of heat map cells [from, to) widened to whole slices. */
-  snap(src, [from, to]) {
-    return [Math.floor(from / src.fine) * src.fine, Math.ceil(to / src.fine) * src.fine];
+  /* A range of heat map cells [from, to) of `src` (from its first second
+   * shown) widened to whole slices of `set` (slices count from the
+   * source's origin). */
+  snap(src, set, [from, to]) {
+    const sc = set.sliceCells, base = src.firstSecond * src.heatRows;
+    return [Math.floor((from + base) / sc) * sc - base, Math.ceil((to + base) / sc) * sc - base];
   }
 
-  /* Self weight per node over the slices of heat map cells [from, to) of
-   * `src` (widened to whole slices), for the samples `mask` lets through
-   * (null: all). */
-  selfWeights(src, k, mask, from, to) {
-    const self = new Float64Array(this.nNodes);
-    const base = src.firstSecond * src.rows, w = src.weights[k], node = src.node;
-    const s0 = Math.max(0, Math.floor(from / src.fine) + base);
-    const s1 = Math.min(src.nSlices, Math.ceil(to / src.fine) + base);
-    const e0 = src.sliceStart[s0], e1 = src.sliceStart[Math.max(s0, s1)];
-    if (mask) { for (let e = e0; e < e1; e++) if (mask[node[e]]) self[node[e]] += w[e]; }
-    else for (let e = e0; e < e1; e++) self[node[e]] += w[e];
+  /* The entries of `set` in the slices of cells [from, to) of `src`. */
+  entryRange(src, set, from, to) {
+    const base = src.firstSecond * src.heatRows, sc = set.sliceCells;
+    const s0 = Math.max(0, Math.floor((from + base) / sc));
+    const s1 = Math.min(set.nSlices, Math.ceil((to + base) / sc));
+    return [set.sliceStart[s0] || 0, set.sliceStart[Math.max(s0, s1)] || 0];
+  }
+
+  /* Self weight per node over the cells [from, to) of `src` (widened to
+   * whole slices), for the samples filter `f` lets through. */
+  selfWeights(src, k, f, from, to) {
+    const self = new Float64Array(this.nNodes), set = this.setOf(src, f, false);
+    const w = set.weights[k], node = set.node, [e0, e1] = this.entryRange(src, set, from, to);
+    for (let e = e0; e < e1; e++) if (this.passes(set, e, f)) self[node[e]] += w[e];
     return self;
   }
 
-  /* The tree with the processes merged: the pid frames left out, so that
-   * processes of the same name or initial call share one tower, within a
-   * recording and across two (whose pids differ). `map` takes a node of the
-   * full tree to its node here. Built once, on first use. */
-  merged() {
-    if (this.mergedTree) return this.mergedTree;
-    const n = this.nNodes, map = new Int32Array(n), parent = [], frame = [], depth = [], keys = new Map();
-    for (let i = 0; i < n; i++) {
-      const p = this.parent[i] >= 0 ? map[this.parent[i]] : -1;
-      if (this.pid[i] === this.frame[i] && (this.parent[i] < 0 || this.pid[this.parent[i]] < 0)) {
-        map[i] = p; /* the pid frame itself */
-        continue;
-      }
-      const key = p + "," + this.frame[i];
-      let m = keys.get(key);
-      if (m === undefined) {
-        m = parent.length; keys.set(key, m);
-        parent.push(p); frame.push(this.frame[i]); depth.push(p >= 0 ? depth[p] + 1 : 0);
-      }
-      map[i] = m;
+  /* The processes of a range: per process its weight and its weight per
+   * status frame, for the samples filter `f` lets through. */
+  processWeights(src, k, f, from, to) {
+    const set = src.processes, w = set.weights[k], [e0, e1] = this.entryRange(src, set, from, to);
+    const out = new Map();
+    for (let e = e0; e < e1; e++) {
+      if (!w[e] || !this.passes(set, e, f) || !this.procPid[set.process[e]]) continue;
+      const p = set.process[e], st = this.status[set.node[e]];
+      let row = out.get(p);
+      if (!row) out.set(p, (row = { process: p, v: 0, byStatus: new Map() }));
+      row.v += w[e];
+      row.byStatus.set(st, (row.byStatus.get(st) || 0) + w[e]);
     }
-    const t = { nNodes: parent.length, parent: Int32Array.from(parent), frame: Uint32Array.from(frame),
-                depth: Uint16Array.from(depth), map };
-    this.childLists(t);
-    this.mergedTree = t;
-    return t;
+    return [...out.values()];
+  }
+
+  /* The tree with a tower per process (`by` "process") or per name ("name")
+   * under each status, from the selections `sels` ([src, from, to] each):
+   * {tree, selfs} with the self weights of each selection on its nodes. A
+   * node of the tree is a (group, path node) pair; the group's own node,
+   * under the status, is labelled with the pid and the name. */
+  grouped(k, f, by, sels) {
+    const parent = [], label = [], depth = [], keys = new Map(), selfs = sels.map(() => []);
+    const G = this.nProcesses + this.frames.length + 2;
+    const groupOf = (p) => (by === "name" ? (this.procName[p] ? this.procName[p] : G - 1) : p);
+    const groupLabel = (p) => (by === "name" ? this.processName(p) || "(no name)"
+      : this.procPid[p] ? this.pidText(p) + " " + this.processName(p) : "(no process)");
+    const add = (key, par, text) => {
+      let v = keys.get(key);
+      if (v === undefined) {
+        v = parent.length; keys.set(key, v);
+        parent.push(par); label.push(text); depth.push(par >= 0 ? depth[par] + 1 : 0);
+      }
+      return v;
+    };
+    /* the node of path node n in group g (p: a process of the group) */
+    const nodeOf = (n, g, p) => {
+      const st = this.statusNode[n];
+      if (st < 0 || st === n) { /* COMM, the node's name, the status: shared */
+        const par = this.parent[n] >= 0 ? nodeOf(this.parent[n], g, p) : -1;
+        return add(-1 - n, par, this.label(n));
+      }
+      const up = this.parent[n] === st
+        ? add(-1 - this.nNodes - (st * G + g), nodeOf(st, g, p), groupLabel(p))
+        : nodeOf(this.parent[n], g, p);
+      return add(n * G + g, up, this.label(n));
+    };
+    sels.forEach(([src, from, to], i) => {
+      const set = src.processes, w = set.weights[k], [e0, e1] = this.entryRange(src, set, from, to);
+      for (let e = e0; e < e1; e++) {
+        if (!w[e] || !this.passes(set, e, f)) continue;
+        const p = set.process[e], v = nodeOf(set.node[e], groupOf(p), p);
+        selfs[i][v] = (selfs[i][v] || 0) + w[e];
+      }
+    });
+    const tree = { nNodes: parent.length, parent: Int32Array.from(parent), depth: Uint16Array.from(depth),
+                   label: (n) => label[n] };
+    this.childLists(tree);
+    return { tree, selfs: selfs.map((s) => Float64Array.from({ length: tree.nNodes }, (_, i) => s[i] || 0)) };
   }
 
   /* `kids` (children of each node) and `rootKids`, in alphabetical order. */
   childLists(t) {
     const kids = Array.from({ length: t.nNodes + 1 }, () => []);
     for (let i = 0; i < t.nNodes; i++) kids[t.parent[i] + 1].push(i);
-    for (const k of kids) k.sort((a, b) => (this.frames[t.frame[a]] < this.frames[t.frame[b]] ? -1 : 1));
+    for (const k of kids) k.sort((a, b) => (t.label(a) < t.label(b) ? -1 : 1));
     t.rootKids = kids[0];
     t.kids = kids.slice(1);
   }
 
-  /* Inclusive weights on tree `t` (this model, or merged()) from the self
-   * weights of the full tree's nodes (children after parents). */
+  /* Inclusive weights on tree `t` from the self weights of its nodes
+   * (children after parents). */
   totals(t, self) {
-    let total = self;
-    if (t !== this) {
-      total = new Float64Array(t.nNodes);
-      for (let i = 0; i < this.nNodes; i++) if (self[i] && t.map[i] >= 0) total[t.map[i]] += self[i];
-    } else total = Float64Array.from(self);
+    const total = Float64Array.from(self);
     for (let i = t.nNodes - 1; i >= 0; i--) if (t.parent[i] >= 0) total[t.parent[i]] += total[i];
     return total;
   }

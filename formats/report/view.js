@@ -18,8 +18,8 @@ const state = {
   search: null,     /* RegExp, null = none */
   ranges: [],       /* up to two [fromCell, toCell) of the heat map's grid */
   zoom: -1,         /* node the flame graph is zoomed on, -1 = the root */
-  merge: false,     /* processes merged by name (pid frames left out) */
-  mask: null,
+  group: "",        /* the flame graph's towers: "" all together, "process" or "name" */
+  filter: { nodes: null, procs: null }, /* the filters as masks (KpModel.filter) */
   boxes: [],        /* drawn flame boxes, for the mouse */
 };
 
@@ -27,9 +27,11 @@ function recording() { return state.model.recordings[state.recording < 0 ? 1 : s
 function source() { return recording().sources[state.source]; }
 function weightName(src, k) { return src.weightNames[k] + (src.weightUnits[k] !== src.weightNames[k] ? " (" + src.weightUnits[k] + ")" : ""); }
 
+/* The entry set the flame graph draws from now (KpModel.setOf). */
+function viewSet(src) { return state.model.setOf(src, state.filter, state.group !== ""); }
 /* A range of 50-row cells, widened to whole slices, in seconds. */
 function rangeText(src, range) {
-  const [a, b] = state.model.snap(src, range), t = (cell) => (cell / src.heatRows).toFixed(2);
+  const [a, b] = state.model.snap(src, viewSet(src), range), t = (cell) => (cell / src.heatRows).toFixed(2);
   return t(a) + " s to " + t(b) + " s";
 }
 
@@ -111,7 +113,8 @@ function drawHeatmaps() {
     const drawn = drawHeat(cv, src, si, k);
     scroll.append(secondsAxis(src.columns, cv.width / src.columns));
     h.textContent = (src.kind === "cpu" ? "native CPU samples" : weightName(src, k)) +
-      " \u00b7 " + src.columns + " s, " + drawn.rows + " rows a second" + (drawn.max === 0 ? " \u00b7 all zero" : "");
+      " \u00b7 " + src.columns + " s, " + (drawn.every ? "a row per " + drawn.every + " s" : drawn.rows + " rows a second") +
+      (drawn.max === 0 ? " \u00b7 all zero" : "");
   }));
 }
 /* The seconds under a heat map, a label every 1, 2, 5, 10, ... s, at
@@ -131,10 +134,13 @@ function secondsAxis(columns, cw) {
 }
 /* Draws one heat map on `cv`: unfiltered at 50 rows a second, filtered at
  * the slices' rows. Ranges are kept in the 50-row cells (src.heatRows).
- * Returns the rows drawn and the largest cell. */
+ * Returns the rows drawn (or the seconds a row covers, `every`) and the
+ * largest cell. */
 function drawHeat(cv, src, si, k) {
-  const mask = si === state.source ? state.mask : state.process ? state.model.filterMask(null, state.process) : null;
-  const { rows, cells } = state.model.heat(src, k, mask);
+  const f = si === state.source ? state.filter : state.model.filter(null, state.process);
+  const { rows, cells } = state.model.heat(src, k, f);
+  const set = state.model.setOf(src, f, false), every = rows === 1 && set.sliceCells > src.heatRows && (f.nodes || f.procs)
+    ? set.sliceCells / src.heatRows : 0;
   const H = src.heatRows, step = H / rows; /* 50-row cells per cell drawn */
   /* two heat maps side by side, each scrolling on its own when long */
   const width = Math.max(200, (document.documentElement.clientWidth - 80) / 2);
@@ -151,7 +157,7 @@ function drawHeat(cv, src, si, k) {
     }
   if (si === state.source)
     state.ranges.forEach((range, i) => {
-      const [a, b] = state.model.snap(src, range);
+      const [a, b] = state.model.snap(src, viewSet(src), range);
       g.fillStyle = i === 0 ? "rgba(40,90,255,0.35)" : "rgba(0,170,60,0.35)";
       for (let cell = a; cell < b; cell += step)
         g.fillRect(Math.floor(cell / H) * cw, Math.floor((cell % H) / step) * ch, cw - 1, ch - 1);
@@ -174,13 +180,13 @@ function drawHeat(cv, src, si, k) {
     if (si !== state.source) {
       /* another source: its statuses (or thread kinds) are other frames */
       state.source = si; state.ranges = []; state.statuses = null;
-      state.mask = state.process ? state.model.filterMask(null, state.process) : null;
+      state.filter = state.model.filter(null, state.process);
       fillControls();
     }
     const p = at(e);
     drag = { from: p.fine, to: p.fine, step, second: e.shiftKey && state.ranges.length > 0 };
   };
-  return { rows, max };
+  return { rows, max, every };
 }
 let drag = null;
 function dragRange() { return [Math.min(drag.from, drag.to), Math.max(drag.from, drag.to) + drag.step]; }
@@ -211,41 +217,48 @@ function diffColour(d, max) {
   return d > 0 ? "rgb(255," + v + "," + v + ")" : d < 0 ? "rgb(" + v + "," + v + ",255)" : "rgb(235,235,235)";
 }
 
-/* What the flame graph shows: the self weights of the full tree's nodes
- * (`self`) drawn, and `base` (scaled) to compare them with. */
+/* What the flame graph shows: a selection [source, from cell, to cell]
+ * drawn, and another (`base`, scaled) to compare it with. */
 function flameData() {
-  const m = state.model, k = state.weight;
   if (state.recording < 0) {
-    const a = m.recordings[0].sources.find((s) => s.kind === source().kind);
-    const full = (src) => [0, src.columns * src.heatRows];
-    const self = m.selfWeights(source(), k, state.mask, ...full(source()));
-    const base = a ? m.selfWeights(a, k, state.mask, ...full(a)) : new Float64Array(m.nNodes);
-    return { self, base, label: "B compared with A, whole recordings" };
+    const a = state.model.recordings[0].sources.find((s) => s.kind === source().kind);
+    const full = (src) => [src, 0, src.columns * src.heatRows];
+    return { sel: full(source()), base: a ? full(a) : null, label: "B compared with A, whole recordings" };
   }
   const src = source();
   const r0 = state.ranges[0] || [0, src.columns * src.heatRows];
-  const t0 = m.selfWeights(src, k, state.mask, r0[0], r0[1]);
   if (state.ranges.length < 2)
-    return { self: t0, base: null, label: state.ranges.length ? "Range " + rangeText(src, r0) : "Whole recording" };
+    return { sel: [src, ...r0], base: null, label: state.ranges.length ? "Range " + rangeText(src, r0) : "Whole recording" };
   const r1 = state.ranges[1];
-  return { self: m.selfWeights(src, k, state.mask, r1[0], r1[1]), base: t0,
+  return { sel: [src, ...r1], base: [src, ...r0],
            label: "Range " + rangeText(src, r1) + " compared with " + rangeText(src, r0) };
+}
+
+/* The tree drawn and the self weights of the selections on it: the call
+ * paths, or a tower per process or per name. */
+function flameTree(d) {
+  const m = state.model, k = state.weight, f = state.filter;
+  if (state.group) {
+    const g = m.grouped(k, f, state.group, d.base ? [d.sel, d.base] : [d.sel]);
+    return { T: g.tree, self: g.selfs[0], base: d.base ? g.selfs[1] : null };
+  }
+  const self = (sel) => m.selfWeights(sel[0], k, f, sel[1], sel[2]);
+  return { T: m, self: self(d.sel), base: d.base ? self(d.base) : null };
 }
 
 function drawFlame() {
   const m = state.model, cv = $("flame"), src = source(), d = flameData();
-  /* the tree drawn: one tower per process, or processes merged by name */
-  const T = state.merge ? m.merged() : m;
-  const total = m.totals(T, d.self), rootTotal = m.rootTotal(T, total);
-  const baseT = d.base ? m.totals(T, d.base) : null, baseTotal = d.base ? m.rootTotal(T, baseT) : 0;
+  const { T, self, base } = flameTree(d);
+  const total = m.totals(T, self), rootTotal = m.rootTotal(T, total);
+  const baseT = base ? m.totals(T, base) : null, baseTotal = base ? m.rootTotal(T, baseT) : 0;
   /* the base scaled to the drawn total: shares are compared, not counts */
-  const scale = d.base && baseTotal > 0 ? rootTotal / baseTotal : 0;
-  const delta = (n) => (d.base ? total[n] - baseT[n] * scale : 0);
+  const scale = base && baseTotal > 0 ? rootTotal / baseTotal : 0;
+  const delta = (n) => (base ? total[n] - baseT[n] * scale : 0);
   let maxDelta = 0;
-  if (d.base) for (let n = 0; n < T.nNodes; n++) maxDelta = Math.max(maxDelta, Math.abs(delta(n)));
+  if (base) for (let n = 0; n < T.nNodes; n++) maxDelta = Math.max(maxDelta, Math.abs(delta(n)));
   const info = $("flame-info");
   info.textContent = d.label + ": " + fmt(rootTotal) + " " + src.weightUnits[state.weight] +
-    (d.base ? " (compared with " + fmt(baseTotal) + ")" : "");
+    (base ? " (compared with " + fmt(baseTotal) + ")" : "");
   info.dataset.total = String(rootTotal);
   info.dataset.baseTotal = String(baseTotal);
 
@@ -265,7 +278,7 @@ function drawFlame() {
   const box = (n, x, w, depth, name) => {
     const y = depth * H; /* the root on top: the page reads downwards */
     const hit = state.search && n >= 0 && state.search.test(name);
-    g.fillStyle = hit ? "rgb(230,0,230)" : d.base && n >= 0 ? diffColour(delta(n), maxDelta) : frameColour(name);
+    g.fillStyle = hit ? "rgb(230,0,230)" : base && n >= 0 ? diffColour(delta(n), maxDelta) : frameColour(name);
     g.fillRect(x, y, Math.max(w - 0.5, 0.5), H - 1);
     if (w > 30) {
       g.fillStyle = "#000";
@@ -280,7 +293,7 @@ function drawFlame() {
   if (zoomed >= 0) {
     const chain = [];
     for (let n = zoomed; n >= 0; n = T.parent[n]) chain.unshift(n);
-    chain.forEach((n, i) => box(n, 0, W, i + 1, m.frames[T.frame[n]]));
+    chain.forEach((n, i) => box(n, 0, W, i + 1, T.label(n)));
     baseDepth = chain.length;
   }
   const walk = (nodes, x0, depth) => {
@@ -289,7 +302,7 @@ function drawFlame() {
       if (total[n] <= 0) continue;
       const w = (total[n] / width) * W;
       if (w >= 0.1) {
-        const name = m.frames[T.frame[n]];
+        const name = T.label(n);
         box(n, x, w, depth, name);
         if (state.search && state.search.test(name) && !(T.parent[n] >= 0 && searchHit(T.parent[n]))) matched += total[n];
         walk(T.kids[n], x, depth + 1);
@@ -297,7 +310,7 @@ function drawFlame() {
       x += w;
     }
   };
-  const searchHit = (n) => { for (; n >= 0; n = T.parent[n]) if (state.search.test(m.frames[T.frame[n]])) return true; return false; };
+  const searchHit = (n) => { for (; n >= 0; n = T.parent[n]) if (state.search.test(T.label(n))) return true; return false; };
   walk(zoomed >= 0 ? T.kids[zoomed] : T.rootKids, 0, baseDepth);
   $("search-result").textContent = state.search ? "matched " + pct(matched, width) : "";
   cv.onmousemove = (e) => {
@@ -305,13 +318,12 @@ function drawFlame() {
     if (!b) { $("tooltip").hidden = true; return; }
     const v = b.n < 0 ? rootTotal : total[b.n];
     let text = b.name + ": " + fmt(v) + " " + src.weightUnits[state.weight] + " (" + pct(v, rootTotal) + ")";
-    if (d.base && b.n >= 0) text += "; compared: " + fmt(baseT[b.n]) + " (" + pct(baseT[b.n], baseTotal) + ")";
-    if (b.n >= 0 && T === m && m.pid[b.n] >= 0) text += " \u00b7 " + m.frames[m.pid[b.n]] + " " + m.processName(b.n);
+    if (base && b.n >= 0) text += "; compared: " + fmt(baseT[b.n]) + " (" + pct(baseT[b.n], baseTotal) + ")";
     tip(e, text);
   };
   cv.onmouseleave = () => { $("tooltip").hidden = true; };
   cv.onclick = (e) => { const b = boxAt(e); if (b) { state.zoom = b.n; drawFlame(); } };
-  drawProcesses(T === m ? total : m.totals(m, d.self), rootTotal);
+  drawProcesses(d.sel);
 }
 function boxAt(e) {
   const r = $("flame").getBoundingClientRect(), x = e.clientX - r.left, y = e.clientY - r.top;
@@ -322,30 +334,32 @@ function boxAt(e) {
   return null;
 }
 
-/* The processes of the range, by weight; a click filters on one. */
-function drawProcesses(total, rootTotal) {
-  /* a process's pid frame sits under each of its statuses: one row a pid */
-  const m = state.model, byPid = new Map();
-  for (let n = 0; n < m.nNodes; n++) {
-    if (!(total[n] > 0 && m.pid[n] === m.frame[n])) continue;
-    const row = byPid.get(m.frame[n]);
-    if (row) row.v += total[n];
-    else byPid.set(m.frame[n], { pid: m.frames[m.frame[n]], name: m.processName(n), v: total[n] });
-  }
+/* The processes of the range, by weight, each split by status (over the
+ * slices of the processes' set); a click filters on one. */
+function drawProcesses([src, from, to]) {
+  const m = state.model, k = state.weight;
+  const rows = m.processWeights(src, k, state.filter, from, to).sort((a, b) => b.v - a.v);
+  let all = 0;
+  for (const r of rows) all += r.v;
   const tbody = $("processes").tBodies[0];
   tbody.innerHTML = "";
-  [...byPid.values()].sort((a, b) => b.v - a.v).slice(0, 30).forEach((r) => {
-    const tr = tbody.insertRow();
-    [r.pid, r.name, fmt(r.v), pct(r.v, rootTotal)].forEach((t, i) => {
-      const td = tr.insertCell(); td.textContent = t; if (i > 1) td.className = "num";
+  rows.slice(0, 30).forEach((r) => {
+    const tr = tbody.insertRow(), pid = m.pidText(r.process);
+    const split = [...r.byStatus.entries()].sort((a, b) => b[1] - a[1])
+      .map(([st, v]) => (st >= 0 ? m.frames[st] : "?") + " " + pct(v, r.v)).join(" \u00b7 ");
+    [pid, m.processName(r.process), fmt(r.v), pct(r.v, all), split].forEach((t, i) => {
+      const td = tr.insertCell(); td.textContent = t; if (i === 2 || i === 3) td.className = "num";
     });
-    tr.onclick = () => { $("process-filter").value = "^" + r.pid.replace(/\./g, "\\.") + "$"; onProcess(); };
+    tr.onclick = () => { $("process-filter").value = "^" + pid.replace(/\./g, "\\.") + "$"; onProcess(); };
   });
+  const [a, b] = m.snap(src, src.processes, [from, to]);
+  $("process-range").textContent = rows.length + " processes, " + (a / src.heatRows).toFixed(2) + " s to " +
+    (b / src.heatRows).toFixed(2) + " s";
 }
 
 /* ---- wiring ---- */
 function refresh() {
-  state.mask = state.statuses || state.process ? state.model.filterMask(state.statuses, state.process) : null;
+  state.filter = state.model.filter(state.statuses, state.process);
   drawHeatmaps();
   drawFlame();
 }
@@ -367,9 +381,7 @@ async function main() {
     $("weight").onchange = () => { state.weight = +$("weight").value; state.zoom = -1; drawFlame(); };
     $("process-filter").oninput = onProcess;
     $("search").oninput = () => { state.search = regexOf($("search").value); drawFlame(); };
-    state.merge = model.recordings.length > 1;
-    $("merge").checked = state.merge;
-    $("merge").onchange = () => { state.merge = $("merge").checked; state.zoom = -1; drawFlame(); };
+    $("group").onchange = () => { state.group = $("group").value; state.zoom = -1; refresh(); };
     $("clear").onclick = () => { state.ranges = []; state.zoom = -1; refresh(); };
     window.addEventListener("keydown", (e) => {
       if (e.key === "Escape") { state.zoom = -1; drawFlame(); }

@@ -1,6 +1,7 @@
-/* The report's data: one tree of frames for every source, and per source
- * the (slice, node) entries that the heat map and the range flame graphs are
- * drawn from (kp/report.h). Writing the page is report_html.c's. */
+/* The report's data: one tree of call paths for every source, the
+ * processes, and per source the entry sets that the heat maps and the range
+ * flame graphs are drawn from (kp/report.h). Writing the page is
+ * report_html.c's, the entry sets report_set.c's. */
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -8,10 +9,6 @@
 #include "kp/alloc.h"
 #include "kp/strtab.h"
 #include "report_internal.h"
-
-/* Slices per second, finest first: each divides the previous, so a slice
- * never straddles two coarser ones. */
-static const unsigned rows_steps[] = {50, 25, 5, 1};
 
 kp_report *kp_report_create(void)
 {
@@ -21,8 +18,9 @@ kp_report *kp_report_create(void)
     r->frames = kp_strtab_create();
     r->node_keys = kp_strtab_create();
     r->stacks = kp_strtab_create();
+    r->process_keys = kp_strtab_create();
     r->budget = KP_REPORT_ENTRY_BUDGET;
-    if (!r->frames || !r->node_keys || !r->stacks) {
+    if (!r->frames || !r->node_keys || !r->stacks || !r->process_keys) {
         kp_report_free(r);
         return NULL;
     }
@@ -33,14 +31,10 @@ static void source_free(kp_report_source *s)
 {
     if (!s)
         return;
-    kp_strtab_free(s->keys);
-    kp_free(s->slice);
-    kp_free(s->node);
-    kp_free(s->count);
-    for (unsigned k = 0; k < KP_WEIGHT_COUNT; k++) {
-        kp_free(s->w[k]);
+    kp_report_set_free(&s->paths);
+    kp_report_set_free(&s->processes);
+    for (unsigned k = 0; k < KP_WEIGHT_COUNT; k++)
         kp_free(s->heat[k]);
-    }
     kp_free(s);
 }
 
@@ -59,6 +53,12 @@ void kp_report_free(kp_report *r)
     kp_free(r->node_parent);
     kp_free(r->node_frame);
     kp_free(r->stack_leaf);
+    kp_free(r->stack_process);
+    kp_strtab_free(r->process_keys);
+    kp_free(r->proc_recording);
+    kp_free(r->proc_pid);
+    kp_free(r->proc_node);
+    kp_free(r->proc_name);
     kp_free(r);
 }
 
@@ -71,14 +71,14 @@ kp_report_source *kp_report_get_source(kp_report *r, unsigned recording, kp_repo
         kp_report_source *s = kp_calloc(1, sizeof *s);
         if (!s)
             return NULL;
-        s->keys = kp_strtab_create();
-        if (!s->keys) {
-            kp_free(s);
+        s->n_weights = kind == KP_REPORT_SAMPLES ? KP_WEIGHT_COUNT : 1;
+        s->recording = recording;
+        s->kind = kind;
+        if (kp_report_set_init(&s->paths, s->n_weights, r->budget) != KP_OK ||
+            kp_report_set_init(&s->processes, s->n_weights, r->budget) != KP_OK) {
+            source_free(s);
             return NULL;
         }
-        s->n_weights = kind == KP_REPORT_SAMPLES ? KP_WEIGHT_COUNT : 1;
-        s->rows_per_second = rows_steps[0];
-        s->budget = r->budget;
         *slot = s;
     }
     return *slot;
@@ -139,8 +139,58 @@ static kp_status node_of(kp_report *r, uint32_t parent, uint32_t frame, uint32_t
     return KP_OK;
 }
 
-/* The leaf node of folded stack `stack`, interning its frames and path. */
-static kp_status leaf_of(kp_report *r, const char *stack, size_t len, uint32_t *leaf)
+/* A pid frame, "<0.123.0>": it and the name after it leave the path for the
+ * process table. */
+static int is_pid(const char *f, size_t n)
+{
+    if (n < 7 || f[0] != '<' || f[n - 1] != '>')
+        return 0;
+    int dots = 0;
+    for (size_t i = 1; i + 1 < n; i++) {
+        if (f[i] == '.') {
+            if (f[i - 1] == '.' || f[i - 1] == '<')
+                return 0;
+            dots++;
+        } else if (f[i] < '0' || f[i] > '9') {
+            return 0;
+        }
+    }
+    return dots == 2 && f[n - 2] != '.';
+}
+
+/* The process of (recording, node frame, pid frame), created on first
+ * use; a name frame it lacks is set. */
+static kp_status process_of(kp_report *r, unsigned recording, uint32_t node, uint32_t pid,
+                            uint32_t name, uint32_t *process)
+{
+    uint32_t key[3] = {recording, node, pid};
+    uint32_t next = kp_strtab_count(r->process_keys);
+    uint32_t **arrays[4] = {&r->proc_recording, &r->proc_pid, &r->proc_node, &r->proc_name};
+    for (int i = 0; i < 4; i++)
+        if (grow(arrays[i], &r->proc_cap[i], next, sizeof **arrays[i]))
+            return KP_ERR_NOMEM;
+    int is_new = 0;
+    kp_status st = kp_strtab_intern(r->process_keys, key, sizeof key, process, &is_new);
+    if (st != KP_OK)
+        return st;
+    if (is_new) {
+        r->proc_recording[*process] = recording;
+        r->proc_node[*process] = node;
+        r->proc_pid[*process] = pid;
+        r->proc_name[*process] = KP_REPORT_NONE;
+    }
+    if (r->proc_name[*process] == KP_REPORT_NONE)
+        r->proc_name[*process] = name;
+    return KP_OK;
+}
+
+/* The leaf node and the process of folded stack `stack` of a source of
+ * `kind` of recording `recording`, interning its frames, path and
+ * process. kprof's stacks begin COMM ; [node ;] status ; ... ; pid ; and,
+ * in cooperative samples, the process's name (kp/report.h): the pid and
+ * the name are the process's, the rest is the path. */
+static kp_status stack_of(kp_report *r, unsigned recording, kp_report_kind kind, const char *stack,
+                          size_t len, uint32_t *leaf, uint32_t *process)
 {
     uint32_t sid;
     /* stacks are keyed by their 128-bit XXH3, not their text: a long
@@ -148,117 +198,55 @@ static kp_status leaf_of(kp_report *r, const char *stack, size_t len, uint32_t *
      * stacks of hundreds of bytes each; two stacks sharing a 128-bit hash
      * would have to collide by chance (about 2^-128 a pair) */
     XXH128_hash_t h = XXH3_128bits(stack, len);
-    uint64_t key[2] = {h.low64, h.high64};
+    uint64_t key[3] = {h.low64, h.high64, recording};
     if (kp_strtab_find(r->stacks, key, sizeof key, kp_strtab_hash(key, sizeof key), &sid)) {
         *leaf = r->stack_leaf[sid];
+        *process = r->stack_process[sid];
         return KP_OK;
     }
     /* a stack is interned only once its leaf is known and has its slot, so
      * that every interned stack has a leaf, whatever fails on the way */
-    if (grow(&r->stack_leaf, &r->stack_leaf_cap, kp_strtab_count(r->stacks), sizeof *r->stack_leaf))
+    uint32_t next = kp_strtab_count(r->stacks);
+    if (grow(&r->stack_leaf, &r->stack_leaf_cap, next, sizeof *r->stack_leaf) ||
+        grow(&r->stack_process, &r->stack_process_cap, next, sizeof *r->stack_process))
         return KP_ERR_NOMEM;
     kp_status st;
-    uint32_t node = UINT32_MAX;
+    uint32_t node = KP_REPORT_NONE, node_frame = KP_REPORT_NONE, pid = KP_REPORT_NONE;
+    uint32_t name = KP_REPORT_NONE;
+    int name_next = 0;
     size_t i = 0;
-    while (i <= len) {
+    for (unsigned depth = 0; i <= len; depth++) {
         size_t j = i;
         while (j < len && stack[j] != ';')
             j++;
         uint32_t frame;
         st = kp_strtab_intern(r->frames, stack + i, j - i, &frame, NULL);
-        if (st == KP_OK)
-            st = node_of(r, node, frame, &node);
         if (st != KP_OK)
             return st;
+        if (depth == 1 && memchr(stack + i, '@', j - i))
+            node_frame = frame; /* the node's name, when several were recorded */
+        if (name_next) {
+            name = frame;
+            name_next = 0;
+        } else if (pid == KP_REPORT_NONE && depth <= 4 && is_pid(stack + i, j - i)) {
+            pid = frame;
+            name_next = kind == KP_REPORT_SAMPLES;
+        } else if ((st = node_of(r, node, frame, &node)) != KP_OK) {
+            return st;
+        }
         i = j + 1;
     }
-    st = kp_strtab_intern(r->stacks, key, sizeof key, &sid, NULL);
+    uint32_t proc;
+    st = process_of(r, recording, pid == KP_REPORT_NONE ? KP_REPORT_NONE : node_frame, pid, name,
+                    &proc);
+    if (st == KP_OK)
+        st = kp_strtab_intern(r->stacks, key, sizeof key, &sid, NULL);
     if (st != KP_OK)
         return st;
     r->stack_leaf[sid] = node;
+    r->stack_process[sid] = proc;
     *leaf = node;
-    return KP_OK;
-}
-
-/* Grows every entry array of `s` to hold index `need`. An array grown before
- * a failure stays grown; `cap` moves only when all are. */
-static int grow_entries(kp_report_source *s, uint64_t need)
-{
-    if (need < s->cap)
-        return 0;
-    size_t n = s->cap ? s->cap * 2 : 1024;
-    void **arrays[3 + KP_WEIGHT_COUNT] = {(void **)&s->slice, (void **)&s->node,
-                                          (void **)&s->count};
-    size_t sizes[3 + KP_WEIGHT_COUNT] = {sizeof *s->slice, sizeof *s->node, sizeof *s->count};
-    for (unsigned k = 0; k < s->n_weights; k++) {
-        arrays[3 + k] = (void **)&s->w[k];
-        sizes[3 + k] = sizeof *s->w[k];
-    }
-    for (unsigned i = 0; i < 3 + s->n_weights; i++) {
-        void *p = kp_realloc_array(*arrays[i], n, sizes[i]);
-        if (!p)
-            return -1;
-        *arrays[i] = p;
-    }
-    s->cap = n;
-    return 0;
-}
-
-static kp_status entry_of(kp_report_source *s, uint32_t slice, uint32_t node, uint32_t *e)
-{
-    uint32_t key[2] = {slice, node};
-    int is_new = 0;
-    if (grow_entries(s, s->n_entries))
-        return KP_ERR_NOMEM;
-    kp_status st = kp_strtab_intern(s->keys, key, sizeof key, e, &is_new);
-    if (st != KP_OK || !is_new)
-        return st;
-    s->slice[*e] = slice;
-    s->node[*e] = node;
-    s->count[*e] = 0;
-    for (unsigned k = 0; k < s->n_weights; k++)
-        s->w[k][*e] = 0;
-    s->n_entries = *e + 1;
-    return KP_OK;
-}
-
-/* Merges the entries into slices `factor` times longer. The new keys are
- * all interned first, so that running out of memory changes nothing; then
- * the entries merge in place: keys are numbered in the order they first
- * appear, so an entry's new index is never above its old one. */
-static kp_status coarsen(kp_report_source *s, unsigned factor)
-{
-    kp_strtab *keys = kp_strtab_create();
-    if (!keys)
-        return KP_ERR_NOMEM;
-    for (uint64_t i = 0; i < s->n_entries; i++) {
-        uint32_t key[2] = {s->slice[i] / factor, s->node[i]}, e;
-        if (kp_strtab_intern(keys, key, sizeof key, &e, NULL) != KP_OK) {
-            kp_strtab_free(keys);
-            return KP_ERR_NOMEM;
-        }
-    }
-    uint64_t n = 0;
-    for (uint64_t i = 0; i < s->n_entries; i++) {
-        uint32_t key[2] = {s->slice[i] / factor, s->node[i]}, e;
-        kp_strtab_find(keys, key, sizeof key, kp_strtab_hash(key, sizeof key), &e);
-        if (e == n) { /* its first entry */
-            s->slice[e] = key[0];
-            s->node[e] = key[1];
-            s->count[e] = s->count[i];
-            for (unsigned k = 0; k < s->n_weights; k++)
-                s->w[k][e] = s->w[k][i];
-            n++;
-        } else {
-            s->count[e] += s->count[i];
-            for (unsigned k = 0; k < s->n_weights; k++)
-                s->w[k][e] += s->w[k][i];
-        }
-    }
-    kp_strtab_free(s->keys);
-    s->keys = keys;
-    s->n_entries = n;
-    s->rows_per_second /= factor;
+    *process = proc;
     return KP_OK;
 }
 
@@ -284,49 +272,51 @@ static int grow_heat(kp_report_source *s, uint64_t need)
 }
 
 /* A sample from `back` seconds before the source's first second: moves
- * every slice and heat map cell that much later. Nothing changes on error. */
+ * the origin that much earlier, rounded to whole slices of the coarser
+ * set, and every slice and heat map cell later. Nothing changes on error
+ * but the heat map's room. */
 static kp_status shift_back(kp_report_source *s, uint64_t back)
 {
-    uint64_t by = back * s->rows_per_second, cells = back * KP_REPORT_HEAT_ROWS;
-    kp_strtab *keys = kp_strtab_create();
-    if (!keys)
+    unsigned slice = s->processes.slice_cells > s->paths.slice_cells ? s->processes.slice_cells
+                                                                     : s->paths.slice_cells;
+    unsigned slice_s = slice > KP_REPORT_HEAT_ROWS ? slice / KP_REPORT_HEAT_ROWS : 1;
+    back = (back + slice_s - 1) / slice_s * slice_s;
+    if (back > s->origin_s)
+        return KP_ERR_LIMIT;
+    uint64_t cells = back * KP_REPORT_HEAT_ROWS, used = s->heat_cells;
+    if (grow_heat(s, used + cells))
         return KP_ERR_NOMEM;
-    for (uint64_t i = 0; i < s->n_entries; i++) {
-        uint32_t key[2] = {(uint32_t)(s->slice[i] + by), s->node[i]}, e;
-        if (kp_strtab_intern(keys, key, sizeof key, &e, NULL) != KP_OK) {
-            kp_strtab_free(keys);
-            return KP_ERR_NOMEM;
-        }
+    kp_strtab *paths = NULL, *processes = NULL;
+    kp_status st = kp_report_set_shift_keys(&s->paths, cells, &paths);
+    if (st == KP_OK && (st = kp_report_set_shift_keys(&s->processes, cells, &processes)) != KP_OK)
+        kp_strtab_free(paths);
+    if (st != KP_OK) {
+        s->heat_cells = used;
+        return st;
     }
-    uint64_t used = s->heat_cells;
-    if (grow_heat(s, used + cells)) {
-        kp_strtab_free(keys);
-        return KP_ERR_NOMEM;
-    }
+    kp_report_set_shift(&s->paths, cells, paths);
+    kp_report_set_shift(&s->processes, cells, processes);
     for (unsigned k = 0; k < s->n_weights; k++) {
         memmove(s->heat[k] + cells, s->heat[k], used * sizeof *s->heat[k]);
         memset(s->heat[k], 0, cells * sizeof *s->heat[k]);
     }
-    for (uint64_t i = 0; i < s->n_entries; i++)
-        s->slice[i] += (uint32_t)by;
-    kp_strtab_free(s->keys);
-    s->keys = keys;
     s->origin_s -= back;
     return KP_OK;
 }
 
-/* The row, counted from slice 0, of `rel_ns` after the source's origin in
- * a grid of `rows` a second. */
-static uint64_t row_of(uint64_t rel_ns, unsigned rows)
+/* The heat map cell, counted from cell 0, of `rel_ns` after the source's
+ * origin. */
+static uint64_t cell_of(uint64_t rel_ns)
 {
-    return rel_ns / 1000000000u * rows + rel_ns % 1000000000u * rows / 1000000000u;
+    return rel_ns / 1000000000u * KP_REPORT_HEAT_ROWS +
+           rel_ns % 1000000000u * KP_REPORT_HEAT_ROWS / 1000000000u;
 }
 
 kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, const char *stack,
                         size_t len, const int64_t *w)
 {
-    uint32_t leaf;
-    kp_status st = leaf_of(r, stack, len, &leaf);
+    uint32_t leaf, process;
+    kp_status st = stack_of(r, s->recording, s->kind, stack, len, &leaf, &process);
     if (st != KP_OK)
         return st;
     if (s->samples == 0) {
@@ -337,47 +327,38 @@ kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, con
         if (st != KP_OK)
             return st;
     }
+    uint64_t cell = cell_of(time_ns - s->origin_s * 1000000000u);
+    if (grow_heat(s, cell + 1))
+        return KP_ERR_NOMEM;
+    uint32_t e_path, e_process;
+    st = kp_report_set_entry(&s->paths, cell, leaf, 0, &e_path);
+    if (st == KP_OK)
+        st = kp_report_set_entry(&s->processes, cell, process, leaf, &e_process);
+    if (st != KP_OK)
+        return st; /* an empty entry may stay: it weighs nothing */
+    kp_report_set_count(&s->paths, e_path, w);
+    kp_report_set_count(&s->processes, e_process, w);
     if (time_ns < s->first_ns)
         s->first_ns = time_ns;
     if (time_ns > s->last_ns)
         s->last_ns = time_ns;
-    uint64_t rel = time_ns - s->origin_s * 1000000000u;
-    uint64_t slice = row_of(rel, s->rows_per_second), cell = row_of(rel, KP_REPORT_HEAT_ROWS);
-    if (slice > UINT32_MAX - 1)
-        return KP_ERR_LIMIT;
-    if (grow_heat(s, cell + 1))
-        return KP_ERR_NOMEM;
-    uint32_t e;
-    st = entry_of(s, (uint32_t)slice, leaf, &e);
-    if (st != KP_OK)
-        return st;
-    s->count[e]++;
     s->samples++;
     for (unsigned k = 0; k < s->n_weights; k++)
-        if (w[k] > 0) {
-            s->w[k][e] += (uint64_t)w[k];
+        if (w[k] > 0)
             s->heat[k][cell] += (uint64_t)w[k];
-        }
-    /* coarsen as far as it takes, before the arrays grow past the budget:
-     * slices half as long may merge nothing (one sample per process per
-     * slice already) */
-    unsigned step = 0;
-    while (rows_steps[step] != s->rows_per_second)
-        step++;
-    const unsigned last = sizeof rows_steps / sizeof *rows_steps - 1;
-    for (; s->n_entries >= 2 * s->budget && step < last; step++) {
-        st = coarsen(s, rows_steps[step] / rows_steps[step + 1]);
-        if (st != KP_OK)
-            return st;
-    }
-    return KP_OK;
+    /* the sample is in: a set that cannot grow its slices stays whole */
+    st = kp_report_set_fit(&s->paths);
+    kp_status st2 = kp_report_set_fit(&s->processes);
+    return st != KP_OK ? st : st2;
 }
 
 void kp_report_source_stats_get(const kp_report_source *s, kp_report_source_stats *stats)
 {
     stats->samples = s->samples;
-    stats->entries = s->n_entries;
-    stats->rows_per_second = s->rows_per_second;
+    stats->entries = s->paths.n;
+    stats->process_entries = s->processes.n;
+    stats->slice_ms = s->paths.slice_cells * (1000u / KP_REPORT_HEAT_ROWS);
+    stats->process_slice_ms = s->processes.slice_cells * (1000u / KP_REPORT_HEAT_ROWS);
     stats->first_ns = s->first_ns;
     stats->last_ns = s->last_ns;
 }

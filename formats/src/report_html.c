@@ -77,44 +77,61 @@ static void column(page *p, const uint64_t *v, size_t n, int force64)
 }
 
 typedef struct {
-    uint64_t key; /* slice << 32 | node */
+    uint32_t slice, a, b;
     uint64_t index;
 } order;
 
-static int by_key(const void *a, const void *b)
+static int by_key(const void *x, const void *y)
 {
-    uint64_t x = ((const order *)a)->key, y = ((const order *)b)->key;
-    return (x > y) - (x < y);
+    const order *p = x, *q = y;
+    if (p->slice != q->slice)
+        return p->slice < q->slice ? -1 : 1;
+    if (p->a != q->a)
+        return p->a < q->a ? -1 : 1;
+    return (p->b > q->b) - (p->b < q->b);
 }
 
-/* A source's entries sorted by (slice, node), as columns: slice as the
- * difference from the previous entry's, node as the difference from the
- * previous entry's in the same slice (small numbers gzip well), count and
- * one column per weight. */
-static void source_columns(page *p, const kp_report_source *s)
+/* An entry set sorted by (slice, a, b), as columns: slice as the
+ * difference from the previous entry's, `a` as the difference from the
+ * previous entry's in the same slice, `b` (when `with_b`) from the
+ * previous entry's of the same slice and `a` (small numbers gzip well),
+ * count and one column per weight. */
+static void set_columns(page *p, const kp_report_set *s, const char *a_name, const char *b_name)
 {
-    size_t n = s->n_entries;
+    size_t n = s->n;
     order *o = kp_malloc((n ? n : 1) * sizeof *o);
     uint64_t *v = kp_malloc((n ? n : 1) * sizeof *v);
     if (!o || !v) {
         p->st = KP_ERR_NOMEM;
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        o[i].key = (uint64_t)s->slice[i] << 32 | s->node[i];
-        o[i].index = i;
-    }
+    for (size_t i = 0; i < n; i++)
+        o[i] = (order){s->slice[i], s->a[i], s->b[i], i};
     qsort(o, n, sizeof *o, by_key);
+    json_raw(p, "{\"sliceCells\":");
+    json_u64(p, s->slice_cells);
     json_raw(p, ",\"slice\":");
     for (size_t i = 0; i < n; i++)
-        v[i] = s->slice[o[i].index] - (i ? s->slice[o[i - 1].index] : 0);
+        v[i] = o[i].slice - (i ? o[i - 1].slice : 0);
     column(p, v, n, 0);
-    json_raw(p, ",\"node\":");
+    json_raw(p, ",\"");
+    json_raw(p, a_name);
+    json_raw(p, "\":");
     for (size_t i = 0; i < n; i++) {
-        int same = i && s->slice[o[i].index] == s->slice[o[i - 1].index];
-        v[i] = s->node[o[i].index] - (same ? s->node[o[i - 1].index] : 0);
+        int same = i && o[i].slice == o[i - 1].slice;
+        v[i] = o[i].a - (same ? o[i - 1].a : 0);
     }
     column(p, v, n, 0);
+    if (b_name) {
+        json_raw(p, ",\"");
+        json_raw(p, b_name);
+        json_raw(p, "\":");
+        for (size_t i = 0; i < n; i++) {
+            int same = i && o[i].slice == o[i - 1].slice && o[i].a == o[i - 1].a;
+            v[i] = o[i].b - (same ? o[i - 1].b : 0);
+        }
+        column(p, v, n, 0);
+    }
     json_raw(p, ",\"count\":");
     for (size_t i = 0; i < n; i++)
         v[i] = s->count[o[i].index];
@@ -126,7 +143,7 @@ static void source_columns(page *p, const kp_report_source *s)
             v[i] = s->w[k][o[i].index];
         column(p, v, n, 0);
     }
-    json_raw(p, "]");
+    json_raw(p, "]}");
 out:
     kp_free(o);
     kp_free(v);
@@ -136,8 +153,6 @@ static void source_meta(page *p, const kp_report_source *s, kp_report_kind kind)
 {
     json_raw(p, "{\"kind\":");
     json_str(p, kind == KP_REPORT_CPU ? "cpu" : "samples");
-    json_raw(p, ",\"rowsPerSecond\":");
-    json_u64(p, s->rows_per_second);
     json_raw(p, ",\"originS\":");
     json_u64(p, s->origin_s);
     json_raw(p, ",\"firstUs\":");
@@ -168,14 +183,16 @@ static void source_meta(page *p, const kp_report_source *s, kp_report_kind kind)
         json_raw(p, k ? "," : "");
         column(p, s->heat[k], s->heat_cells, 0);
     }
-    json_raw(p, "]");
-    source_columns(p, s);
+    json_raw(p, "],\"paths\":");
+    set_columns(p, &s->paths, "node", NULL);
+    json_raw(p, ",\"processes\":");
+    set_columns(p, &s->processes, "process", "node");
     json_raw(p, "}");
 }
 
 static void build(page *p, const kp_report *r, const kp_report_options *o)
 {
-    json_raw(p, "{\"version\":1,\"title\":");
+    json_raw(p, "{\"version\":2,\"title\":");
     json_str(p, o && o->title ? o->title : "kprof report");
     json_raw(p, ",\"subtitle\":");
     json_str(p, o && o->subtitle ? o->subtitle : "");
@@ -196,12 +213,31 @@ static void build(page *p, const kp_report *r, const kp_report_options *o)
     }
     /* parent + 1, so that the root's children have 0 */
     for (uint32_t i = 0; i < r->n_nodes; i++)
-        v[i] = r->node_parent[i] == UINT32_MAX ? 0 : (uint64_t)r->node_parent[i] + 1;
+        v[i] = r->node_parent[i] == KP_REPORT_NONE ? 0 : (uint64_t)r->node_parent[i] + 1;
     column(p, v, r->n_nodes, 0);
     json_raw(p, ",\"nodeFrame\":");
     for (uint32_t i = 0; i < r->n_nodes; i++)
         v[i] = r->node_frame[i];
     column(p, v, r->n_nodes, 0);
+    kp_free(v);
+    /* the processes: recording, and frame + 1 of pid, node and name (0: none) */
+    uint32_t np = kp_strtab_count(r->process_keys);
+    v = kp_malloc((np ? np : 1) * sizeof *v);
+    if (!v) {
+        p->st = KP_ERR_NOMEM;
+        return;
+    }
+    const char *names[4] = {
+        ",\"procRecording\":", ",\"procPid\":", ",\"procNode\":", ",\"procName\":"};
+    const uint32_t *cols[4] = {r->proc_recording, r->proc_pid, r->proc_node, r->proc_name};
+    for (int c = 0; c < 4; c++) {
+        for (uint32_t i = 0; i < np; i++)
+            v[i] = c == 0                         ? cols[c][i]
+                   : cols[c][i] == KP_REPORT_NONE ? 0
+                                                  : (uint64_t)cols[c][i] + 1;
+        json_raw(p, names[c]);
+        column(p, v, np, 0);
+    }
     kp_free(v);
     json_raw(p, ",\"recordings\":[");
     for (unsigned i = 0; i < 2; i++) {

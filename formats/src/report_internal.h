@@ -1,5 +1,5 @@
-/* The report's insides, shared by report.c (the data) and report_html.c
- * (the page). Internal to formats/. */
+/* The report's insides, shared by report.c (the data), report_set.c (the
+ * entry sets) and report_html.c (the page). Internal to formats/. */
 #ifndef KP_REPORT_INTERNAL_H
 #define KP_REPORT_INTERNAL_H
 
@@ -8,18 +8,55 @@
 #include "kp/report.h"
 #include "kp/strtab.h"
 
+#define KP_REPORT_NONE UINT32_MAX /* no node, process or frame */
+
+/* Weights summed per key (slice, a, b), time cut into slices of
+ * `slice_cells` heat map cells (20 ms each). When it holds twice `budget`
+ * entries the slices grow (kp_report_set_fit), as far as it takes. */
+typedef struct {
+    unsigned slice_cells; /* 1, 2, 10, 50 (a second), 250, ... */
+    uint64_t budget;
+    unsigned n_weights;
+    kp_strtab *keys; /* (slice, a, b) -> entry */
+    uint64_t n;
+    size_t cap;
+    uint32_t *slice, *a, *b, *count;
+    uint64_t *w[KP_WEIGHT_COUNT];
+} kp_report_set;
+
+/* A new empty set (NULL keys when out of memory: check it). */
+kp_status kp_report_set_init(kp_report_set *set, unsigned n_weights, uint64_t budget);
+void kp_report_set_free(kp_report_set *set);
+/* A sample in three steps, so that two sets take it together or not at
+ * all: the entry of (a, b) at heat map cell `cell`, created empty
+ * (KP_ERR_NOMEM, or KP_ERR_LIMIT past slice 2^32 - 2); the sample's
+ * weights `w` counted in it; then the slices grown while the set holds
+ * twice its budget (KP_ERR_NOMEM leaves it whole, its slices as they were). */
+kp_status kp_report_set_entry(kp_report_set *set, uint64_t cell, uint32_t a, uint32_t b,
+                              uint32_t *e);
+void kp_report_set_count(kp_report_set *set, uint32_t e, const int64_t *w);
+kp_status kp_report_set_fit(kp_report_set *set);
+/* Moving every slice `cells` heat map cells later (a multiple of the
+ * slice), in two steps so that two sets move together or not at all: the
+ * keys they will have (the set unchanged; KP_ERR_NOMEM, or KP_ERR_LIMIT
+ * past slice 2^32 - 2), then the move itself, which cannot fail. */
+kp_status kp_report_set_shift_keys(const kp_report_set *set, uint64_t cells, kp_strtab **keys);
+void kp_report_set_shift(kp_report_set *set, uint64_t cells, kp_strtab *keys);
+/* The largest slice the set may grow to, in cells. */
+unsigned kp_report_set_max_slice(void);
+
 struct kp_report_source {
-    unsigned n_weights;       /* KP_WEIGHT_COUNT, or 1 for CPU */
-    unsigned rows_per_second; /* slices a second */
-    uint64_t origin_s;        /* slice 0 starts at this second of the source's clock */
+    unsigned recording;
+    kp_report_kind kind;
+    unsigned n_weights; /* KP_WEIGHT_COUNT, or 1 for CPU */
+    uint64_t origin_s;  /* cell 0 starts at this second of the source's clock */
     uint64_t first_ns, last_ns;
     uint64_t samples;
-    uint64_t budget; /* entries before coarsening (twice this) */
-    kp_strtab *keys; /* (slice, node) -> entry */
-    uint64_t n_entries;
-    size_t cap;
-    uint32_t *slice, *node, *count;
-    uint64_t *w[KP_WEIGHT_COUNT];
+    /* (slice, node, 0): what the views of all processes draw, finest */
+    kp_report_set paths;
+    /* (slice, process, node): the views of some processes and the process
+     * table; coarser, as it holds more */
+    kp_report_set processes;
     /* the heat map at full resolution, whatever the slices: the summed
      * weights of cell second * KP_REPORT_HEAT_ROWS + row, from origin_s */
     uint64_t *heat[KP_WEIGHT_COUNT];
@@ -30,12 +67,17 @@ struct kp_report_source {
 struct kp_report {
     kp_strtab *frames;                  /* frame text -> frame id */
     kp_strtab *node_keys;               /* (parent node, frame) -> node id */
-    kp_strtab *stacks;                  /* folded stack -> stack id */
-    uint32_t *node_parent, *node_frame; /* by node; parent UINT32_MAX = the root */
+    kp_strtab *stacks;                  /* XXH128 of a folded stack -> stack id */
+    uint32_t *node_parent, *node_frame; /* by node; parent KP_REPORT_NONE = the root */
     size_t nodes_cap, node_frame_cap;
     uint32_t n_nodes;
-    uint32_t *stack_leaf; /* by stack id */
-    size_t stack_leaf_cap;
+    uint32_t *stack_leaf, *stack_process; /* by stack id */
+    size_t stack_leaf_cap, stack_process_cap;
+    /* processes: (recording, node frame, pid frame) -> process id; a
+     * recording's samples without a pid have a process of pid NONE */
+    kp_strtab *process_keys;
+    uint32_t *proc_recording, *proc_pid, *proc_node, *proc_name; /* frames, or NONE */
+    size_t proc_cap[4];
     kp_report_source *sources[2][KP_REPORT_KINDS];
     char *names[2];
     uint64_t budget; /* for new sources */

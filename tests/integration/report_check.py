@@ -104,6 +104,19 @@ with Browser(width=1400, height=1000) as browser:
     check(f"{want:,}" in info, f"the range's weight is shown: {info!r}")
     page.screenshot(os.path.join(shots, "report-range.png"))
 
+    # 2b. the same range with a tower per process, then per name: the same
+    # weight, the hot process's tower under its pid and name; the process
+    # table's rows split by status
+    for group in ("process", "name"):
+        page.eval(f"(() => {{ const g = document.getElementById('group'); g.value = '{group}'; g.dispatchEvent(new Event('change')); }})()")
+        towers = page.eval("state.boxes.filter((b) => b.y === 48).map((b) => b.name)")
+        hot = any(t.startswith(hot_pid) for t in towers) if group == "process" else len(towers) > 0
+        check(total(page) == want and hot, f"towers by {group}: flame root {total(page)}, segments {want}; {towers[:4]}")
+    page.eval("(() => { const g = document.getElementById('group'); g.value = ''; g.dispatchEvent(new Event('change')); })()")
+    split = page.eval("[...document.querySelectorAll('#processes tbody tr')].map((r) => r.cells[4].textContent)")
+    check(split and all(re.search(r"(running|waiting|runnable|garbage_collecting|exiting|suspended)[^\d]*[\d.]+%", t) for t in split),
+          f"the process table splits each process by status: {split[:3]}")
+
     # 3. status filter: without the waiting samples
     page.eval("[...document.querySelectorAll('#status-filter input')].find((c) => c.name === 'waiting').scrollIntoView()")
     r = page.rect("#status-filter input[name=waiting]")

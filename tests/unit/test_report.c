@@ -1,8 +1,10 @@
-/* The report's data (formats/src/report.c) and page (report_html.c): one
- * tree of frames, samples placed in 20 ms slices, merged per (slice, stack),
- * weights of 0 or less adding nothing, slices coarsened past the budget with
- * every sample kept, samples before the first one's second, the page
- * self-contained, and out of memory handled. The page's rendering is tested
+/* The report's data (formats/src/report.c, report_set.c) and page
+ * (report_html.c): one tree of call paths without the processes, which go
+ * to a table of their own, samples placed in 20 ms slices, merged per
+ * (slice, path) and per (slice, process, path), weights of 0 or less adding
+ * nothing, each set's slices grown past the budget with every sample kept,
+ * samples before the first one's second, the page self-contained, and out
+ * of memory handled. The page's rendering is tested
  * in Chromium (tests/integration/report). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,14 +38,22 @@ static kp_status add(kp_report *r, kp_report_source *s, uint64_t t, const char *
     return kp_report_add(r, s, t, stack, strlen(stack), w);
 }
 
-/* The entry of (slice, leaf of `stack`), or -1. */
-static long entry(const kp_report *r, const kp_report_source *s, uint32_t slice, uint32_t leaf)
+/* The entry of (slice, a, b) in `set`, or -1. */
+static long entry(const kp_report_set *set, uint32_t slice, uint32_t a, uint32_t b)
 {
-    (void)r;
-    for (uint64_t i = 0; i < s->n_entries; i++)
-        if (s->slice[i] == slice && s->node[i] == leaf)
+    for (uint64_t i = 0; i < set->n; i++)
+        if (set->slice[i] == slice && set->a[i] == a && set->b[i] == b)
             return (long)i;
     return -1;
+}
+
+/* The text of frame `id`. */
+static const char *frame(const kp_report *r, uint32_t id, char *text, size_t cap)
+{
+    size_t len;
+    const char *f = kp_strtab_get(r->frames, id, &len);
+    snprintf(text, cap, "%.*s", (int)len, f);
+    return text;
 }
 
 static void test_tree_and_slices(void **state)
@@ -53,29 +63,69 @@ static void test_tree_and_slices(void **state)
     kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
     assert_non_null(s);
     uint64_t t0 = 1000 * SEC + 990 * MS; /* 10 ms before the second ends */
-    assert_int_equal(add(r, s, t0, "beam.smp;running;<0.1.0>;m:f/1", one), KP_OK);
-    assert_int_equal(add(r, s, t0 + 5 * MS, "beam.smp;running;<0.1.0>;m:f/1", one), KP_OK);
-    assert_int_equal(add(r, s, t0 + 15 * MS, "beam.smp;running;<0.1.0>;m:f/1", one), KP_OK);
-    assert_int_equal(add(r, s, t0 + 15 * MS, "beam.smp;waiting;<0.1.0>;m:g/0", one), KP_OK);
-    /* one tree: beam.smp, running, <0.1.0>, m:f/1, waiting, <0.1.0>, m:g/0 */
-    assert_int_equal(r->n_nodes, 7);
+    assert_int_equal(add(r, s, t0, "beam.smp;running;<0.1.0>;worker;m:f/1", one), KP_OK);
+    assert_int_equal(add(r, s, t0 + 5 * MS, "beam.smp;running;<0.1.0>;worker;m:f/1", one), KP_OK);
+    assert_int_equal(add(r, s, t0 + 15 * MS, "beam.smp;running;<0.1.0>;worker;m:f/1", one), KP_OK);
+    assert_int_equal(add(r, s, t0 + 15 * MS, "beam.smp;waiting;<0.1.0>;worker;m:g/0", one), KP_OK);
+    /* one tree of paths: beam.smp, running, m:f/1, waiting, m:g/0; the pid
+     * and the name are the process's */
+    assert_int_equal(r->n_nodes, 5);
     assert_int_equal(r->node_parent[0], UINT32_MAX);
     assert_int_equal(r->node_parent[1], 0);
-    assert_int_equal(r->node_parent[4], 0);
-    assert_int_equal(kp_strtab_count(r->frames), 6); /* <0.1.0> is one frame */
+    assert_int_equal(r->node_parent[2], 1);
+    assert_int_equal(r->node_parent[3], 0);
+    assert_int_equal(kp_strtab_count(r->frames), 7);
+    assert_int_equal(kp_strtab_count(r->process_keys), 1);
+    char text[64];
+    assert_string_equal(frame(r, r->proc_pid[0], text, sizeof text), "<0.1.0>");
+    assert_string_equal(frame(r, r->proc_name[0], text, sizeof text), "worker");
+    assert_int_equal(r->proc_node[0], KP_REPORT_NONE);
     kp_report_source_stats st;
     kp_report_source_stats_get(s, &st);
     assert_int_equal(st.samples, 4);
-    assert_int_equal(st.rows_per_second, 50);
+    assert_int_equal(st.slice_ms, 20);
     assert_int_equal(st.entries, 3);
+    assert_int_equal(st.process_entries, 3);
     /* slice 49 (990-1000 ms) holds the first two, slice 50 (the next
      * second's first 20 ms) the others */
     assert_int_equal(s->origin_s, 1000);
-    long e = entry(r, s, 49, 3);
+    long e = entry(&s->paths, 49, 2, 0);
     assert_true(e >= 0);
-    assert_int_equal(s->count[e], 2);
-    assert_true(entry(r, s, 50, 3) >= 0);
-    assert_true(entry(r, s, 50, 6) >= 0);
+    assert_int_equal(s->paths.count[e], 2);
+    assert_true(entry(&s->paths, 50, 2, 0) >= 0);
+    assert_true(entry(&s->paths, 50, 4, 0) >= 0);
+    e = entry(&s->processes, 49, 0, 2);
+    assert_true(e >= 0);
+    assert_int_equal(s->processes.count[e], 2);
+    assert_true(entry(&s->processes, 50, 0, 4) >= 0);
+    kp_report_free(r);
+}
+
+/* Processes are told apart by recording, node and pid; a native CPU
+ * sample's process is the cooperative samples' of that pid, and keeps
+ * the code after its pid; a stack without a pid has the process NONE. */
+static void test_processes(void **state)
+{
+    (void)state;
+    kp_report *r = kp_report_create();
+    kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
+    kp_report_source *c = kp_report_get_source(r, 0, KP_REPORT_CPU);
+    kp_report_source *b = kp_report_get_source(r, 1, KP_REPORT_SAMPLES);
+    assert_int_equal(add(r, s, SEC, "beam.smp;a@h;running;<0.9.0>;srv;m:f/1", one), KP_OK);
+    assert_int_equal(add(r, s, SEC, "beam.smp;b@h;running;<0.9.0>;srv;m:f/1", one), KP_OK);
+    assert_int_equal(add(r, c, SEC, "beam.smp;a@h;scheduler;<0.9.0>;m:f/1", one), KP_OK);
+    assert_int_equal(add(r, b, SEC, "beam.smp;a@h;running;<0.9.0>;srv;m:f/1", one), KP_OK);
+    assert_int_equal(add(r, s, SEC, "beam.smp;a@h;running;m:g/1", one), KP_OK);
+    assert_int_equal(add(r, s, SEC, "beam.smp;a@h;running;<0.9>;x;y", one), KP_OK); /* no pid */
+    assert_int_equal(kp_strtab_count(r->process_keys), 4);
+    char text[64];
+    assert_string_equal(frame(r, r->proc_node[0], text, sizeof text), "a@h");
+    assert_string_equal(frame(r, r->proc_node[1], text, sizeof text), "b@h");
+    assert_int_equal(r->proc_recording[2], 1);
+    assert_int_equal(r->proc_pid[3], KP_REPORT_NONE);
+    assert_int_equal(c->processes.a[0], 0); /* the CPU sample's process is a@h's <0.9.0> */
+    assert_string_equal(frame(r, r->node_frame[c->processes.b[0]], text, sizeof text), "m:f/1");
+    assert_int_equal(s->processes.a[3], 3);
     kp_report_free(r);
 }
 
@@ -88,10 +138,13 @@ static void test_weights(void **state)
     const int64_t b[KP_WEIGHT_COUNT] = {1, 0, 1024, 3, 80, -20, 20};
     assert_int_equal(add(r, s, 5 * SEC, "beam.smp;running;m:f/1", a), KP_OK);
     assert_int_equal(add(r, s, 5 * SEC + MS, "beam.smp;running;m:f/1", b), KP_OK);
-    assert_int_equal(s->n_entries, 1);
+    assert_int_equal(s->paths.n, 1);
+    assert_int_equal(s->processes.n, 1);
     const uint64_t want[KP_WEIGHT_COUNT] = {2, 500, 5120, 3, 180, 20, 20};
-    for (int k = 0; k < KP_WEIGHT_COUNT; k++)
-        assert_int_equal(s->w[k][0], want[k]);
+    for (int k = 0; k < KP_WEIGHT_COUNT; k++) {
+        assert_int_equal(s->paths.w[k][0], want[k]);
+        assert_int_equal(s->processes.w[k][0], want[k]);
+    }
     /* the CPU source has one weight */
     kp_report_source *c = kp_report_get_source(r, 0, KP_REPORT_CPU);
     assert_int_equal(c->n_weights, 1);
@@ -101,8 +154,8 @@ static void test_weights(void **state)
     kp_report_free(r);
 }
 
-/* Past twice the budget the slices grow (50, 25, 5, 1 a second); counts and
- * weights are kept whole. */
+/* Past twice the budget a set's slices grow (20 ms, 40 ms, 200 ms, 1 s...);
+ * counts and weights are kept whole. */
 static void test_coarsening_keeps_every_sample(void **state)
 {
     (void)state;
@@ -116,14 +169,14 @@ static void test_coarsening_keeps_every_sample(void **state)
                          KP_OK);
     kp_report_source_stats st;
     kp_report_source_stats_get(s, &st);
-    assert_int_equal(st.rows_per_second, 1);
+    assert_int_equal(st.slice_ms, 1000);
     assert_int_equal(st.entries, 8); /* 4 seconds x 2 stacks */
     uint64_t count = 0, red = 0;
-    for (uint64_t i = 0; i < s->n_entries; i++) {
-        count += s->count[i];
-        red += s->w[KP_WEIGHT_REDUCTIONS][i];
-        assert_int_equal(s->count[i], 50);
-        assert_true(s->slice[i] < 4);
+    for (uint64_t i = 0; i < s->paths.n; i++) {
+        count += s->paths.count[i];
+        red += s->paths.w[KP_WEIGHT_REDUCTIONS][i];
+        assert_int_equal(s->paths.count[i], 50);
+        assert_true(s->paths.slice[i] < 4);
     }
     assert_int_equal(count, 400);
     assert_int_equal(red, 400 * 7);
@@ -133,6 +186,32 @@ static void test_coarsening_keeps_every_sample(void **state)
         assert_int_equal(s->heat[KP_WEIGHT_SAMPLES][c], 2);
         assert_int_equal(s->heat[KP_WEIGHT_REDUCTIONS][c], 14);
     }
+    kp_report_free(r);
+}
+
+/* Many processes on one path: the tree keeps one path, the paths stay
+ * fine while the processes' set grows its slices on its own. */
+static void test_processes_coarsen_apart(void **state)
+{
+    (void)state;
+    kp_report *r = kp_report_create();
+    kp_report_set_budget(r, 8);
+    kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
+    char stack[64];
+    for (unsigned i = 0; i < 100; i++) /* 2 s, every 20 ms, 10 processes */
+        for (unsigned p = 0; p < 10; p++) {
+            snprintf(stack, sizeof stack, "beam.smp;running;<0.%u.0>;w%u;m:f/1", 80 + p, p);
+            assert_int_equal(add(r, s, 7 * SEC + i * 20 * MS, stack, one), KP_OK);
+        }
+    assert_int_equal(r->n_nodes, 3);
+    assert_int_equal(kp_strtab_count(r->process_keys), 10);
+    kp_report_source_stats st;
+    kp_report_source_stats_get(s, &st);
+    assert_int_equal(st.slice_ms, 200);          /* 10 slices of 1 path */
+    assert_int_equal(st.process_slice_ms, 5000); /* 1 slice of 10 processes */
+    assert_int_equal(st.process_entries, 10);
+    for (uint64_t i = 0; i < s->processes.n; i++)
+        assert_int_equal(s->processes.count[i], 100);
     kp_report_free(r);
 }
 
@@ -146,11 +225,13 @@ static void test_earlier_sample(void **state)
     assert_int_equal(add(r, s, 8 * SEC + 100 * MS, "a;c", one), KP_OK);
     assert_int_equal(add(r, s, 10 * SEC + 500 * MS, "a;b", one), KP_OK);
     assert_int_equal(s->origin_s, 8);
-    assert_int_equal(s->n_entries, 2);
-    long e = entry(r, s, 2 * 50 + 25, 1);
+    assert_int_equal(s->paths.n, 2);
+    long e = entry(&s->paths, 2 * 50 + 25, 1, 0);
     assert_true(e >= 0);
-    assert_int_equal(s->count[e], 2);
-    assert_true(entry(r, s, 5, 2) >= 0);
+    assert_int_equal(s->paths.count[e], 2);
+    assert_true(entry(&s->paths, 5, 2, 0) >= 0);
+    e = entry(&s->processes, 2 * 50 + 25, 0, 1);
+    assert_true(e >= 0 && s->processes.count[e] == 2);
     /* heat map cells moved with the slices: 10.5 s is cell 125 from 8 s */
     assert_int_equal(s->heat_cells, 126);
     assert_int_equal(s->heat[0][125], 2);
@@ -228,7 +309,7 @@ static void test_out_of_memory(void **state)
             s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
             st = s ? KP_OK : KP_ERR_NOMEM;
             for (unsigned i = 0; i < 20 && st == KP_OK; i++)
-                st = add(r, s, SEC + i * 30 * MS, i % 3 ? "a;b;c" : "a;d", one);
+                st = add(r, s, SEC + i * 30 * MS, i % 3 ? "a;b;<0.1.0>;n;c" : "a;d", one);
         }
         long attempts = kp_fault_alloc_attempts();
         kp_fault_alloc_reset();
@@ -236,13 +317,17 @@ static void test_out_of_memory(void **state)
             assert_int_equal(st, KP_ERR_NOMEM);
         if (s) {
             for (unsigned i = 0; i < 20; i++)
-                assert_int_equal(add(r, s, SEC + i * 30 * MS, i % 3 ? "a;b;c" : "a;d", one), KP_OK);
-            uint64_t count = 0;
-            for (uint64_t e = 0; e < s->n_entries; e++) {
-                assert_true(s->node[e] < r->n_nodes);
-                count += s->count[e];
+                assert_int_equal(
+                    add(r, s, SEC + i * 30 * MS, i % 3 ? "a;b;<0.1.0>;n;c" : "a;d", one), KP_OK);
+            const kp_report_set *sets[2] = {&s->paths, &s->processes};
+            for (int k = 0; k < 2; k++) {
+                uint64_t count = 0;
+                for (uint64_t e = 0; e < sets[k]->n; e++) {
+                    assert_true((k ? sets[k]->b : sets[k]->a)[e] < r->n_nodes);
+                    count += sets[k]->count[e];
+                }
+                assert_int_equal(count, s->samples);
             }
-            assert_int_equal(count, s->samples);
             for (uint32_t i = 0; i < r->n_nodes; i++)
                 assert_true(r->node_parent[i] == UINT32_MAX || r->node_parent[i] < i);
         }
@@ -256,8 +341,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_tree_and_slices, reset_faults),
+        cmocka_unit_test_teardown(test_processes, reset_faults),
         cmocka_unit_test_teardown(test_weights, reset_faults),
         cmocka_unit_test_teardown(test_coarsening_keeps_every_sample, reset_faults),
+        cmocka_unit_test_teardown(test_processes_coarsen_apart, reset_faults),
         cmocka_unit_test_teardown(test_earlier_sample, reset_faults),
         cmocka_unit_test_teardown(test_page, reset_faults),
         cmocka_unit_test_teardown(test_out_of_memory, reset_faults),

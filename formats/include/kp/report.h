@@ -1,24 +1,33 @@
 /* The data of kprof's HTML report: samples placed in time, aggregated for a
- * heat map and for the flame graph of any range of it.
+ * heat map and for the flame graph of any range of it, of all processes or
+ * of some.
  *
  * A report holds one or two recordings (two for a comparison, `kprof report
  * A B`), each with up to two sources: the cooperative samples (perf-script
- * segments with metric fields) and the native CPU samples. Every stack of
- * every source goes into ONE tree of frames (a node per distinct path from
- * the root), so the page can compare any two selections node by node.
+ * segments with metric fields) and the native CPU samples. The process is
+ * a dimension of its own, not a frame: kprof's stacks begin
+ *     COMM ; [node ;] status ; ... ; <0.N.S> ; name ; code...
+ * (no name in native CPU samples) and the pid and the name go to a table
+ * of processes (per recording, keyed by node and pid), the rest to ONE tree
+ * of call paths (a node per distinct path from the root), shared by every
+ * source, so that the page can compare any two selections node by node.
+ * The tree holds the distinct call paths whatever the number of processes.
  *
- * Samples are not shipped one by one. Time is cut into slices: FlameScope's
- * grid of 50 rows a second (20 ms) when the recording is small, coarser when
- * it is large (25, 5 or 1 rows a second), so that a source never holds more
- * than about twice `KP_REPORT_ENTRY_BUDGET` entries, an entry being one
- * (slice, stack) pair with its sample count and summed weights. The heat
- * maps keep 50 rows a second whatever the slices: each source also sums its
- * weights per 20 ms cell. A range picked on them covers whole slices, so the
- * flame graph of a range always weighs what its cells hold.
+ * Samples are not shipped one by one. Each source sums them in two entry
+ * sets, per time slice: (slice, path) for the views of all processes, and
+ * (slice, process, path) for the views of some processes and the process
+ * table. A slice is FlameScope's 20 ms while a set is small, longer (40 ms,
+ * 200 ms, 1 s, 5 s, ... up to an hour) when it grows past twice
+ * `KP_REPORT_ENTRY_BUDGET` entries, each set on its own: an hour of a
+ * thousand processes keeps its paths per 5 s and its processes per
+ * minute, in a page of a few MB. The heat maps keep 50 rows a second
+ * whatever the slices: each source also sums its weights per 20 ms cell. A
+ * range picked on them covers whole slices of the set drawn, so the flame
+ * graph of a range always weighs what its cells hold.
  *
  *     kp_report *r = kp_report_create();
  *     kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
- *     kp_report_add(r, s, time_ns, "beam.smp;running;<0.1.0>;m:f/1", len, w);
+ *     kp_report_add(r, s, time_ns, "beam.smp;running;<0.1.0>;name;m:f/1", len, w);
  *     kp_report_write_html(r, &options, sink);
  *     kp_report_free(r);
  */
@@ -34,8 +43,8 @@
 
 typedef enum { KP_REPORT_SAMPLES, KP_REPORT_CPU, KP_REPORT_KINDS } kp_report_kind;
 
-/* Entries a source keeps (twice this) before it coarsens its slices. */
-#define KP_REPORT_ENTRY_BUDGET (1u << 20)
+/* Entries an entry set keeps (twice this) before its slices grow. */
+#define KP_REPORT_ENTRY_BUDGET (1u << 18)
 /* Rows a second of the heat maps themselves: FlameScope's 20 ms. */
 #define KP_REPORT_HEAT_ROWS 50
 
@@ -51,10 +60,10 @@ void kp_report_free(kp_report *report);
 kp_report_source *kp_report_get_source(kp_report *report, unsigned recording, kp_report_kind kind);
 
 /* Sets the entry budget of the sources created from now on (default
- * KP_REPORT_ENTRY_BUDGET): a source coarsens its slices when it holds
- * twice this many entries (before its arrays grow past that), down to one
- * slice a second. For tests, and
- * for callers short of memory (an entry takes about 70 bytes). */
+ * KP_REPORT_ENTRY_BUDGET): an entry set grows its slices when it holds
+ * twice this many entries (before its arrays grow past that), up to an
+ * hour. For tests, and for callers short of memory (an entry takes about
+ * 110 bytes, two sets a source). */
 void kp_report_set_budget(kp_report *report, uint64_t entries);
 
 /* Names recording `recording` (a directory name, shown in the page). */
@@ -62,7 +71,9 @@ kp_status kp_report_set_name(kp_report *report, unsigned recording, const char *
 
 /* Adds one sample taken at `time_ns` (any clock, the same for the whole
  * source) with folded stack `stack[0..len)` (root first, ';'-separated, as
- * kp_perf_reader gives it) and weights `w` (KP_WEIGHT_COUNT of them (kp/weights.h) for
+ * kp_perf_reader gives it; its first pid frame among the first five is its
+ * process, and in cooperative samples the frame after it the process's
+ * name) and weights `w` (KP_WEIGHT_COUNT of them (kp/weights.h) for
  * the cooperative source, 1 for CPU; a weight of 0 or less adds nothing, as in
  * the folded files). Samples may come in any order. Returns KP_OK,
  * KP_ERR_NOMEM or KP_ERR_LIMIT (more than 2^32 - 1 frames or nodes). */
@@ -72,8 +83,8 @@ kp_status kp_report_add(kp_report *report, kp_report_source *source, uint64_t ti
 /* What a source holds, for messages and tests. */
 typedef struct {
     uint64_t samples;
-    uint64_t entries;
-    unsigned rows_per_second; /* 50, 25, 5 or 1 */
+    uint64_t entries, process_entries;   /* of the two sets */
+    unsigned slice_ms, process_slice_ms; /* their slices: 20, 40, 200, 1000, 5000... */
     uint64_t first_ns, last_ns;
 } kp_report_source_stats;
 void kp_report_source_stats_get(const kp_report_source *source, kp_report_source_stats *stats);

@@ -54,6 +54,7 @@ void kp_report_free(kp_report *r)
     kp_free(r->node_frame);
     kp_free(r->stack_leaf);
     kp_free(r->stack_process);
+    kp_free(r->stack_hints);
     kp_strtab_free(r->process_keys);
     kp_free(r->proc_recording);
     kp_free(r->proc_pid);
@@ -184,13 +185,13 @@ static kp_status process_of(kp_report *r, unsigned recording, uint32_t node, uin
     return KP_OK;
 }
 
-/* The leaf node and the process of folded stack `stack` of a source of
+/* The stack id, leaf node and process of folded stack `stack` of a source of
  * `kind` of recording `recording`, interning its frames, path and
  * process. kprof's stacks begin COMM ; [node ;] status ; ... ; pid ; and,
  * in cooperative samples, the process's name (kp/report.h): the pid and
  * the name are the process's, the rest is the path. */
 static kp_status stack_of(kp_report *r, unsigned recording, kp_report_kind kind, const char *stack,
-                          size_t len, uint32_t *leaf, uint32_t *process)
+                          size_t len, uint32_t *sid_out, uint32_t *leaf, uint32_t *process)
 {
     uint32_t sid;
     /* stacks are keyed by their 128-bit XXH3, not their text: a long
@@ -198,8 +199,9 @@ static kp_status stack_of(kp_report *r, unsigned recording, kp_report_kind kind,
      * stacks of hundreds of bytes each; two stacks sharing a 128-bit hash
      * would have to collide by chance (about 2^-128 a pair) */
     XXH128_hash_t h = XXH3_128bits(stack, len);
-    uint64_t key[3] = {h.low64, h.high64, recording};
+    uint64_t key[3] = {h.low64, h.high64, recording << 8 | (unsigned)kind};
     if (kp_strtab_find(r->stacks, key, sizeof key, kp_strtab_hash(key, sizeof key), &sid)) {
+        *sid_out = sid;
         *leaf = r->stack_leaf[sid];
         *process = r->stack_process[sid];
         return KP_OK;
@@ -208,7 +210,8 @@ static kp_status stack_of(kp_report *r, unsigned recording, kp_report_kind kind,
      * that every interned stack has a leaf, whatever fails on the way */
     uint32_t next = kp_strtab_count(r->stacks);
     if (grow(&r->stack_leaf, &r->stack_leaf_cap, next, sizeof *r->stack_leaf) ||
-        grow(&r->stack_process, &r->stack_process_cap, next, sizeof *r->stack_process))
+        grow(&r->stack_process, &r->stack_process_cap, next, sizeof *r->stack_process) ||
+        grow(&r->stack_hints, &r->stack_hints_cap, next, sizeof *r->stack_hints))
         return KP_ERR_NOMEM;
     kp_status st;
     uint32_t node = KP_REPORT_NONE, node_frame = KP_REPORT_NONE, pid = KP_REPORT_NONE;
@@ -245,6 +248,8 @@ static kp_status stack_of(kp_report *r, unsigned recording, kp_report_kind kind,
         return st;
     r->stack_leaf[sid] = node;
     r->stack_process[sid] = proc;
+    memset(r->stack_hints[sid], 0, sizeof r->stack_hints[sid]);
+    *sid_out = sid;
     *leaf = node;
     *process = proc;
     return KP_OK;
@@ -315,8 +320,8 @@ static uint64_t cell_of(uint64_t rel_ns)
 kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, const char *stack,
                         size_t len, const int64_t *w)
 {
-    uint32_t leaf, process;
-    kp_status st = stack_of(r, s->recording, s->kind, stack, len, &leaf, &process);
+    uint32_t sid, leaf, process;
+    kp_status st = stack_of(r, s->recording, s->kind, stack, len, &sid, &leaf, &process);
     if (st != KP_OK)
         return st;
     if (s->samples == 0) {
@@ -331,9 +336,10 @@ kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, con
     if (grow_heat(s, cell + 1))
         return KP_ERR_NOMEM;
     uint32_t e_path, e_process;
-    st = kp_report_set_entry(&s->paths, cell, leaf, 0, &e_path);
+    st = kp_report_set_entry(&s->paths, cell, leaf, 0, &r->stack_hints[sid][0], &e_path);
     if (st == KP_OK)
-        st = kp_report_set_entry(&s->processes, cell, process, leaf, &e_process);
+        st = kp_report_set_entry(&s->processes, cell, process, leaf, &r->stack_hints[sid][1],
+                                 &e_process);
     if (st != KP_OK)
         return st; /* an empty entry may stay: it weighs nothing */
     kp_report_set_count(&s->paths, e_path, w);

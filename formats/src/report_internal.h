@@ -17,7 +17,8 @@ typedef struct {
     unsigned slice_cells; /* 1, 2, 10, 50 (a second), 250, ... */
     uint64_t budget;
     unsigned n_weights;
-    kp_strtab *keys; /* (slice, a, b) -> entry */
+    uint32_t generation; /* moves when entries move (slices grow or shift) */
+    kp_strtab *keys;     /* (slice, a, b) -> entry */
     uint64_t n;
     size_t cap;
     uint32_t *slice, *a, *b, *count;
@@ -27,13 +28,21 @@ typedef struct {
 /* A new empty set (NULL keys when out of memory: check it). */
 kp_status kp_report_set_init(kp_report_set *set, unsigned n_weights, uint64_t budget);
 void kp_report_set_free(kp_report_set *set);
+/* Where a stack's last sample went in a set: its next sample in the same
+ * slice goes there too, without a lookup (a process on one path for
+ * seconds, slices of seconds). A hint of generation 0 is none. */
+typedef struct {
+    uint32_t generation, slice, entry;
+} kp_report_hint;
+
 /* A sample in three steps, so that two sets take it together or not at
- * all: the entry of (a, b) at heat map cell `cell`, created empty
+ * all: the entry of (a, b) at heat map cell `cell` (`hint`, when not
+ * NULL, is the last entry of the same (a, b), and is updated), created empty
  * (KP_ERR_NOMEM, or KP_ERR_LIMIT past slice 2^32 - 2); the sample's
  * weights `w` counted in it; then the slices grown while the set holds
  * twice its budget (KP_ERR_NOMEM leaves it whole, its slices as they were). */
 kp_status kp_report_set_entry(kp_report_set *set, uint64_t cell, uint32_t a, uint32_t b,
-                              uint32_t *e);
+                              kp_report_hint *hint, uint32_t *e);
 void kp_report_set_count(kp_report_set *set, uint32_t e, const int64_t *w);
 kp_status kp_report_set_fit(kp_report_set *set);
 /* Moving every slice `cells` heat map cells later (a multiple of the
@@ -72,7 +81,8 @@ struct kp_report {
     size_t nodes_cap, node_frame_cap;
     uint32_t n_nodes;
     uint32_t *stack_leaf, *stack_process; /* by stack id */
-    size_t stack_leaf_cap, stack_process_cap;
+    kp_report_hint (*stack_hints)[2];     /* by stack id: in paths, in processes */
+    size_t stack_leaf_cap, stack_process_cap, stack_hints_cap;
     /* processes: (recording, node frame, pid frame) -> process id; a
      * recording's samples without a pid have a process of pid NONE */
     kp_strtab *process_keys;

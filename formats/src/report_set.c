@@ -21,6 +21,7 @@ kp_status kp_report_set_init(kp_report_set *s, unsigned n_weights, uint64_t budg
 {
     memset(s, 0, sizeof *s);
     s->slice_cells = steps[0];
+    s->generation = 1;
     s->budget = budget;
     s->n_weights = n_weights;
     s->keys = kp_strtab_create();
@@ -102,6 +103,7 @@ static kp_status rekey(kp_report_set *s, unsigned div)
     kp_strtab_free(s->keys);
     s->keys = keys;
     s->n = n;
+    s->generation++;
     return KP_OK;
 }
 
@@ -133,13 +135,19 @@ void kp_report_set_shift(kp_report_set *s, uint64_t cells, kp_strtab *keys)
         s->slice[i] += (uint32_t)by;
     kp_strtab_free(s->keys);
     s->keys = keys;
+    s->generation++;
 }
 
-kp_status kp_report_set_entry(kp_report_set *s, uint64_t cell, uint32_t a, uint32_t b, uint32_t *e)
+kp_status kp_report_set_entry(kp_report_set *s, uint64_t cell, uint32_t a, uint32_t b,
+                              kp_report_hint *hint, uint32_t *e)
 {
     uint64_t slice = cell / s->slice_cells;
     if (slice > UINT32_MAX - 1)
         return KP_ERR_LIMIT;
+    if (hint && hint->generation == s->generation && hint->slice == slice) {
+        *e = hint->entry;
+        return KP_OK;
+    }
     uint32_t key[3] = {(uint32_t)slice, a, b};
     int is_new = 0;
     if (grow(s, s->n))
@@ -154,6 +162,8 @@ kp_status kp_report_set_entry(kp_report_set *s, uint64_t cell, uint32_t a, uint3
             s->w[k][*e] = 0;
         s->n = *e + 1;
     }
+    if (st == KP_OK && hint)
+        *hint = (kp_report_hint){s->generation, (uint32_t)slice, *e};
     return st;
 }
 

@@ -4,11 +4,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/batches.h"
 #include "common/cli.h"
 #include "kp/perf_reader.h"
 #include "kp/source.h"
@@ -44,56 +46,162 @@ static void header_comment(const char *line, size_t len, kp_report_read_stats *s
         st->wall_minus_clock_us = (int64_t)wall * 1000000 - (int64_t)mono;
 }
 
-static int read_segment(kp_report *r, kp_report_source *src, int cpu, const char *path,
-                        kp_report_read_stats *st, char *err, size_t err_len)
+/* A sample as the reader thread hands it to the aggregating one, in a
+ * batch: this head, then the stack's bytes, padded to 8. */
+typedef struct {
+    uint64_t time_ns;
+    uint32_t stack_len;
+    uint32_t cpu; /* of a cpu-NNNNNN segment */
+    int64_t w[KP_WEIGHT_COUNT];
+} sample_head;
+
+#define BATCH_BYTES (1u << 20)
+#define BATCHES 4
+
+/* What the reader thread reads, and what it found. */
+typedef struct {
+    const char *dir;
+    char **names; /* the segments, in time order */
+    size_t n;
+    kp_batches *batches;
+    kp_report_read_stats *st; /* the reader's until it is joined */
+    int rc;
+    char err[4400]; /* a path and why */
+} reader;
+
+/* Parses segment `path` into the batches. Returns an exit code, with its
+ * message in rd->err; KP_EXIT_OK too when the taker stopped. */
+static int read_segment(reader *rd, int cpu, const char *path, kp_buf **batch)
 {
+    kp_report_read_stats *st = rd->st;
     kp_source *in;
     kp_status s = kp_source_open(path, &in);
     if (s != KP_OK) {
-        snprintf(err, err_len, "cannot read %s: %s; check the path and its permissions", path,
-                 strerror(errno));
+        snprintf(rd->err, sizeof rd->err, "cannot read %s: %s; check the path and its permissions",
+                 path, strerror(errno));
         return KP_EXIT_FAILURE;
     }
-    kp_perf_reader *reader = kp_perf_reader_create();
-    if (!reader) {
+    kp_perf_reader *parser = kp_perf_reader_create();
+    if (!parser) {
         kp_source_close(in);
-        snprintf(err, err_len, "out of memory reading %s", path);
+        snprintf(rd->err, sizeof rd->err, "out of memory reading %s", path);
         return KP_EXIT_FAILURE;
     }
     const char *line;
     size_t len;
     int rc = KP_EXIT_OK;
-    while ((s = kp_source_next_line(in, &line, &len)) == KP_OK) {
+    while (*batch && (s = kp_source_next_line(in, &line, &len)) == KP_OK) {
         if (len && line[0] == '#') {
             header_comment(line, len, st);
             continue;
         }
         const kp_perf_sample *sample;
-        s = kp_perf_reader_line(reader, line, len, &sample);
+        s = kp_perf_reader_line(parser, line, len, &sample);
         if (s == KP_OK && sample && sample->has_time) {
-            int64_t w[KP_WEIGHT_COUNT];
-            if (cpu)
-                w[0] = 1;
-            else
-                kp_weights_from_perf(sample->metrics, sample->n_metrics, w);
-            s = kp_report_add(r, src, sample->time_ns, sample->stack, sample->stack_len, w);
+            sample_head h = {sample->time_ns, (uint32_t)sample->stack_len, (uint32_t)cpu, {1}};
+            if (!cpu)
+                kp_weights_from_perf(sample->metrics, sample->n_metrics, h.w);
+            static const char pad[8];
+            s = kp_buf_append(*batch, &h, sizeof h);
+            if (s == KP_OK)
+                s = kp_buf_append(*batch, sample->stack, sample->stack_len);
+            if (s == KP_OK)
+                s = kp_buf_append(*batch, pad, (8 - sample->stack_len % 8) % 8);
             *(cpu ? &st->cpu_samples : &st->samples) += 1;
+            if (s == KP_OK && (*batch)->len >= BATCH_BYTES) {
+                kp_batches_pass(rd->batches);
+                *batch = kp_batches_fill(rd->batches);
+            }
         }
         if (s != KP_OK)
             break;
     }
-    if (s != KP_ERR_EMPTY) {
-        snprintf(err, err_len, "%s: %s", path,
+    if (*batch && s != KP_ERR_EMPTY) {
+        snprintf(rd->err, sizeof rd->err, "%s: %s", path,
                  s == KP_ERR_COMPRESS ? "corrupt or truncated compressed data; a segment being "
                                         "written is complete only when kprof record ends"
                  : s == KP_ERR_NOMEM  ? "out of memory"
                                       : "read error");
         rc = s == KP_ERR_COMPRESS || s == KP_ERR_LIMIT ? KP_EXIT_DATA : KP_EXIT_FAILURE;
     }
-    st->malformed += kp_perf_reader_stats_get(reader)->malformed;
-    kp_perf_reader_free(reader);
+    st->malformed += kp_perf_reader_stats_get(parser)->malformed;
+    kp_perf_reader_free(parser);
     kp_source_close(in);
     return rc;
+}
+
+/* The reader thread: every segment, in order, into the batches. */
+static void *read_segments(void *arg)
+{
+    reader *rd = arg;
+    kp_buf *batch = kp_batches_fill(rd->batches);
+    for (size_t i = 0; i < rd->n && batch && rd->rc == KP_EXIT_OK; i++) {
+        int cpu = has_prefix(rd->names[i], "cpu-");
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", rd->dir, rd->names[i]);
+        rd->rc = read_segment(rd, cpu, path, &batch);
+        *(cpu ? &rd->st->cpu_segments : &rd->st->segments) += 1;
+    }
+    if (batch)
+        kp_batches_pass(rd->batches);
+    kp_batches_close(rd->batches);
+    return NULL;
+}
+
+/* Adds the samples of the batches to recording `recording` of `r` until
+ * the last batch or an error (then it stops the reader). Returns KP_OK or
+ * kp_report_add's error. */
+static kp_status aggregate(kp_report *r, unsigned recording, kp_batches *batches)
+{
+    kp_report_source *src[2] = {NULL, NULL};
+    kp_status s = KP_OK;
+    const kp_buf *b;
+    while (s == KP_OK && (b = kp_batches_take(batches))) {
+        for (size_t at = 0; s == KP_OK && at < b->len;) {
+            sample_head h;
+            memcpy(&h, b->data + at, sizeof h);
+            const char *stack = b->data + at + sizeof h;
+            at += sizeof h + h.stack_len + (8 - h.stack_len % 8) % 8;
+            if (!src[h.cpu] && !(src[h.cpu] = kp_report_get_source(
+                                     r, recording, h.cpu ? KP_REPORT_CPU : KP_REPORT_SAMPLES)))
+                s = KP_ERR_NOMEM;
+            if (s == KP_OK)
+                s = kp_report_add(r, src[h.cpu], h.time_ns, stack, h.stack_len, h.w);
+        }
+        kp_batches_done(batches);
+    }
+    if (s != KP_OK)
+        kp_batches_stop(batches);
+    while (kp_batches_take(batches)) /* until the reader sees the stop */
+        kp_batches_done(batches);
+    return s;
+}
+
+/* Reads the segments `names[0..n)` of `dir`: a thread parses them while
+ * this one aggregates (about half of the work each). */
+static int read_segments_into(kp_report *r, unsigned recording, const char *dir, char **names,
+                              size_t n, kp_report_read_stats *st, char *err, size_t err_len)
+{
+    reader rd = {dir, names, n, kp_batches_create(BATCHES), st, KP_EXIT_OK, ""};
+    pthread_t t;
+    if (!rd.batches || pthread_create(&t, NULL, read_segments, &rd) != 0) {
+        kp_batches_free(rd.batches);
+        snprintf(err, err_len, "out of memory reading %s", dir);
+        return KP_EXIT_FAILURE;
+    }
+    kp_status s = aggregate(r, recording, rd.batches);
+    pthread_join(t, NULL);
+    kp_batches_free(rd.batches);
+    if (s != KP_OK) {
+        snprintf(err, err_len, "%s: %s", dir,
+                 s == KP_ERR_LIMIT ? "too large a recording for one report (2^32 frames, paths "
+                                     "or slices); give a part of its segments"
+                                   : "out of memory");
+        return s == KP_ERR_LIMIT ? KP_EXIT_DATA : KP_EXIT_FAILURE;
+    }
+    if (rd.rc != KP_EXIT_OK)
+        snprintf(err, err_len, "%s", rd.err);
+    return rd.rc;
 }
 
 int kp_report_read_dir(kp_report *r, unsigned recording, const char *dir, kp_report_read_stats *st,
@@ -141,20 +249,8 @@ int kp_report_read_dir(kp_report *r, unsigned recording, const char *dir, kp_rep
     }
     if (n)
         qsort(names, n, sizeof *names, by_name);
-    for (size_t i = 0; i < n && rc == KP_EXIT_OK; i++) {
-        int cpu = has_prefix(names[i], "cpu-");
-        kp_report_source *src =
-            kp_report_get_source(r, recording, cpu ? KP_REPORT_CPU : KP_REPORT_SAMPLES);
-        char path[4096];
-        if (!src) {
-            snprintf(err, err_len, "out of memory");
-            rc = KP_EXIT_FAILURE;
-            break;
-        }
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        rc = read_segment(r, src, cpu, path, st, err, err_len);
-        *(cpu ? &st->cpu_segments : &st->segments) += 1;
-    }
+    if (rc == KP_EXIT_OK)
+        rc = read_segments_into(r, recording, dir, names, n, st, err, err_len);
     for (size_t i = 0; i < n; i++)
         free(names[i]);
     free(names);

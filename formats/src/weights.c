@@ -4,18 +4,14 @@
 
 enum { ONE, VALUE, DELTA, RELEASE };
 
-#define KP_WEIGHT_FIELD(field)             \
-    {                                      \
-        KP_WEIGHT_TABLE(KP_WEIGHT_##field) \
-    }
 #define KP_WEIGHT_name(id, name, unit, title, help, how, a, b) name,
 #define KP_WEIGHT_unit(id, name, unit, title, help, how, a, b) unit,
 #define KP_WEIGHT_title(id, name, unit, title, help, how, a, b) title,
 #define KP_WEIGHT_help(id, name, unit, title, help, how, a, b) help,
-const char *const kp_weight_names[KP_WEIGHT_COUNT] = KP_WEIGHT_FIELD(name);
-const char *const kp_weight_units[KP_WEIGHT_COUNT] = KP_WEIGHT_FIELD(unit);
-const char *const kp_weight_titles[KP_WEIGHT_COUNT] = KP_WEIGHT_FIELD(title);
-const char *const kp_weight_helps[KP_WEIGHT_COUNT] = KP_WEIGHT_FIELD(help);
+const char *const kp_weight_names[KP_WEIGHT_COUNT] = {KP_WEIGHT_TABLE(KP_WEIGHT_name)};
+const char *const kp_weight_units[KP_WEIGHT_COUNT] = {KP_WEIGHT_TABLE(KP_WEIGHT_unit)};
+const char *const kp_weight_titles[KP_WEIGHT_COUNT] = {KP_WEIGHT_TABLE(KP_WEIGHT_title)};
+const char *const kp_weight_helps[KP_WEIGHT_COUNT] = {KP_WEIGHT_TABLE(KP_WEIGHT_help)};
 
 static const struct {
     int how, a, b;

@@ -26,11 +26,12 @@ function kpColumn(buf, desc) {
   return type === "u32" ? new Uint32Array(buf, offset, n) : new Float64Array(buf, offset, n);
 }
 
-/* An entry set: undoes the delta coding of its slice, process and node
- * columns (a process set has the three, a path set slice and node). */
+/* An entry set: undoes the delta coding of its key columns: slice, then
+ * process (the sets of processes), then node (a path) or status (a frame;
+ * 2^32 - 1 for none). */
 function kpSet(buf, meta) {
   const slice = Uint32Array.from(kpColumn(buf, meta.slice));
-  const node = Uint32Array.from(kpColumn(buf, meta.node));
+  const node = Uint32Array.from(kpColumn(buf, meta.node || meta.status));
   const process = meta.process ? Uint32Array.from(kpColumn(buf, meta.process)) : null;
   const n = slice.length;
   for (let i = 1; i < n; i++) {
@@ -49,7 +50,8 @@ function kpSet(buf, meta) {
   for (let s = 0; s < nSlices; s++) sliceStart[s + 1] += sliceStart[s];
   const count = kpColumn(buf, meta.count);
   const weights = meta.weights.map((d, k) => (k === 0 ? count : kpColumn(buf, d)));
-  return { sliceCells: meta.sliceCells, nSlices, sliceStart, node, process, weights };
+  return meta.status ? { sliceCells: meta.sliceCells, nSlices, sliceStart, status: node, process, weights }
+    : { sliceCells: meta.sliceCells, nSlices, sliceStart, node, process, weights };
 }
 
 function kpSource(buf, meta, recording) {
@@ -57,7 +59,7 @@ function kpSource(buf, meta, recording) {
     kind: meta.kind, recording, originS: meta.originS,
     firstUs: meta.firstUs, lastUs: meta.lastUs, samples: meta.samples,
     weightNames: meta.weightNames, weightUnits: meta.weightUnits, weightTitles: meta.weightTitles,
-    paths: kpSet(buf, meta.paths), processes: kpSet(buf, meta.processes),
+    paths: kpSet(buf, meta.paths), processes: kpSet(buf, meta.processes), timeline: kpSet(buf, meta.timeline),
     /* the heat maps' own cells, heatRows a second, whatever the slices */
     heatRows: meta.heatRows, heatCells: meta.heat.map((d) => kpColumn(buf, d)),
     /* the first and last second shown (columns of the heat map) */
@@ -139,6 +141,8 @@ class KpModel {
    * name or the node; null for all). */
   filter(statuses, process) {
     let nodes = null, procs = null;
+    /* over the frames: 1 for the statuses let through (the timeline's key) */
+    const frames = statuses ? Uint8Array.from(this.frames, (_, f) => (statuses.has(f) ? 1 : 0)) : null;
     if (statuses) {
       nodes = new Uint8Array(this.nNodes);
       for (let i = 0; i < this.nNodes; i++) nodes[i] = statuses.has(this.status[i]) ? 1 : 0;
@@ -149,7 +153,7 @@ class KpModel {
         procs[p] = this.procPid[p] && (process.test(this.pidText(p)) || process.test(this.processName(p)) ||
                                        process.test(this.processNode(p))) ? 1 : 0;
     }
-    return { nodes, procs };
+    return { nodes, procs, frames };
   }
 
   /* The entry set a view draws from: the processes' when it picks
@@ -158,14 +162,16 @@ class KpModel {
 
   /* Whether entry e of `set` passes filter `f`. */
   passes(set, e, f) {
-    return (!f.nodes || f.nodes[set.node[e]]) && (!f.procs || f.procs[set.process[e]]);
+    return (set.node ? !f.nodes || f.nodes[set.node[e]] : !f.frames || f.frames[set.status[e]] === 1) &&
+      (!f.procs || f.procs[set.process[e]]);
   }
 
   /* The heat map of weight `k` as {rows, cells, perRow}: cells a
    * Float64Array of columns x rows, column major, cell (c, r) = second
    * firstSecond + c, offset r / rows. Unfiltered at the heat map's own 50
    * rows a second; filtered, from the entries, at the slices' rows (a
-   * slice of several seconds spread evenly over its columns). */
+   * slice of several seconds spread evenly over its columns): of the paths
+   * for statuses, of the timeline for processes. */
   heat(src, k, f) {
     if (!f.nodes && !f.procs) {
       const rows = src.heatRows, cells = new Float64Array(src.columns * rows), h = src.heatCells[k];
@@ -173,7 +179,7 @@ class KpModel {
       for (let i = 0; i < cells.length && base + i < h.length; i++) cells[i] = h[base + i];
       return { rows, cells };
     }
-    const set = this.setOf(src, f, false), sc = set.sliceCells, H = src.heatRows;
+    const set = f.procs ? src.timeline : src.paths, sc = set.sliceCells, H = src.heatRows;
     const rows = sc <= H ? H / sc : 1, span = sc <= H ? 1 : sc / H; /* columns a slice covers */
     const cells = new Float64Array(src.columns * rows), w = set.weights[k];
     const first = src.firstSecond * H; /* the first cell shown, in 20 ms cells */
@@ -215,14 +221,15 @@ class KpModel {
     return self;
   }
 
-  /* The processes of a range: per process its weight and its weight per
-   * status frame, for the samples filter `f` lets through. */
+  /* The processes of a range (over the slices of the timeline): per
+   * process its weight and its weight per status frame (-1: none), for the
+   * samples filter `f` lets through. */
   processWeights(src, k, f, from, to) {
-    const set = src.processes, w = set.weights[k], [e0, e1] = this.entryRange(src, set, from, to);
+    const set = src.timeline, w = set.weights[k], [e0, e1] = this.entryRange(src, set, from, to);
     const out = new Map();
     for (let e = e0; e < e1; e++) {
       if (!w[e] || !this.passes(set, e, f) || !this.procPid[set.process[e]]) continue;
-      const p = set.process[e], st = this.status[set.node[e]];
+      const p = set.process[e], st = set.status[e] < this.frames.length ? set.status[e] : -1;
       let row = out.get(p);
       if (!row) out.set(p, (row = { process: p, v: 0, byStatus: new Map() }));
       row.v += w[e];

@@ -139,7 +139,7 @@ function secondsAxis(columns, cw) {
 function drawHeat(cv, src, si, k) {
   const f = si === state.source ? state.filter : state.model.filter(null, state.process);
   const { rows, cells } = state.model.heat(src, k, f);
-  const set = state.model.setOf(src, f, false), every = rows === 1 && set.sliceCells > src.heatRows && (f.nodes || f.procs)
+  const set = f.procs ? src.timeline : src.paths, every = rows === 1 && set.sliceCells > src.heatRows && (f.nodes || f.procs)
     ? set.sliceCells / src.heatRows : 0;
   const H = src.heatRows, step = H / rows; /* 50-row cells per cell drawn */
   /* two heat maps side by side, each scrolling on its own when long */
@@ -335,7 +335,7 @@ function boxAt(e) {
 }
 
 /* The processes of the range, by weight, each split by status (over the
- * slices of the processes' set); a click filters on one. */
+ * slices of the timeline); a click filters on one. */
 function drawProcesses([src, from, to]) {
   const m = state.model, k = state.weight;
   const rows = m.processWeights(src, k, state.filter, from, to).sort((a, b) => b.v - a.v);
@@ -352,7 +352,7 @@ function drawProcesses([src, from, to]) {
     });
     tr.onclick = () => { $("process-filter").value = "^" + pid.replace(/\./g, "\\.") + "$"; onProcess(); };
   });
-  const [a, b] = m.snap(src, src.processes, [from, to]);
+  const [a, b] = m.snap(src, src.timeline, [from, to]);
   $("process-range").textContent = rows.length + " processes, " + (a / src.heatRows).toFixed(2) + " s to " +
     (b / src.heatRows).toFixed(2) + " s";
 }

@@ -33,6 +33,7 @@ static void source_free(kp_report_source *s)
         return;
     kp_report_set_free(&s->paths);
     kp_report_set_free(&s->processes);
+    kp_report_set_free(&s->timeline);
     for (unsigned k = 0; k < KP_WEIGHT_COUNT; k++)
         kp_free(s->heat[k]);
     kp_free(s);
@@ -54,6 +55,7 @@ void kp_report_free(kp_report *r)
     kp_free(r->node_frame);
     kp_free(r->stack_leaf);
     kp_free(r->stack_process);
+    kp_free(r->stack_status);
     kp_free(r->stack_hints);
     kp_strtab_free(r->process_keys);
     kp_free(r->proc_recording);
@@ -76,7 +78,8 @@ kp_report_source *kp_report_get_source(kp_report *r, unsigned recording, kp_repo
         s->recording = recording;
         s->kind = kind;
         if (kp_report_set_init(&s->paths, s->n_weights, r->budget) != KP_OK ||
-            kp_report_set_init(&s->processes, s->n_weights, r->budget) != KP_OK) {
+            kp_report_set_init(&s->processes, s->n_weights, r->budget) != KP_OK ||
+            kp_report_set_init(&s->timeline, s->n_weights, r->budget) != KP_OK) {
             source_free(s);
             return NULL;
         }
@@ -185,13 +188,13 @@ static kp_status process_of(kp_report *r, unsigned recording, uint32_t node, uin
     return KP_OK;
 }
 
-/* The stack id, leaf node and process of folded stack `stack` of a source of
+/* The stack id of folded stack `stack` of a source of
  * `kind` of recording `recording`, interning its frames, path and
  * process. kprof's stacks begin COMM ; [node ;] status ; ... ; pid ; and,
  * in cooperative samples, the process's name (kp/report.h): the pid and
  * the name are the process's, the rest is the path. */
 static kp_status stack_of(kp_report *r, unsigned recording, kp_report_kind kind, const char *stack,
-                          size_t len, uint32_t *sid_out, uint32_t *leaf, uint32_t *process)
+                          size_t len, uint32_t *sid_out)
 {
     uint32_t sid;
     /* stacks are keyed by their 128-bit XXH3, not their text: a long
@@ -200,23 +203,21 @@ static kp_status stack_of(kp_report *r, unsigned recording, kp_report_kind kind,
      * would have to collide by chance (about 2^-128 a pair) */
     XXH128_hash_t h = XXH3_128bits(stack, len);
     uint64_t key[3] = {h.low64, h.high64, recording << 8 | (unsigned)kind};
-    if (kp_strtab_find(r->stacks, key, sizeof key, kp_strtab_hash(key, sizeof key), &sid)) {
-        *sid_out = sid;
-        *leaf = r->stack_leaf[sid];
-        *process = r->stack_process[sid];
+    if (kp_strtab_find(r->stacks, key, sizeof key, kp_strtab_hash(key, sizeof key), sid_out))
         return KP_OK;
-    }
     /* a stack is interned only once its leaf is known and has its slot, so
      * that every interned stack has a leaf, whatever fails on the way */
     uint32_t next = kp_strtab_count(r->stacks);
     if (grow(&r->stack_leaf, &r->stack_leaf_cap, next, sizeof *r->stack_leaf) ||
         grow(&r->stack_process, &r->stack_process_cap, next, sizeof *r->stack_process) ||
+        grow(&r->stack_status, &r->stack_status_cap, next, sizeof *r->stack_status) ||
         grow(&r->stack_hints, &r->stack_hints_cap, next, sizeof *r->stack_hints))
         return KP_ERR_NOMEM;
     kp_status st;
     uint32_t node = KP_REPORT_NONE, node_frame = KP_REPORT_NONE, pid = KP_REPORT_NONE;
-    uint32_t name = KP_REPORT_NONE;
+    uint32_t name = KP_REPORT_NONE, status = KP_REPORT_NONE;
     int name_next = 0;
+    unsigned path_depth = 0; /* the tree's depth of the next path frame */
     size_t i = 0;
     for (unsigned depth = 0; i <= len; depth++) {
         size_t j = i;
@@ -226,8 +227,10 @@ static kp_status stack_of(kp_report *r, unsigned recording, kp_report_kind kind,
         st = kp_strtab_intern(r->frames, stack + i, j - i, &frame, NULL);
         if (st != KP_OK)
             return st;
-        if (depth == 1 && memchr(stack + i, '@', j - i))
-            node_frame = frame; /* the node's name, when several were recorded */
+        /* the node's name, when several were recorded (as the page tells it) */
+        int is_node = j - i > 1 && memchr(stack + i + 1, '@', j - i - 1);
+        if (depth == 1 && is_node)
+            node_frame = frame;
         if (name_next) {
             name = frame;
             name_next = 0;
@@ -236,6 +239,11 @@ static kp_status stack_of(kp_report *r, unsigned recording, kp_report_kind kind,
             name_next = kind == KP_REPORT_SAMPLES;
         } else if ((st = node_of(r, node, frame, &node)) != KP_OK) {
             return st;
+        } else {
+            /* the status (or thread kind): under COMM, or under the node */
+            if ((path_depth == 1 && !is_node) || (path_depth == 2 && node_frame != KP_REPORT_NONE))
+                status = frame;
+            path_depth++;
         }
         i = j + 1;
     }
@@ -248,10 +256,9 @@ static kp_status stack_of(kp_report *r, unsigned recording, kp_report_kind kind,
         return st;
     r->stack_leaf[sid] = node;
     r->stack_process[sid] = proc;
+    r->stack_status[sid] = status;
     memset(r->stack_hints[sid], 0, sizeof r->stack_hints[sid]);
     *sid_out = sid;
-    *leaf = node;
-    *process = proc;
     return KP_OK;
 }
 
@@ -282,8 +289,10 @@ static int grow_heat(kp_report_source *s, uint64_t need)
  * but the heat map's room. */
 static kp_status shift_back(kp_report_source *s, uint64_t back)
 {
-    unsigned slice = s->processes.slice_cells > s->paths.slice_cells ? s->processes.slice_cells
-                                                                     : s->paths.slice_cells;
+    kp_report_set *sets[KP_REPORT_SETS] = {&s->paths, &s->processes, &s->timeline};
+    unsigned slice = 1;
+    for (int k = 0; k < KP_REPORT_SETS; k++)
+        slice = sets[k]->slice_cells > slice ? sets[k]->slice_cells : slice;
     unsigned slice_s = slice > KP_REPORT_HEAT_ROWS ? slice / KP_REPORT_HEAT_ROWS : 1;
     back = (back + slice_s - 1) / slice_s * slice_s;
     if (back > s->origin_s)
@@ -291,16 +300,18 @@ static kp_status shift_back(kp_report_source *s, uint64_t back)
     uint64_t cells = back * KP_REPORT_HEAT_ROWS, used = s->heat_cells;
     if (grow_heat(s, used + cells))
         return KP_ERR_NOMEM;
-    kp_strtab *paths = NULL, *processes = NULL;
-    kp_status st = kp_report_set_shift_keys(&s->paths, cells, &paths);
-    if (st == KP_OK && (st = kp_report_set_shift_keys(&s->processes, cells, &processes)) != KP_OK)
-        kp_strtab_free(paths);
+    kp_strtab *keys[KP_REPORT_SETS] = {NULL};
+    kp_status st = KP_OK;
+    for (int k = 0; k < KP_REPORT_SETS && st == KP_OK; k++)
+        st = kp_report_set_shift_keys(sets[k], cells, &keys[k]);
     if (st != KP_OK) {
+        for (int k = 0; k < KP_REPORT_SETS; k++)
+            kp_strtab_free(keys[k]);
         s->heat_cells = used;
         return st;
     }
-    kp_report_set_shift(&s->paths, cells, paths);
-    kp_report_set_shift(&s->processes, cells, processes);
+    for (int k = 0; k < KP_REPORT_SETS; k++)
+        kp_report_set_shift(sets[k], cells, keys[k]);
     for (unsigned k = 0; k < s->n_weights; k++) {
         memmove(s->heat[k] + cells, s->heat[k], used * sizeof *s->heat[k]);
         memset(s->heat[k], 0, cells * sizeof *s->heat[k]);
@@ -320,8 +331,8 @@ static uint64_t cell_of(uint64_t rel_ns)
 kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, const char *stack,
                         size_t len, const int64_t *w)
 {
-    uint32_t sid, leaf, process;
-    kp_status st = stack_of(r, s->recording, s->kind, stack, len, &sid, &leaf, &process);
+    uint32_t sid;
+    kp_status st = stack_of(r, s->recording, s->kind, stack, len, &sid);
     if (st != KP_OK)
         return st;
     if (s->samples == 0) {
@@ -335,15 +346,19 @@ kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, con
     uint64_t cell = cell_of(time_ns - s->origin_s * 1000000000u);
     if (grow_heat(s, cell + 1))
         return KP_ERR_NOMEM;
-    uint32_t e_path, e_process;
-    st = kp_report_set_entry(&s->paths, cell, leaf, 0, &r->stack_hints[sid][0], &e_path);
-    if (st == KP_OK)
-        st = kp_report_set_entry(&s->processes, cell, process, leaf, &r->stack_hints[sid][1],
-                                 &e_process);
+    /* the sets take the sample together or not at all (report_set.c) */
+    kp_report_set *sets[KP_REPORT_SETS] = {&s->paths, &s->processes, &s->timeline};
+    const uint32_t keys[KP_REPORT_SETS][2] = {{r->stack_leaf[sid], 0},
+                                              {r->stack_process[sid], r->stack_leaf[sid]},
+                                              {r->stack_process[sid], r->stack_status[sid]}};
+    uint32_t e[KP_REPORT_SETS];
+    for (int k = 0; k < KP_REPORT_SETS && st == KP_OK; k++)
+        st = kp_report_set_entry(sets[k], cell, keys[k][0], keys[k][1], &r->stack_hints[sid][k],
+                                 &e[k]);
     if (st != KP_OK)
         return st; /* an empty entry may stay: it weighs nothing */
-    kp_report_set_count(&s->paths, e_path, w);
-    kp_report_set_count(&s->processes, e_process, w);
+    for (int k = 0; k < KP_REPORT_SETS; k++)
+        kp_report_set_count(sets[k], e[k], w);
     if (time_ns < s->first_ns)
         s->first_ns = time_ns;
     if (time_ns > s->last_ns)
@@ -353,9 +368,11 @@ kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, con
         if (w[k] > 0)
             s->heat[k][cell] += (uint64_t)w[k];
     /* the sample is in: a set that cannot grow its slices stays whole */
-    st = kp_report_set_fit(&s->paths);
-    kp_status st2 = kp_report_set_fit(&s->processes);
-    return st != KP_OK ? st : st2;
+    for (int k = 0; k < KP_REPORT_SETS; k++) {
+        kp_status fit = kp_report_set_fit(sets[k]);
+        st = st != KP_OK ? st : fit;
+    }
+    return st;
 }
 
 void kp_report_source_stats_get(const kp_report_source *s, kp_report_source_stats *stats)
@@ -365,6 +382,8 @@ void kp_report_source_stats_get(const kp_report_source *s, kp_report_source_stat
     stats->process_entries = s->processes.n;
     stats->slice_ms = s->paths.slice_cells * (1000u / KP_REPORT_HEAT_ROWS);
     stats->process_slice_ms = s->processes.slice_cells * (1000u / KP_REPORT_HEAT_ROWS);
+    stats->timeline_entries = s->timeline.n;
+    stats->timeline_slice_ms = s->timeline.slice_cells * (1000u / KP_REPORT_HEAT_ROWS);
     stats->first_ns = s->first_ns;
     stats->last_ns = s->last_ns;
 }

@@ -81,6 +81,12 @@ typedef struct {
     uint64_t index;
 } order;
 
+/* A frame, node or process id + 1, none (KP_REPORT_NONE) as 0. */
+static uint64_t plus1(uint32_t v)
+{
+    return v == KP_REPORT_NONE ? 0 : (uint64_t)v + 1;
+}
+
 static int by_key(const void *x, const void *y)
 {
     const order *p = x, *q = y;
@@ -93,7 +99,7 @@ static int by_key(const void *x, const void *y)
 
 /* An entry set sorted by (slice, a, b), as columns: slice as the
  * difference from the previous entry's, `a` as the difference from the
- * previous entry's in the same slice, `b` (when `with_b`) from the
+ * previous entry's in the same slice, `b` (when `b_name`, its name) from the
  * previous entry's of the same slice and `a` (small numbers gzip well),
  * count and one column per weight. */
 static void set_columns(page *p, const kp_report_set *s, const char *a_name, const char *b_name)
@@ -187,6 +193,8 @@ static void source_meta(page *p, const kp_report_source *s, kp_report_kind kind)
     set_columns(p, &s->paths, "node", NULL);
     json_raw(p, ",\"processes\":");
     set_columns(p, &s->processes, "process", "node");
+    json_raw(p, ",\"timeline\":");
+    set_columns(p, &s->timeline, "process", "status");
     json_raw(p, "}");
 }
 
@@ -213,7 +221,7 @@ static void build(page *p, const kp_report *r, const kp_report_options *o)
     }
     /* parent + 1, so that the root's children have 0 */
     for (uint32_t i = 0; i < r->n_nodes; i++)
-        v[i] = r->node_parent[i] == KP_REPORT_NONE ? 0 : (uint64_t)r->node_parent[i] + 1;
+        v[i] = plus1(r->node_parent[i]);
     column(p, v, r->n_nodes, 0);
     json_raw(p, ",\"nodeFrame\":");
     for (uint32_t i = 0; i < r->n_nodes; i++)

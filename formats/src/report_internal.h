@@ -9,6 +9,7 @@
 #include "kp/strtab.h"
 
 #define KP_REPORT_NONE UINT32_MAX /* no node, process or frame */
+#define KP_REPORT_SETS 3          /* a source's entry sets: paths, processes, timeline */
 
 /* Weights summed per key (slice, a, b), time cut into slices of
  * `slice_cells` heat map cells (20 ms each). When it holds twice `budget`
@@ -63,9 +64,12 @@ struct kp_report_source {
     uint64_t samples;
     /* (slice, node, 0): what the views of all processes draw, finest */
     kp_report_set paths;
-    /* (slice, process, node): the views of some processes and the process
-     * table; coarser, as it holds more */
+    /* (slice, process, node): the flame graphs of some processes and the
+     * towers per process; coarser, as it holds more */
     kp_report_set processes;
+    /* (slice, process, status frame): the heat maps of some processes and
+     * the process table, finer than `processes`, as it holds less */
+    kp_report_set timeline;
     /* the heat map at full resolution, whatever the slices: the summed
      * weights of cell second * KP_REPORT_HEAT_ROWS + row, from origin_s */
     uint64_t *heat[KP_WEIGHT_COUNT];
@@ -80,9 +84,9 @@ struct kp_report {
     uint32_t *node_parent, *node_frame; /* by node; parent KP_REPORT_NONE = the root */
     size_t nodes_cap, node_frame_cap;
     uint32_t n_nodes;
-    uint32_t *stack_leaf, *stack_process; /* by stack id */
-    kp_report_hint (*stack_hints)[2];     /* by stack id: in paths, in processes */
-    size_t stack_leaf_cap, stack_process_cap, stack_hints_cap;
+    uint32_t *stack_leaf, *stack_process, *stack_status; /* by stack id; status: a frame */
+    kp_report_hint (*stack_hints)[3]; /* by stack id: in paths, processes, timeline */
+    size_t stack_leaf_cap, stack_process_cap, stack_status_cap, stack_hints_cap;
     /* processes: (recording, node frame, pid frame) -> process id; a
      * recording's samples without a pid have a process of pid NONE */
     kp_strtab *process_keys;

@@ -98,6 +98,12 @@ static void test_tree_and_slices(void **state)
     assert_true(e >= 0);
     assert_int_equal(s->processes.count[e], 2);
     assert_true(entry(&s->processes, 50, 0, 4) >= 0);
+    /* the timeline: the process per status (frames 1 running, 5 waiting) */
+    e = entry(&s->timeline, 49, 0, 1);
+    assert_true(e >= 0);
+    assert_int_equal(s->timeline.count[e], 2);
+    assert_true(entry(&s->timeline, 50, 0, 1) >= 0 && entry(&s->timeline, 50, 0, 5) >= 0);
+    assert_int_equal(s->timeline.n, 3);
     kp_report_free(r);
 }
 
@@ -210,6 +216,8 @@ static void test_processes_coarsen_apart(void **state)
     assert_int_equal(st.slice_ms, 200);          /* 10 slices of 1 path */
     assert_int_equal(st.process_slice_ms, 5000); /* 1 slice of 10 processes */
     assert_int_equal(st.process_entries, 10);
+    assert_int_equal(st.timeline_slice_ms, 5000);
+    assert_int_equal(st.timeline_entries, 10);
     for (uint64_t i = 0; i < s->processes.n; i++)
         assert_int_equal(s->processes.count[i], 100);
     kp_report_free(r);
@@ -319,11 +327,12 @@ static void test_out_of_memory(void **state)
             for (unsigned i = 0; i < 20; i++)
                 assert_int_equal(
                     add(r, s, SEC + i * 30 * MS, i % 3 ? "a;b;<0.1.0>;n;c" : "a;d", one), KP_OK);
-            const kp_report_set *sets[2] = {&s->paths, &s->processes};
-            for (int k = 0; k < 2; k++) {
+            const kp_report_set *sets[3] = {&s->paths, &s->processes, &s->timeline};
+            for (int k = 0; k < 3; k++) {
                 uint64_t count = 0;
                 for (uint64_t e = 0; e < sets[k]->n; e++) {
-                    assert_true((k ? sets[k]->b : sets[k]->a)[e] < r->n_nodes);
+                    if (k < 2)
+                        assert_true((k ? sets[k]->b : sets[k]->a)[e] < r->n_nodes);
                     count += sets[k]->count[e];
                 }
                 assert_int_equal(count, s->samples);

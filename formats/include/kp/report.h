@@ -13,17 +13,19 @@
  * source, so that the page can compare any two selections node by node.
  * The tree holds the distinct call paths whatever the number of processes.
  *
- * Samples are not shipped one by one. Each source sums them in two entry
- * sets, per time slice: (slice, path) for the views of all processes, and
- * (slice, process, path) for the views of some processes and the process
- * table. A slice is FlameScope's 20 ms while a set is small, longer (40 ms,
- * 200 ms, 1 s, 5 s, ... up to an hour) when it grows past twice
+ * Samples are not shipped one by one. Each source sums them in three entry
+ * sets, per time slice: (slice, path) for the views of all processes,
+ * (slice, process, path) for the flame graphs of some processes, and
+ * (slice, process, status) for their heat maps and the process table. A
+ * slice is FlameScope's 20 ms while a set is small, longer (40 ms, 200 ms,
+ * 1 s, 5 s, ... up to an hour) when it grows past twice
  * `KP_REPORT_ENTRY_BUDGET` entries, each set on its own: an hour of a
- * thousand processes keeps its paths per 5 s and its processes per
- * minute, in a page of a few MB. The heat maps keep 50 rows a second
- * whatever the slices: each source also sums its weights per 20 ms cell. A
- * range picked on them covers whole slices of the set drawn, so the flame
- * graph of a range always weighs what its cells hold.
+ * thousand processes, each over 200 paths, keeps its paths per 5 s, its
+ * processes' paths for the whole hour and its processes per 30 s, in a
+ * page of about 12 MB. The heat maps keep 50 rows a second whatever the
+ * slices: each source also sums its weights per 20 ms cell. A range picked
+ * on them covers whole slices of the set drawn, so the flame graph of a
+ * range always weighs what its cells hold.
  *
  *     kp_report *r = kp_report_create();
  *     kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
@@ -83,8 +85,8 @@ kp_status kp_report_add(kp_report *report, kp_report_source *source, uint64_t ti
 /* What a source holds, for messages and tests. */
 typedef struct {
     uint64_t samples;
-    uint64_t entries, process_entries;   /* of the two sets */
-    unsigned slice_ms, process_slice_ms; /* their slices: 20, 40, 200, 1000, 5000... */
+    uint64_t entries, process_entries, timeline_entries;    /* of the three sets */
+    unsigned slice_ms, process_slice_ms, timeline_slice_ms; /* their slices: 20, 40, 200, 1000... */
     uint64_t first_ns, last_ns;
 } kp_report_source_stats;
 void kp_report_source_stats_get(const kp_report_source *source, kp_report_source_stats *stats);

@@ -171,21 +171,24 @@ class KpModel {
    * firstSecond + c, offset r / rows. Unfiltered at the heat map's own 50
    * rows a second; filtered, from the entries, at the slices' rows (a
    * slice of several seconds spread evenly over its columns): of the paths
-   * for statuses, of the timeline for processes. */
-  heat(src, k, f) {
-    if (!f.nodes && !f.procs) {
+   * for statuses, of the timeline for processes. With `only` (a mask over
+   * the nodes, as searchMask's), the weight of those paths alone. */
+  heat(src, k, f, only) {
+    if (!f.nodes && !f.procs && !only) {
       const rows = src.heatRows, cells = new Float64Array(src.columns * rows), h = src.heatCells[k];
       const base = src.firstSecond * rows;
       for (let i = 0; i < cells.length && base + i < h.length; i++) cells[i] = h[base + i];
       return { rows, cells };
     }
-    const set = f.procs ? src.timeline : src.paths, sc = set.sliceCells, H = src.heatRows;
+    const set = only ? this.setOf(src, f, false) : f.procs ? src.timeline : src.paths;
+    const sc = set.sliceCells, H = src.heatRows;
     const rows = sc <= H ? H / sc : 1, span = sc <= H ? 1 : sc / H; /* columns a slice covers */
     const cells = new Float64Array(src.columns * rows), w = set.weights[k];
     const first = src.firstSecond * H; /* the first cell shown, in 20 ms cells */
     for (let s = 0; s < set.nSlices; s++) {
       let v = 0;
-      for (let e = set.sliceStart[s]; e < set.sliceStart[s + 1]; e++) if (this.passes(set, e, f)) v += w[e];
+      for (let e = set.sliceStart[s]; e < set.sliceStart[s + 1]; e++)
+        if (this.passes(set, e, f) && (!only || only[set.node[e]])) v += w[e];
       if (!v) continue;
       const cell0 = s * sc - first; /* in 20 ms cells from the first shown */
       for (let c = 0; c < span; c++) {
@@ -194,6 +197,14 @@ class KpModel {
       }
     }
     return { rows, cells };
+  }
+
+  /* A mask over the nodes: 1 where the path holds a frame `re` matches. */
+  searchMask(re) {
+    const mask = new Uint8Array(this.nNodes);
+    for (let i = 0; i < this.nNodes; i++)
+      mask[i] = re.test(this.label(i)) || (this.parent[i] >= 0 && mask[this.parent[i]]) ? 1 : 0;
+    return mask;
   }
 
   /* A range of heat map cells [from, to) of `src` (from its first second

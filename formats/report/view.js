@@ -2,7 +2,8 @@
 /* kprof report, the view: heat maps (FlameScope's layout: a column per
  * second, a row per offset within it, the colour by weight), ranges picked by
  * dragging on them, the flame graph of a range or the difference of two, the
- * filters, the search and the processes of the range. */
+ * filters, the search (the frames and the heat map cells that hold them)
+ * and the processes of the range. */
 
 const $ = (id) => document.getElementById(id);
 const fmt = (v) => (Math.round(v * 100) / 100).toLocaleString("en-US");
@@ -155,6 +156,22 @@ function drawHeat(cv, src, si, k) {
       g.fillStyle = heatColour(cells[c * rows + r], max);
       g.fillRect(c * cw, r * ch, cw - 1, ch - 1);
     }
+  /* the search lights up the cells that hold matching frames: a magenta
+   * frame, at the slices' rows */
+  cv.dataset.searchCells = "0";
+  if (state.search && si === state.source) {
+    const lit = state.model.heat(src, k, f, state.model.searchMask(state.search));
+    const lh = (rows * ch) / lit.rows;
+    let n = 0;
+    g.strokeStyle = "rgb(230,0,230)"; g.lineWidth = 1;
+    for (let c = 0; c < src.columns; c++)
+      for (let r = 0; r < lit.rows; r++)
+        if (lit.cells[c * lit.rows + r] > 0) {
+          g.strokeRect(c * cw + 0.5, r * lh + 0.5, cw - 2, lh - 2);
+          n++;
+        }
+    cv.dataset.searchCells = String(n);
+  }
   if (si === state.source)
     state.ranges.forEach((range, i) => {
       const [a, b] = state.model.snap(src, viewSet(src), range);
@@ -380,7 +397,7 @@ async function main() {
     $("source").onchange = () => { state.source = +$("source").value; state.ranges = []; state.statuses = null; fillWeights(); fillStatuses(); refresh(); };
     $("weight").onchange = () => { state.weight = +$("weight").value; state.zoom = -1; drawFlame(); };
     $("process-filter").oninput = onProcess;
-    $("search").oninput = () => { state.search = regexOf($("search").value); drawFlame(); };
+    $("search").oninput = () => { state.search = regexOf($("search").value); refresh(); };
     $("group").onchange = () => { state.group = $("group").value; state.zoom = -1; refresh(); };
     $("clear").onclick = () => { state.ranges = []; state.zoom = -1; refresh(); };
     window.addEventListener("keydown", (e) => {

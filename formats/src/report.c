@@ -79,7 +79,8 @@ kp_report_source *kp_report_get_source(kp_report *r, unsigned recording, kp_repo
         s->kind = kind;
         if (kp_report_set_init(&s->paths, s->n_weights, r->budget) != KP_OK ||
             kp_report_set_init(&s->processes, s->n_weights, r->budget) != KP_OK ||
-            kp_report_set_init(&s->timeline, s->n_weights, r->budget) != KP_OK) {
+            kp_report_set_init(&s->timeline, s->n_weights, r->budget / 4 ? r->budget / 4 : 1) !=
+                KP_OK) {
             source_free(s);
             return NULL;
         }

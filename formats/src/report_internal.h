@@ -68,7 +68,8 @@ struct kp_report_source {
      * towers per process; coarser, as it holds more */
     kp_report_set processes;
     /* (slice, process, status frame): the heat maps of some processes and
-     * the process table, finer than `processes`, as it holds less */
+     * the process table, finer than `processes`, as it holds less (a
+     * quarter of the budget: a process's time, not its paths) */
     kp_report_set timeline;
     /* the heat map at full resolution, whatever the slices: the summed
      * weights of cell second * KP_REPORT_HEAT_ROWS + row, from origin_s */

@@ -7,7 +7,8 @@ their own (not with kprof's reader):
 - a range dragged on the heat map gives a flame graph whose root weighs the
   samples of that range;
 - the status filter and the process filter leave exactly their samples;
-- the search gives the share of the range's samples under the function;
+- the search gives the share of the range's samples under the function,
+  and lights up the heat map cells that hold it;
 - a second range (Shift+drag) is compared with the first;
 - the native CPU heat map holds the cpu segments' samples;
 - the comparison of two recordings draws the hot function red when B spends
@@ -144,6 +145,11 @@ with Browser(width=1400, height=1000) as browser:
     shown = page.eval("document.getElementById('search-result').textContent")
     m = re.search(r"([\d.]+)%", shown)
     check(m and abs(float(m.group(1)) - share) < 0.01, f"search {hot_fn}: page {shown!r}, segments {share:.2f}%")
+    # ... and lights up the heat map cells holding it: those of its samples
+    # (in their paths: the frames but the pid and the process's name)
+    lit = int(page.eval("document.getElementById('heatmap-samples-samples').dataset.searchCells"))
+    want = len({c for c, fr in placed if any(hot_fn in f for f in fr[:1] + fr[3:])})
+    check(lit == want > 0, f"search {hot_fn}: {lit} heat map cells lit, {want} hold it in the segments")
 
     # 6. a second range, compared with the first
     g = heat_geometry(page, "heatmap-samples-samples")

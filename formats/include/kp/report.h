@@ -21,8 +21,8 @@
  * 1 s, 5 s, ... up to an hour) when it grows past twice
  * `KP_REPORT_ENTRY_BUDGET` entries, each set on its own: an hour of a
  * thousand processes, each over 200 paths, keeps its paths per 5 s, its
- * processes' paths for the whole hour and its processes per 30 s, in a
- * page of about 12 MB. The heat maps keep 50 rows a second whatever the
+ * processes' paths for the whole hour and its processes per minute (the
+ * third set has a quarter of the budget), in a page of about 12 MB. The heat maps keep 50 rows a second whatever the
  * slices: each source also sums its weights per 20 ms cell. A range picked
  * on them covers whole slices of the set drawn, so the flame graph of a
  * range always weighs what its cells hold.

@@ -294,6 +294,33 @@ class KpModel {
     return { tree, selfs: selfs.map((s) => Float64Array.from({ length: tree.nNodes }, (_, i) => s[i] || 0)) };
   }
 
+  /* Tree `t` reversed, as async-profiler's reversed view: the leaf frames
+   * (where the weight is spent) at the root and their callers under them,
+   * from the self weights `selfs` (one array per selection) of t's nodes:
+   * {tree, selfs} on the reversed tree's nodes. */
+  reversed(t, selfs) {
+    const parent = [], label = [], depth = [], keys = new Map(), out = selfs.map(() => []);
+    const add = (par, text) => {
+      const key = par + "\u0000" + text;
+      let v = keys.get(key);
+      if (v === undefined) {
+        v = parent.length; keys.set(key, v);
+        parent.push(par); label.push(text); depth.push(par >= 0 ? depth[par] + 1 : 0);
+      }
+      return v;
+    };
+    for (let n = 0; n < t.nNodes; n++) {
+      if (!selfs.some((s) => s[n])) continue;
+      let v = -1;
+      for (let a = n; a >= 0; a = t.parent[a]) v = add(v, t.label(a));
+      selfs.forEach((s, i) => { if (s[n]) out[i][v] = (out[i][v] || 0) + s[n]; });
+    }
+    const tree = { nNodes: parent.length, parent: Int32Array.from(parent), depth: Uint16Array.from(depth),
+                   label: (n) => label[n] };
+    this.childLists(tree);
+    return { tree, selfs: out.map((s) => Float64Array.from({ length: tree.nNodes }, (_, i) => s[i] || 0)) };
+  }
+
   /* `kids` (children of each node) and `rootKids`, in alphabetical order. */
   childLists(t) {
     const kids = Array.from({ length: t.nNodes + 1 }, () => []);

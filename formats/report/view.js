@@ -20,6 +20,7 @@ const state = {
   ranges: [],       /* up to two [fromCell, toCell) of the heat map's grid */
   zoom: -1,         /* node the flame graph is zoomed on, -1 = the root */
   group: "",        /* the flame graph's towers: "" all together, "process" or "name" */
+  reverse: false,   /* the leaf frames on top, their callers under them */
   filter: { nodes: null, procs: null }, /* the filters as masks (KpModel.filter) */
   boxes: [],        /* drawn flame boxes, for the mouse */
 };
@@ -255,12 +256,17 @@ function flameData() {
  * paths, or a tower per process or per name. */
 function flameTree(d) {
   const m = state.model, k = state.weight, f = state.filter;
+  let t;
   if (state.group) {
     const g = m.grouped(k, f, state.group, d.base ? [d.sel, d.base] : [d.sel]);
-    return { T: g.tree, self: g.selfs[0], base: d.base ? g.selfs[1] : null };
+    t = { T: g.tree, self: g.selfs[0], base: d.base ? g.selfs[1] : null };
+  } else {
+    const self = (sel) => m.selfWeights(sel[0], k, f, sel[1], sel[2]);
+    t = { T: m, self: self(d.sel), base: d.base ? self(d.base) : null };
   }
-  const self = (sel) => m.selfWeights(sel[0], k, f, sel[1], sel[2]);
-  return { T: m, self: self(d.sel), base: d.base ? self(d.base) : null };
+  if (!state.reverse) return t;
+  const r = m.reversed(t.T, t.base ? [t.self, t.base] : [t.self]);
+  return { T: r.tree, self: r.selfs[0], base: t.base ? r.selfs[1] : null };
 }
 
 function drawFlame() {
@@ -399,6 +405,7 @@ async function main() {
     $("process-filter").oninput = onProcess;
     $("search").oninput = () => { state.search = regexOf($("search").value); refresh(); };
     $("group").onchange = () => { state.group = $("group").value; state.zoom = -1; refresh(); };
+    $("reverse").onchange = () => { state.reverse = $("reverse").checked; state.zoom = -1; drawFlame(); };
     $("clear").onclick = () => { state.ranges = []; state.zoom = -1; refresh(); };
     window.addEventListener("keydown", (e) => {
       if (e.key === "Escape") { state.zoom = -1; drawFlame(); }

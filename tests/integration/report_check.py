@@ -5,7 +5,8 @@ their own (not with kprof's reader):
 - the heat map cells (hovered: their tooltips) hold the samples of their
   20 ms of the segments;
 - a range dragged on the heat map gives a flame graph whose root weighs the
-  samples of that range;
+  samples of that range, the same with a tower per process or per name,
+  and reversed (callers under the functions where the weight is spent);
 - the status filter and the process filter leave exactly their samples;
 - the search gives the share of the range's samples under the function,
   and lights up the heat map cells that hold it;
@@ -114,6 +115,12 @@ with Browser(width=1400, height=1000) as browser:
         hot = any(t.startswith(hot_pid) for t in towers) if group == "process" else len(towers) > 0
         check(total(page) == want and hot, f"towers by {group}: flame root {total(page)}, segments {want}; {towers[:4]}")
     page.eval("(() => { const g = document.getElementById('group'); g.value = ''; g.dispatchEvent(new Event('change')); })()")
+    # the reversed view: the same weight, the functions where it is spent
+    # on top (the hot function among them), their callers under them
+    page.eval("(() => { const r = document.getElementById('reverse'); r.checked = true; r.dispatchEvent(new Event('change')); })()")
+    leaves = page.eval("state.boxes.filter((b) => b.y === 16).map((b) => b.name)")
+    check(total(page) == want and any(hot_fn in x for x in leaves), f"reversed: flame root {total(page)}, segments {want}; on top {leaves[:4]}")
+    page.eval("(() => { const r = document.getElementById('reverse'); r.checked = false; r.dispatchEvent(new Event('change')); })()")
     split = page.eval("[...document.querySelectorAll('#processes tbody tr')].map((r) => r.cells[4].textContent)")
     check(split and all(re.search(r"(running|waiting|runnable|garbage_collecting|exiting|suspended)[^\d]*[\d.]+%", t) for t in split),
           f"the process table splits each process by status: {split[:3]}")

@@ -239,9 +239,16 @@ function diffColour(d, max) {
  * drawn, and another (`base`, scaled) to compare it with. */
 function flameData() {
   if (state.recording < 0) {
-    const a = state.model.recordings[0].sources.find((s) => s.kind === source().kind);
-    const full = (src) => [src, 0, src.columns * src.heatRows];
-    return { sel: full(source()), base: a ? full(a) : null, label: "B compared with A, whole recordings" };
+    /* B's heat maps are drawn: a range dragged there is compared with the
+     * same seconds of A, from each recording's first second */
+    const a = state.model.recordings[0].sources.find((s) => s.kind === source().kind), b = source();
+    const r = state.ranges[0];
+    if (!r) {
+      const full = (src) => [src, 0, src.columns * src.heatRows];
+      return { sel: full(b), base: a ? full(a) : null, label: "B compared with A, whole recordings" };
+    }
+    return { sel: [b, ...r], base: a ? [a, ...r] : null,
+             label: "B, range " + rangeText(b, r) + ", compared with the same seconds of A" };
   }
   const src = source();
   const r0 = state.ranges[0] || [0, src.columns * src.heatRows];

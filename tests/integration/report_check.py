@@ -13,7 +13,8 @@ their own (not with kprof's reader):
 - a second range (Shift+drag) is compared with the first;
 - the native CPU heat map holds the cpu segments' samples;
 - the comparison of two recordings draws the hot function red when B spends
-  a larger share in it;
+  a larger share in it, and compares a range dragged on B with the same
+  seconds of A;
 - no script error, and screenshots as artifacts.
 
 Usage: report_check.py REPORT_A_HTML DIR_A COMPARED_HTML DIR_B HOT_PID HOT_FUNCTION SHOT_DIR
@@ -220,6 +221,16 @@ with Browser(width=1400, height=1000) as browser:
     check(share_b > share_a and redder,
           f"{hot_fn}: share {share_a:.1%} in A, {share_b:.1%} in B, drawn {colour} (red: larger in B)")
     page.screenshot(os.path.join(shots, "report-compared.png"))
+    # a range dragged on B's heat map: compared with the same seconds of A
+    g = heat_geometry(page, "heatmap-samples-samples")
+    n_b = g["columns"] * g["rows"]
+    ra, rb = n_b // 4, n_b // 2
+    drag_cells(page, g, ra, rb)
+    in_b = sum(1 for c, _ in cells(coop_b, g["rows"]) if ra <= c <= rb)
+    in_a = sum(1 for c, _ in cells(coop, g["rows"]) if ra <= c <= rb)
+    base, shown = float(page.eval("document.getElementById('flame-info').dataset.baseTotal")), total(page)
+    check(shown == in_b and base == in_a and in_a > 0,
+          f"B's range {ra}-{rb}: {shown} (B: {in_b}) against {base} (A's same seconds: {in_a})")
     check(not page.errors, f"no script errors: {page.errors}")
 
 if failures:

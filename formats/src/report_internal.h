@@ -26,7 +26,8 @@ typedef struct {
     uint64_t *w[KP_WEIGHT_COUNT];
 } kp_report_set;
 
-/* A new empty set (NULL keys when out of memory: check it). */
+/* Makes `set` a new empty set; KP_ERR_NOMEM when out of memory (free it
+ * all the same). */
 kp_status kp_report_set_init(kp_report_set *set, unsigned n_weights, uint64_t budget);
 void kp_report_set_free(kp_report_set *set);
 /* Where a stack's last sample went in a set: its next sample in the same
@@ -36,8 +37,8 @@ typedef struct {
     uint32_t generation, slice, entry;
 } kp_report_hint;
 
-/* A sample in three steps, so that two sets take it together or not at
- * all: the entry of (a, b) at heat map cell `cell` (`hint`, when not
+/* A sample in three steps, so that a source's sets take it together or
+ * not at all: the entry of (a, b) at heat map cell `cell` (`hint`, when not
  * NULL, is the last entry of the same (a, b), and is updated), created empty
  * (KP_ERR_NOMEM, or KP_ERR_LIMIT past slice 2^32 - 2); the sample's
  * weights `w` counted in it; then the slices grown while the set holds
@@ -47,13 +48,12 @@ kp_status kp_report_set_entry(kp_report_set *set, uint64_t cell, uint32_t a, uin
 void kp_report_set_count(kp_report_set *set, uint32_t e, const int64_t *w);
 kp_status kp_report_set_fit(kp_report_set *set);
 /* Moving every slice `cells` heat map cells later (a multiple of the
- * slice), in two steps so that two sets move together or not at all: the
+ * slice), in two steps so that a source's sets move together or not at
+ * all: the
  * keys they will have (the set unchanged; KP_ERR_NOMEM, or KP_ERR_LIMIT
  * past slice 2^32 - 2), then the move itself, which cannot fail. */
 kp_status kp_report_set_shift_keys(const kp_report_set *set, uint64_t cells, kp_strtab **keys);
 void kp_report_set_shift(kp_report_set *set, uint64_t cells, kp_strtab *keys);
-/* The largest slice the set may grow to, in cells. */
-unsigned kp_report_set_max_slice(void);
 
 struct kp_report_source {
     unsigned recording;

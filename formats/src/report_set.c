@@ -12,11 +12,6 @@
 static const unsigned steps[] = {1, 2, 10, 50, 250, 500, 1500, 3000, 15000, 180000};
 #define N_STEPS (sizeof steps / sizeof *steps)
 
-unsigned kp_report_set_max_slice(void)
-{
-    return steps[N_STEPS - 1];
-}
-
 kp_status kp_report_set_init(kp_report_set *s, unsigned n_weights, uint64_t budget)
 {
     memset(s, 0, sizeof *s);

@@ -141,7 +141,8 @@ static int calibrate(kp_native *native, kp_node *node, unsigned table_bits, char
 
 kp_native *kp_native_attach(kp_node *node, long own_pid, unsigned rate_hz,
                             const kp_segment_config *segments, const kp_native_observer *observer,
-                            unsigned frame_flags, char *err, size_t err_len)
+                            const kp_native_tap *tap, unsigned frame_flags, char *err,
+                            size_t err_len)
 {
     char flavor[32], arch[256];
     if (system_info(node, "emu_flavor", flavor, sizeof flavor) != 0 ||
@@ -183,7 +184,7 @@ kp_native *kp_native_attach(kp_node *node, long own_pid, unsigned rate_hz,
     /* the layout is learned while sampling known work (kprof_calibrate) */
     kp_native_options o = {(int)os_pid, (int)own_pid, start_ticks, {KP_PID_LAYOUT_NONE, 0, 0},
                            -1,          rate_hz,      segments,    observer,
-                           frame_flags};
+                           tap,         frame_flags};
     kp_native *native = kp_native_start(&o, err, err_len);
     if (!native)
         return NULL;

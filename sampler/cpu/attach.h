@@ -26,7 +26,8 @@
  * NULL. */
 kp_native *kp_native_attach(kp_node *node, long own_pid, unsigned rate_hz,
                             const kp_segment_config *segments, const kp_native_observer *observer,
-                            unsigned frame_flags, char *err, size_t err_len);
+                            const kp_native_tap *tap, unsigned frame_flags, char *err,
+                            size_t err_len);
 
 /* After kp_native_stop(): asks the node (kprof_agent:labels/1) for the
  * registered name or initial call of each process samples were attributed

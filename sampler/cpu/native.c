@@ -447,6 +447,8 @@ static void write_pending(kp_native *n, uint64_t until_ns)
         kp_buf_clear(&n->text);
         if (n->stats.write_error || kp_perf_writer_format(n->perf, &rec, &n->text) != KP_OK)
             continue;
+        if (n->o.tap)
+            n->o.tap->fn(n->o.tap->ctx, n->frames, n->stacks, p->stack, rec.time_us);
         if (kp_segment_write(n->segments, n->text.data, n->text.len, rec.time_us) != KP_OK)
             n->stats.write_error = errno ? errno : EIO;
     }

@@ -43,6 +43,16 @@ typedef struct {
     void *ctx;
 } kp_native_observer;
 
+/* Called on the sampler thread for every sample as it is written to its
+ * segment, with its rooted stack (as the segment reads back; valid during
+ * the call) and its time as written (us): for a consumer of the same
+ * samples as the segments (kprof record's report, report/live.h). */
+typedef struct {
+    void (*fn)(void *ctx, const kp_frames *frames, const kp_stacks *stacks, uint32_t stack,
+               uint64_t time_us);
+    void *ctx;
+} kp_native_tap;
+
 typedef struct {
     int os_pid; /* the node's beam.smp as this host sees it, checked by the caller */
     /* the same as the node sees itself (os:getpid()): other in a pid
@@ -64,6 +74,8 @@ typedef struct {
     const kp_segment_config *segments;
     /* Sees every kept sample as it is named; NULL for none. */
     const kp_native_observer *observer;
+    /* Sees every sample written to the segments; NULL for none. */
+    const kp_native_tap *tap;
     /* How Erlang and Elixir frames are named: kp_frames_create's flags,
      * KP_FRAMES_ERLANG_NAMES or 0 */
     unsigned frame_flags;

@@ -32,15 +32,17 @@ struct kp_record_files {
     unsigned keep;           /* --keep: the profiles go with their segments */
     uint64_t pprof_segments; /* segments with their profile written */
     char pprof_error[512];   /* the first profile that could not be written */
+    kp_report_live *live;    /* report.html's model, fed as the segments */
 };
 
 kp_record_files *kp_record_files_open(const kp_segment_config *segments, const kp_frames *frames,
-                                      const kp_stacks *stacks, int pprof)
+                                      const kp_stacks *stacks, int pprof, kp_report_live *live)
 {
     kp_record_files *o = kp_calloc(1, sizeof *o);
     if (!o)
         return NULL;
     o->frames = frames;
+    o->live = live;
     o->stacks = stacks;
     snprintf(o->dir, sizeof o->dir, "%s", segments->dir);
     o->compression = segments->compression;
@@ -102,6 +104,9 @@ int kp_record_files_add(void *node, const kp_proc_sample *s)
     }
     int64_t w[KP_WEIGHT_COUNT];
     kp_weights_compute(s->value, s->delta, w);
+    if (o->live)
+        kp_report_live_add(o->live, KP_REPORT_SAMPLES, o->frames, o->stacks, s->stack,
+                           time_us * 1000, w);
     for (int k = 0; k < KP_WEIGHT_COUNT; k++)
         if (add_weight(o, k, s->stack, w[k]))
             return -1;

@@ -10,16 +10,18 @@
 #include "kp/intern.h"
 #include "kp/segment.h"
 #include "kp/weights.h"
+#include "report/live.h"
 #include "samples/processes.h"
 
 typedef struct kp_record_files kp_record_files;
 
 /* Opens the segment writer in `segments->dir` over shared frames and stacks
  * (borrowed); with `pprof`, each completed segment gets its pprof profile
- * (record/segment_pprof.h). Returns NULL when out of memory or for a bad
- * configuration. */
+ * (record/segment_pprof.h); with `live` (borrowed; NULL for none), every
+ * sample goes into that report too. Returns NULL when out of memory or for
+ * a bad configuration. */
 kp_record_files *kp_record_files_open(const kp_segment_config *segments, const kp_frames *frames,
-                                      const kp_stacks *stacks, int pprof);
+                                      const kp_stacks *stacks, int pprof, kp_report_live *live);
 
 /* One node's samples on their way into the files: the context of
  * kp_record_files_add, which the node's process table calls for each

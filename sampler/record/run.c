@@ -22,6 +22,7 @@
 #include "record/files.h"
 #include "samples/processes.h"
 #include "samples/sample_wire.h"
+#include "report/live.h"
 #include "report/read.h"
 
 #define MAX_NODES 64
@@ -92,6 +93,9 @@ typedef struct {
     kp_native *native;    /* NULL: the CPU view is the cooperative one */
     char native_off[512]; /* why not, when asked for */
     latencies lat;
+    kp_report_live *live;        /* report.html's model, fed as it samples; NULL: --no-report */
+    kp_native_tap live_cpu;      /* the native samples into it */
+    int64_t wall_minus_clock_us; /* UTC = kprof's monotonic clock + this, for the page */
 } recording;
 
 /* Asks every node for the next round of up to `per_round` ticks (fewer when
@@ -241,12 +245,12 @@ static kp_segment_config segment_config(const kp_record_options *o, const char *
  * its process table, writing to them. Returns NULL when out of memory. */
 static kp_record_files *open_outputs(const kp_record_options *o, const char *dir,
                                      const char *targets, kp_frames *frames, kp_stacks *stacks,
-                                     attached_node *s, size_t n)
+                                     attached_node *s, size_t n, kp_report_live *live)
 {
     char header[5000], title[4100], err[256];
     snprintf(title, sizeof title, "kprof sampling of %.4000s", targets);
     kp_segment_config sc = segment_config(o, dir, "samples", title, header, sizeof header);
-    kp_record_files *out = kp_record_files_open(&sc, frames, stacks, o->pprof);
+    kp_record_files *out = kp_record_files_open(&sc, frames, stacks, o->pprof, live);
     for (size_t i = 0; i < n && out; i++) {
         s[i].to_files = (kp_record_files_node){out, (uint32_t)s[i].wire.agent.os_pid, 0};
         s[i].procs =
@@ -451,14 +455,19 @@ static int start_recording(recording *r)
                  i ? ", " : "", r->nodes[i].target);
     r->frames = kp_frames_create(kp_record_frame_flags(o));
     r->stacks = kp_stacks_create();
-    r->out = r->frames && r->stacks
-                 ? open_outputs(o, r->dir, r->targets, r->frames, r->stacks, r->nodes, r->n)
-                 : NULL;
+    r->live = o->no_report ? NULL : kp_report_live_create();
+    r->live_cpu = (kp_native_tap){kp_report_live_add_cpu, r->live};
+    r->wall_minus_clock_us = (int64_t)time(NULL) * 1000000 - (int64_t)kp_now_us();
+    r->out =
+        r->frames && r->stacks && (r->live || o->no_report)
+            ? open_outputs(o, r->dir, r->targets, r->frames, r->stacks, r->nodes, r->n, r->live)
+            : NULL;
     if (!r->out) {
         kp_error("out of memory");
         detach_all(r->nodes, r->n);
         kp_frames_free(r->frames);
         kp_stacks_free(r->stacks);
+        kp_report_live_free(r->live);
         return KP_EXIT_FAILURE;
     }
     return KP_EXIT_OK;
@@ -578,7 +587,8 @@ static void start_native(recording *r)
                  node->target, o->cpu_rate);
         kp_segment_config sc = segment_config(o, r->dir, "cpu", title, header, sizeof header);
         r->native = kp_native_attach(&node->node, node->wire.agent.os_pid, o->cpu_rate, &sc, NULL,
-                                     kp_record_frame_flags(o), r->native_off, sizeof r->native_off);
+                                     r->live ? &r->live_cpu : NULL, kp_record_frame_flags(o),
+                                     r->native_off, sizeof r->native_off);
     }
     if (o->quiet)
         return;
@@ -710,17 +720,27 @@ static int finish(recording *r)
     if (!o->quiet)
         print_summary(o, r->dir, &totals, samples, &st, written, &r->lat);
     finish_native(r, &native, caption);
-    /* the page to open first, from the segments now complete (--keep: the
-     * kept ones), whatever their length: the report's memory is bounded
-     * (kp/report.h; about 200 MB for an hour at 10,000 samples a second,
-     * tests/bench/report_scale) */
-    if (samples > 0 && r->rc != KP_EXIT_FAILURE && !o->no_report) {
+    /* the page to open first, from the model fed as it sampled (every
+     * sample, also with --keep); from the segments if the model ran out of
+     * memory. Its memory is bounded (kp/report.h; about 270 MB for an hour
+     * at 10,000 samples a second, tests/bench/report_scale) */
+    if (samples > 0 && r->rc != KP_EXIT_FAILURE && r->live) {
         char page[4200];
         const char *dirs[1] = {r->dir};
         snprintf(page, sizeof page, "%s/report.html", r->dir);
-        if (kp_report_build(dirs, 1, page, o->quiet) != KP_EXIT_OK && r->rc == KP_EXIT_OK)
+        kp_report_read_stats rs = {0};
+        rs.segments = (unsigned)st.segments;
+        rs.cpu_segments = (unsigned)native.segments.segments;
+        snprintf(rs.node, sizeof rs.node, "%.255s", r->targets);
+        rs.wall_minus_clock_us = r->wall_minus_clock_us;
+        int rc = kp_report_live_write(r->live, r->dir, &rs, page, o->quiet);
+        if (rc < 0)
+            rc = kp_report_build(dirs, 1, page, o->quiet);
+        if (rc != KP_EXIT_OK && r->rc == KP_EXIT_OK)
             r->rc = KP_EXIT_FAILURE;
     }
+    kp_report_live_free(r->live);
+    r->live = NULL;
     kp_frames_free(r->frames);
     kp_stacks_free(r->stacks);
     return r->rc;

@@ -272,6 +272,63 @@ static const char *base_name(const char *path)
     return s;
 }
 
+int kp_report_write_page(kp_report *r, const char *const *dirs, const kp_report_read_stats *st,
+                         size_t n, const char *out, int quiet)
+{
+    char title[600], subtitle[1200];
+    /* "kprof report: NODE" and "recorded 2026-11-26 03:20:50 UTC, 10 s, ..." */
+    const char *node = st[0].node[0] ? st[0].node : base_name(dirs[0]);
+    if (n > 1)
+        snprintf(title, sizeof title, "kprof report: %s compared with %s", base_name(dirs[1]),
+                 base_name(dirs[0]));
+    else
+        snprintf(title, sizeof title, "kprof report: %s", node);
+    subtitle[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        kp_report_source_stats ss = {0};
+        kp_report_source *src =
+            kp_report_get_source(r, (unsigned)i, st[i].samples ? KP_REPORT_SAMPLES : KP_REPORT_CPU);
+        if (src)
+            kp_report_source_stats_get(src, &ss);
+        char when[64] = "";
+        if (st[i].wall_minus_clock_us) {
+            time_t t =
+                (time_t)(((int64_t)(ss.first_ns / 1000) + st[i].wall_minus_clock_us) / 1000000);
+            struct tm tm;
+            gmtime_r(&t, &tm);
+            strftime(when, sizeof when, "recorded %Y-%m-%d %H:%M:%S UTC, ", &tm);
+        }
+        size_t used = strlen(subtitle);
+        snprintf(subtitle + used, sizeof subtitle - used, "%s%s%s: %s%.0f s; %u segments",
+                 i ? " \xc2\xb7 " : "", n > 1 ? (i ? "B " : "A ") : "", base_name(dirs[i]), when,
+                 (double)(ss.last_ns - ss.first_ns) / 1e9, st[i].segments + st[i].cpu_segments);
+    }
+    kp_report_options o = {title, subtitle};
+    kp_sink *sink;
+    kp_status s = kp_sink_open_file(out, KP_COMPRESS_NONE, 0, &sink);
+    if (s == KP_OK) {
+        s = kp_report_write_html(r, &o, sink);
+        kp_status c = s == KP_OK ? kp_sink_commit(sink) : (kp_sink_abort(sink), s);
+        s = c;
+    }
+    if (s != KP_OK) {
+        kp_error("cannot write %s: %s", out, kp_status_reason(s, errno));
+        return KP_EXIT_FAILURE;
+    }
+    if (!quiet) {
+        uint64_t samples = 0, cpu = 0;
+        for (size_t i = 0; i < n; i++) {
+            samples += st[i].samples;
+            cpu += st[i].cpu_samples;
+        }
+        fprintf(stderr,
+                "kprof: wrote %s: %" PRIu64 " samples and %" PRIu64
+                " native CPU samples from %zu recording%s\n",
+                out, samples, cpu, n, n > 1 ? "s" : "");
+    }
+    return KP_EXIT_OK;
+}
+
 int kp_report_build(const char *const *dirs, size_t n, const char *out, int quiet)
 {
     kp_report *r = kp_report_create();
@@ -280,7 +337,7 @@ int kp_report_build(const char *const *dirs, size_t n, const char *out, int quie
         return KP_EXIT_FAILURE;
     }
     kp_report_read_stats st[2];
-    char err[1024], title[600], subtitle[1200];
+    char err[1024];
     int rc = KP_EXIT_OK;
     for (size_t i = 0; i < n && rc == KP_EXIT_OK; i++) {
         rc = kp_report_read_dir(r, (unsigned)i, dirs[i], &st[i], err, sizeof err);
@@ -291,58 +348,8 @@ int kp_report_build(const char *const *dirs, size_t n, const char *out, int quie
             rc = KP_EXIT_FAILURE;
         }
     }
-    if (rc == KP_EXIT_OK) {
-        /* "kprof report: NODE" and "recorded 2026-11-26 03:20:50 UTC, 10 s, ..." */
-        const char *node = st[0].node[0] ? st[0].node : base_name(dirs[0]);
-        if (n > 1)
-            snprintf(title, sizeof title, "kprof report: %s compared with %s", base_name(dirs[1]),
-                     base_name(dirs[0]));
-        else
-            snprintf(title, sizeof title, "kprof report: %s", node);
-        subtitle[0] = 0;
-        for (size_t i = 0; i < n; i++) {
-            kp_report_source_stats ss = {0};
-            kp_report_source *src = kp_report_get_source(
-                r, (unsigned)i, st[i].samples ? KP_REPORT_SAMPLES : KP_REPORT_CPU);
-            if (src)
-                kp_report_source_stats_get(src, &ss);
-            char when[64] = "";
-            if (st[i].wall_minus_clock_us) {
-                time_t t =
-                    (time_t)(((int64_t)(ss.first_ns / 1000) + st[i].wall_minus_clock_us) / 1000000);
-                struct tm tm;
-                gmtime_r(&t, &tm);
-                strftime(when, sizeof when, "recorded %Y-%m-%d %H:%M:%S UTC, ", &tm);
-            }
-            size_t used = strlen(subtitle);
-            snprintf(subtitle + used, sizeof subtitle - used, "%s%s%s: %s%.0f s; %u segments",
-                     i ? " \xc2\xb7 " : "", n > 1 ? (i ? "B " : "A ") : "", base_name(dirs[i]),
-                     when, (double)(ss.last_ns - ss.first_ns) / 1e9,
-                     st[i].segments + st[i].cpu_segments);
-        }
-        kp_report_options o = {title, subtitle};
-        kp_sink *sink;
-        kp_status s = kp_sink_open_file(out, KP_COMPRESS_NONE, 0, &sink);
-        if (s == KP_OK) {
-            s = kp_report_write_html(r, &o, sink);
-            kp_status c = s == KP_OK ? kp_sink_commit(sink) : (kp_sink_abort(sink), s);
-            s = c;
-        }
-        if (s != KP_OK) {
-            kp_error("cannot write %s: %s", out, kp_status_reason(s, errno));
-            rc = KP_EXIT_FAILURE;
-        } else if (!quiet) {
-            uint64_t samples = 0, cpu = 0;
-            for (size_t i = 0; i < n; i++) {
-                samples += st[i].samples;
-                cpu += st[i].cpu_samples;
-            }
-            fprintf(stderr,
-                    "kprof: wrote %s: %" PRIu64 " samples and %" PRIu64
-                    " native CPU samples from %zu recording%s\n",
-                    out, samples, cpu, n, n > 1 ? "s" : "");
-        }
-    }
+    if (rc == KP_EXIT_OK)
+        rc = kp_report_write_page(r, dirs, st, n, out, quiet);
     kp_report_free(r);
     return rc;
 }

@@ -1,4 +1,5 @@
-/* Reading recording directories of `kprof record` into a report page. */
+/* Reading recording directories of `kprof record` into a report page, and
+ * writing the page. */
 #ifndef KP_REPORT_READ_H
 #define KP_REPORT_READ_H
 
@@ -23,6 +24,13 @@ typedef struct {
  * a one-line message naming the cause and what to do in `err`. */
 int kp_report_read_dir(kp_report *report, unsigned recording, const char *dir,
                        kp_report_read_stats *stats, char *err, size_t err_len);
+
+/* Writes `report` of the recordings `dirs[0..n)` (read with `stats`) as the
+ * page `out` (complete or not at all), titled as kp_report_build does.
+ * Prints one line of summary unless `quiet`, and the cause of a failure.
+ * Returns a process exit code: 0 or 1 (I/O, memory). */
+int kp_report_write_page(kp_report *report, const char *const *dirs,
+                         const kp_report_read_stats *stats, size_t n, const char *out, int quiet);
 
 /* Reads the recordings `dirs[0..n)` (n is 1, or 2 for B compared with A)
  * and writes the report page to `out` (complete or not at all). Prints one

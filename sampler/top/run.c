@@ -294,8 +294,9 @@ static void start_native(session *t)
     if (!t->o->cpu_rate)
         return;
     t->observer = (kp_native_observer){on_native_sample, t};
-    t->native = kp_native_attach(&t->node, t->wire.agent.os_pid, t->o->cpu_rate, NULL, &t->observer,
-                                 t->o->erlang_names ? KP_FRAMES_ERLANG_NAMES : 0, why, sizeof why);
+    t->native =
+        kp_native_attach(&t->node, t->wire.agent.os_pid, t->o->cpu_rate, NULL, &t->observer, NULL,
+                         t->o->erlang_names ? KP_FRAMES_ERLANG_NAMES : 0, why, sizeof why);
     if (!t->native)
         fprintf(stderr,
                 "kprof: CPU: no native sampling (%s); functions and processes by "

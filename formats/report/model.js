@@ -178,7 +178,7 @@ class KpModel {
       const rows = src.heatRows, cells = new Float64Array(src.columns * rows), h = src.heatCells[k];
       const base = src.firstSecond * rows;
       for (let i = 0; i < cells.length && base + i < h.length; i++) cells[i] = h[base + i];
-      return { rows, cells };
+      return { rows, cells, sliceCells: 1 };
     }
     const set = only ? this.setOf(src, f, false) : f.procs ? src.timeline : src.paths;
     const sc = set.sliceCells, H = src.heatRows;
@@ -196,7 +196,7 @@ class KpModel {
         if (cell >= 0 && cell < cells.length) cells[cell] += v / span;
       }
     }
-    return { rows, cells };
+    return { rows, cells, sliceCells: sc };
   }
 
   /* A mask over the nodes: 1 where the path holds a frame `re` matches. */
@@ -255,19 +255,11 @@ class KpModel {
    * node of the tree is a (group, path node) pair; the group's own node,
    * under the status, is labelled with the pid and the name. */
   grouped(k, f, by, sels) {
-    const parent = [], label = [], depth = [], keys = new Map(), selfs = sels.map(() => []);
+    const b = this.treeBuilder(sels.length), add = b.add;
     const G = this.nProcesses + this.frames.length + 2;
     const groupOf = (p) => (by === "name" ? (this.procName[p] ? this.procName[p] : G - 1) : p);
     const groupLabel = (p) => (by === "name" ? this.processName(p) || "(no name)"
       : this.procPid[p] ? this.pidText(p) + " " + this.processName(p) : "(no process)");
-    const add = (key, par, text) => {
-      let v = keys.get(key);
-      if (v === undefined) {
-        v = parent.length; keys.set(key, v);
-        parent.push(par); label.push(text); depth.push(par >= 0 ? depth[par] + 1 : 0);
-      }
-      return v;
-    };
     /* the node of path node n in group g (p: a process of the group) */
     const nodeOf = (n, g, p) => {
       const st = this.statusNode[n];
@@ -284,14 +276,11 @@ class KpModel {
       const set = src.processes, w = set.weights[k], [e0, e1] = this.entryRange(src, set, from, to);
       for (let e = e0; e < e1; e++) {
         if (!w[e] || !this.passes(set, e, f)) continue;
-        const p = set.process[e], v = nodeOf(set.node[e], groupOf(p), p);
-        selfs[i][v] = (selfs[i][v] || 0) + w[e];
+        const p = set.process[e];
+        b.weigh(i, nodeOf(set.node[e], groupOf(p), p), w[e]);
       }
     });
-    const tree = { nNodes: parent.length, parent: Int32Array.from(parent), depth: Uint16Array.from(depth),
-                   label: (n) => label[n] };
-    this.childLists(tree);
-    return { tree, selfs: selfs.map((s) => Float64Array.from({ length: tree.nNodes }, (_, i) => s[i] || 0)) };
+    return b.finish();
   }
 
   /* Tree `t` reversed, as async-profiler's reversed view: the leaf frames
@@ -299,26 +288,39 @@ class KpModel {
    * from the self weights `selfs` (one array per selection) of t's nodes:
    * {tree, selfs} on the reversed tree's nodes. */
   reversed(t, selfs) {
-    const parent = [], label = [], depth = [], keys = new Map(), out = selfs.map(() => []);
-    const add = (par, text) => {
-      const key = par + "\u0000" + text;
-      let v = keys.get(key);
-      if (v === undefined) {
-        v = parent.length; keys.set(key, v);
-        parent.push(par); label.push(text); depth.push(par >= 0 ? depth[par] + 1 : 0);
-      }
-      return v;
-    };
+    const b = this.treeBuilder(selfs.length);
     for (let n = 0; n < t.nNodes; n++) {
       if (!selfs.some((s) => s[n])) continue;
       let v = -1;
-      for (let a = n; a >= 0; a = t.parent[a]) v = add(v, t.label(a));
-      selfs.forEach((s, i) => { if (s[n]) out[i][v] = (out[i][v] || 0) + s[n]; });
+      for (let a = n; a >= 0; a = t.parent[a]) v = b.add(v + "\u0000" + t.label(a), v, t.label(a));
+      selfs.forEach((s, i) => b.weigh(i, v, s[n]));
     }
-    const tree = { nNodes: parent.length, parent: Int32Array.from(parent), depth: Uint16Array.from(depth),
-                   label: (n) => label[n] };
-    this.childLists(tree);
-    return { tree, selfs: out.map((s) => Float64Array.from({ length: tree.nNodes }, (_, i) => s[i] || 0)) };
+    return b.finish();
+  }
+
+  /* A tree built node by node, for views other than the call paths':
+   * add(key, parent, label) gives the node of `key` (new under `parent`,
+   * -1 for the root, parents first), weigh(i, node, w) adds to selection
+   * i's self weight there, finish() gives {tree, selfs}. */
+  treeBuilder(nSelections) {
+    const parent = [], label = [], depth = [], keys = new Map(), selfs = Array.from({ length: nSelections }, () => []);
+    return {
+      add: (key, par, text) => {
+        let v = keys.get(key);
+        if (v === undefined) {
+          v = parent.length; keys.set(key, v);
+          parent.push(par); label.push(text); depth.push(par >= 0 ? depth[par] + 1 : 0);
+        }
+        return v;
+      },
+      weigh: (i, v, w) => { if (w) selfs[i][v] = (selfs[i][v] || 0) + w; },
+      finish: () => {
+        const tree = { nNodes: parent.length, parent: Int32Array.from(parent), depth: Uint16Array.from(depth),
+                       label: (n) => label[n] };
+        this.childLists(tree);
+        return { tree, selfs: selfs.map((s) => Float64Array.from({ length: tree.nNodes }, (_, i) => s[i] || 0)) };
+      },
+    };
   }
 
   /* `kids` (children of each node) and `rootKids`, in alphabetical order. */

@@ -100,6 +100,10 @@ function drawHeatmaps() {
   const box = $("heatmaps");
   box.innerHTML = "";
   const rec = recording();
+  /* the other sources' filter (their statuses are other frames), and the
+   * paths the search lights up: once for every heat map */
+  const other = state.model.filter(null, state.process);
+  const lit = state.search ? state.model.searchMask(state.search) : null;
   /* one heat map per weight of every source: the metrics and the native CPU */
   rec.sources.forEach((src, si) => src.weightNames.forEach((_, k) => {
     const div = document.createElement("div");
@@ -112,7 +116,7 @@ function drawHeatmaps() {
     scroll.append(cv);
     div.append(h, scroll);
     box.append(div);
-    const drawn = drawHeat(cv, src, si, k);
+    const drawn = drawHeat(cv, src, si, k, other, lit);
     scroll.append(secondsAxis(src.columns, cv.width / src.columns));
     h.textContent = (src.kind === "cpu" ? "native CPU samples" : weightName(src, k)) +
       " \u00b7 " + src.columns + " s, " + (drawn.every ? "a row per " + drawn.every + " s" : drawn.rows + " rows a second") +
@@ -135,14 +139,14 @@ function secondsAxis(columns, cw) {
   return axis;
 }
 /* Draws one heat map on `cv`: unfiltered at 50 rows a second, filtered at
- * the slices' rows. Ranges are kept in the 50-row cells (src.heatRows).
- * Returns the rows drawn (or the seconds a row covers, `every`) and the
- * largest cell. */
-function drawHeat(cv, src, si, k) {
-  const f = si === state.source ? state.filter : state.model.filter(null, state.process);
-  const { rows, cells } = state.model.heat(src, k, f);
-  const set = f.procs ? src.timeline : src.paths, every = rows === 1 && set.sliceCells > src.heatRows && (f.nodes || f.procs)
-    ? set.sliceCells / src.heatRows : 0;
+ * the slices' rows; `other` is the filter of the sources not drawn in the
+ * flame graph, `lit` the search's mask over the paths (or null). Ranges are
+ * kept in the 50-row cells (src.heatRows). Returns the rows drawn (or the
+ * seconds a row covers, `every`) and the largest cell. */
+function drawHeat(cv, src, si, k, other, lit) {
+  const f = si === state.source ? state.filter : other;
+  const { rows, cells, sliceCells } = state.model.heat(src, k, f);
+  const every = rows === 1 && sliceCells > src.heatRows ? sliceCells / src.heatRows : 0;
   const H = src.heatRows, step = H / rows; /* 50-row cells per cell drawn */
   /* two heat maps side by side, each scrolling on its own when long */
   const width = Math.max(200, (document.documentElement.clientWidth - 80) / 2);
@@ -160,14 +164,14 @@ function drawHeat(cv, src, si, k) {
   /* the search lights up the cells that hold matching frames: a magenta
    * frame, at the slices' rows */
   cv.dataset.searchCells = "0";
-  if (state.search && si === state.source) {
-    const lit = state.model.heat(src, k, f, state.model.searchMask(state.search));
-    const lh = (rows * ch) / lit.rows;
+  if (lit && si === state.source) {
+    const on = state.model.heat(src, k, f, lit);
+    const lh = (rows * ch) / on.rows;
     let n = 0;
     g.strokeStyle = "rgb(230,0,230)"; g.lineWidth = 1;
     for (let c = 0; c < src.columns; c++)
-      for (let r = 0; r < lit.rows; r++)
-        if (lit.cells[c * lit.rows + r] > 0) {
+      for (let r = 0; r < on.rows; r++)
+        if (on.cells[c * on.rows + r] > 0) {
           g.strokeRect(c * cw + 0.5, r * lh + 0.5, cw - 2, lh - 2);
           n++;
         }

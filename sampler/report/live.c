@@ -1,8 +1,6 @@
 #include "report/live.h"
 
 #include <pthread.h>
-#include <stdio.h>
-#include <string.h>
 
 #include "kp/alloc.h"
 #include "kp/buf.h"
@@ -80,17 +78,6 @@ int kp_report_live_write(kp_report_live *l, const char *dir, kp_report_read_stat
         return -1;
     st->samples = l->samples[KP_REPORT_SAMPLES];
     st->cpu_samples = l->samples[KP_REPORT_CPU];
-    /* the name the page gives the recording, as kp_report_build's */
-    const char *name = dir + strlen(dir);
-    while (name > dir && name[-1] == '/')
-        name--;
-    const char *end = name;
-    while (name > dir && name[-1] != '/')
-        name--;
-    char base[4096];
-    snprintf(base, sizeof base, "%.*s", (int)(end - name), name);
-    if (kp_report_set_name(l->report, 0, base) != KP_OK)
-        return -1;
     const char *dirs[1] = {dir};
     return kp_report_write_page(l->report, dirs, st, 1, out, quiet);
 }

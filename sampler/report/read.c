@@ -276,6 +276,11 @@ int kp_report_write_page(kp_report *r, const char *const *dirs, const kp_report_
                          size_t n, const char *out, int quiet)
 {
     char title[600], subtitle[1200];
+    for (size_t i = 0; i < n; i++)
+        if (kp_report_set_name(r, (unsigned)i, base_name(dirs[i])) != KP_OK) {
+            kp_error("out of memory");
+            return KP_EXIT_FAILURE;
+        }
     /* "kprof report: NODE" and "recorded 2026-11-26 03:20:50 UTC, 10 s, ..." */
     const char *node = st[0].node[0] ? st[0].node : base_name(dirs[0]);
     if (n > 1)
@@ -343,10 +348,6 @@ int kp_report_build(const char *const *dirs, size_t n, const char *out, int quie
         rc = kp_report_read_dir(r, (unsigned)i, dirs[i], &st[i], err, sizeof err);
         if (rc != KP_EXIT_OK)
             kp_error("%s", err);
-        else if (kp_report_set_name(r, (unsigned)i, base_name(dirs[i])) != KP_OK) {
-            kp_error("out of memory");
-            rc = KP_EXIT_FAILURE;
-        }
     }
     if (rc == KP_EXIT_OK)
         rc = kp_report_write_page(r, dirs, st, n, out, quiet);

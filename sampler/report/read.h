@@ -26,7 +26,8 @@ int kp_report_read_dir(kp_report *report, unsigned recording, const char *dir,
                        kp_report_read_stats *stats, char *err, size_t err_len);
 
 /* Writes `report` of the recordings `dirs[0..n)` (read with `stats`) as the
- * page `out` (complete or not at all), titled as kp_report_build does.
+ * page `out` (complete or not at all), each recording named after its
+ * directory, titled as kp_report_build does.
  * Prints one line of summary unless `quiet`, and the cause of a failure.
  * Returns a process exit code: 0 or 1 (I/O, memory). */
 int kp_report_write_page(kp_report *report, const char *const *dirs,

@@ -36,23 +36,13 @@ void kp_weights_compute(const int64_t value[KP_METRIC_COUNT], const int64_t delt
     }
 }
 
-/* the metrics' names with their lengths: read back once per sample */
-static const struct {
-    const char *name;
-    size_t len;
-} metric_names[KP_METRIC_COUNT] = {
-#define KP_METRIC_NAME(id, name, in_words) {name, sizeof name - 1},
-    KP_METRIC_TABLE(KP_METRIC_NAME)
-#undef KP_METRIC_NAME
-};
-
 void kp_weights_from_perf(const kp_perf_metric *metrics, size_t n, int64_t w[KP_WEIGHT_COUNT])
 {
     int64_t value[KP_METRIC_COUNT] = {0}, delta[KP_METRIC_COUNT] = {0};
     for (size_t i = 0; i < n; i++)
         for (int m = 0; m < KP_METRIC_COUNT; m++)
-            if (metrics[i].name_len == metric_names[m].len &&
-                memcmp(metrics[i].name, metric_names[m].name, metrics[i].name_len) == 0) {
+            if (metrics[i].name_len == kp_metrics[m].name_len &&
+                memcmp(metrics[i].name, kp_metrics[m].name, metrics[i].name_len) == 0) {
                 value[m] = metrics[i].value;
                 delta[m] = metrics[i].delta;
                 break;

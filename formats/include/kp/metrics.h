@@ -12,6 +12,8 @@
 #ifndef KP_METRICS_H
 #define KP_METRICS_H
 
+#include <stddef.h>
+
 /* X(ID, name in outputs, 1 if the agent sends it in words) */
 #define KP_METRIC_TABLE(X)                    \
     X(REDUCTIONS, "reductions", 0)            \
@@ -33,6 +35,7 @@ enum {
 
 typedef struct {
     const char *name; /* "reductions", ... as in metric_NAME fields */
+    size_t name_len;  /* strlen(name): fields are matched by it once per sample */
     int in_words;     /* the agent sends words; kprof converts to bytes */
 } kp_metric_def;
 

@@ -8,8 +8,9 @@
 %%%   - Idle processes parked in `receive', each waking every IdleWakeMs to
 %%%     2 * IdleWakeMs for a tiny piece of work (so a top-N by reductions
 %%%     delta, which skips processes that did not run, can select them);
-%%%   - a logger writing "SystemTimeUs Units" to LogFile every 50 ms, read
-%%%     after the run to get throughput over any time window;
+%%%   - a logger writing "SystemTimeUs Units AgentRunNs" to LogFile every
+%%%     50 ms, read after the run to get throughput over any time window, and
+%%%     the run time of kprof's agent processes over it (see meter_agent/2);
 %%%   - when Watch is true, a watcher that traces kprof_agent's scheduling
 %%%     (`running', no message copies) and logs, per agent lifetime, how long
 %%%     each request (a round of ticks) took from being picked up to the agent
@@ -170,14 +171,78 @@ idle(WakeMs) ->
 %%% Throughput log
 
 logger(C, Fd) ->
+    Meter = spawn(fun() -> meter(#{}, 0) end),
+    true = erlang:suspend_process(Meter),
+    logger(C, Fd, Meter, undefined).
+
+logger(C, Fd, Meter, Metered0) ->
     receive
-        {line, Text} -> ok = file:write(Fd, Text)
+        {line, Text} ->
+            ok = file:write(Fd, Text),
+            logger(C, Fd, Meter, Metered0)
     after ?LOG_MS ->
+        Metered = meter_agent(Meter, Metered0),
         Line = [integer_to_list(os:system_time(microsecond)), $\s,
-                integer_to_list(counters:get(C, 1)), $\n],
-        ok = file:write(Fd, Line)
-    end,
-    logger(C, Fd).
+                integer_to_list(counters:get(C, 1)), $\s,
+                integer_to_list(meter_read(Meter)), $\n],
+        ok = file:write(Fd, Line),
+        logger(C, Fd, Meter, Metered)
+    end.
+
+%%% The agent's run time: every process of kprof's agent (the agent, its
+%%% stackers, its choosers and what they spawn) is traced with `running'
+%%% to the meter, which adds up the time from each `in' to its `out'. The
+%%% meter stays suspended between two log lines, so that the trace messages
+%%% wait in its queue instead of waking it (and a scheduler thread, a
+%%% larger cost than the agent's own run in this VM) for each one: the
+%%% logger, awake for its line anyway, lets it run once per line.
+
+%% Traces a new kprof_agent (once per agent) and its stackers, its linked
+%% processes at that time; set_on_spawn takes the ones it starts later.
+meter_agent(Meter, Metered) ->
+    case whereis(kprof_agent) of
+        undefined ->
+            Metered;
+        Metered ->
+            Metered;
+        Agent ->
+            Flags = [running, set_on_spawn, monotonic_timestamp, {tracer, Meter}],
+            Links = case process_info(Agent, links) of
+                        {links, L} -> [P || P <- L, is_pid(P), node(P) =:= node()];
+                        undefined -> []
+                    end,
+            _ = [try erlang:trace(P, true, Flags) catch error:badarg -> 0 end
+                 || P <- [Agent | Links]],
+            Agent
+    end.
+
+%% The meter's total so far (ns), once it has read the events that wait.
+meter_read(Meter) ->
+    erlang:resume_process(Meter),
+    Meter ! {read, self()},
+    receive
+        {run_ns, Meter, Ns} ->
+            true = erlang:suspend_process(Meter),
+            Ns
+    end.
+
+meter(In, Total) ->
+    receive
+        {trace_ts, P, in, _, Ts} ->
+            meter(In#{P => Ts}, Total);
+        {trace_ts, P, out, _, Ts} ->
+            case maps:take(P, In) of
+                {T0, In1} -> meter(In1, Total + (Ts - T0));
+                error -> meter(In, Total)
+            end;
+        {trace_ts, P, exited, _, _} ->
+            meter(maps:remove(P, In), Total);
+        {read, From} ->
+            From ! {run_ns, self(), Total},
+            meter(In, Total);
+        _ ->
+            meter(In, Total)
+    end.
 
 %%% Optional: round duration and run time of kprof's agent, from scheduling
 %%% events of the agent process.

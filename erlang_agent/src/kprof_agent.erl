@@ -76,6 +76,12 @@
 -define(MAX_ROUND_US, 10000000).
 -define(MIN_INTERVAL_US, 50).
 -define(MAX_STACKERS, 8).
+%% Heaps sized for several ticks of garbage, so that the agent and its
+%% stackers collect every few ticks instead of most ticks (a tick of 100
+%% processes leaves about 5,000 words; each collection of the agent's
+%% live data runs on a cold cache after the tick's sleep).
+-define(AGENT_HEAP_WORDS, 32768).
+-define(STACKER_HEAP_WORDS, 8192).
 %% How long the first tick waits for the first selection (it has nothing
 %% else to sample); a later tick never waits for one.
 -define(FIRST_SELECTION_MS, 5000).
@@ -145,7 +151,8 @@ start_new(Owner, Opts) ->
             Error;
         {ok, Pids} ->
             Self = self(),
-            Agent = spawn(?MODULE, agent_init, [Self, Owner, Opts#{pids := Pids}]),
+            Agent = spawn_opt(?MODULE, agent_init, [Self, Owner, Opts#{pids := Pids}],
+                              [{min_heap_size, ?AGENT_HEAP_WORDS}]),
             Ref = monitor(process, Agent),
             receive
                 {Agent, started} ->
@@ -591,7 +598,8 @@ stacker_count() ->
     max(1, min(?MAX_STACKERS, erlang:system_info(schedulers_online))).
 
 start_stacker() ->
-    spawn_opt(?MODULE, stacker, [self()], [link, {priority, high}]).
+    spawn_opt(?MODULE, stacker, [self()],
+              [link, {priority, high}, {min_heap_size, ?STACKER_HEAP_WORDS}]).
 
 %% @private
 -spec stacker(pid()) -> no_return().

@@ -79,7 +79,7 @@ typedef struct {
     kp_stacks *stacks;
     kp_record_files *out;
     uint64_t interval;  /* between ticks */
-    unsigned per_round; /* ticks asked for at once: a round lasts KP_SAMPLE_ROUND_US */
+    unsigned per_round; /* ticks asked for at once (kp_sample_round_ticks) */
     uint64_t wanted;    /* ticks in all; 0 = until stopped */
     uint64_t start;
     uint64_t next_round; /* when the next round's first tick is due */
@@ -752,7 +752,7 @@ int kp_record_run(const kp_record_options *o)
     memset(&r, 0, sizeof r);
     r.o = o;
     r.interval = (uint64_t)(1e6 / o->rate);
-    r.per_round = kp_sample_round_ticks(r.interval);
+    r.per_round = kp_sample_round_ticks(r.interval, o->n_pids ? (unsigned)o->n_pids : o->top);
     r.wanted = o->duration_us ? (o->duration_us + r.interval - 1) / r.interval : 0;
     r.rc = start_recording(&r);
     if (r.rc != KP_EXIT_OK)

@@ -93,14 +93,32 @@ int kp_sample_wire_attach(kp_sample_wire *wire, kp_node *node, const char *given
                           const char *cookie_file, unsigned timeout_ms,
                           const kp_sampling_options *options, char *err, size_t err_len);
 
-/* A round of ticks lasts about this long: the agent keeps the schedule, and
- * kprof wakes once a round instead of once a tick. */
+/* A round of ticks lasts at least KP_SAMPLE_ROUND_US: the agent keeps the
+ * schedule, and kprof wakes once a round instead of once a tick. Where a
+ * round of that length holds few samples, it lasts up to
+ * KP_SAMPLE_ROUND_MAX_US, as long as it holds at most KP_SAMPLE_ROUND_SAMPLES:
+ * each round costs the node a request to decode and a reply to send, and
+ * kprof and the agent a wake-up, which at top 100 x 10 Hz (2 ticks in
+ * 200 ms) did not amortize. */
 #define KP_SAMPLE_ROUND_US 200000u
+#define KP_SAMPLE_ROUND_MAX_US 1000000u
+#define KP_SAMPLE_ROUND_SAMPLES 1000u
 
-/* The ticks of a round at `interval_us` a tick: at least 1. */
-static inline unsigned kp_sample_round_ticks(uint64_t interval_us)
+/* The ticks of a round at `interval_us` a tick of `processes` processes
+ * each (0: unknown, rounds of KP_SAMPLE_ROUND_US): at least 1. */
+static inline unsigned kp_sample_round_ticks(uint64_t interval_us, unsigned processes)
 {
-    return interval_us >= KP_SAMPLE_ROUND_US ? 1u : (unsigned)(KP_SAMPLE_ROUND_US / interval_us);
+    if (interval_us >= KP_SAMPLE_ROUND_US)
+        return 1u;
+    unsigned ticks = (unsigned)(KP_SAMPLE_ROUND_US / interval_us);
+    if (processes) {
+        uint64_t longest = KP_SAMPLE_ROUND_MAX_US / interval_us;
+        uint64_t fit = KP_SAMPLE_ROUND_SAMPLES / processes;
+        uint64_t more = fit < longest ? fit : longest;
+        if (more > ticks)
+            ticks = (unsigned)more;
+    }
+    return ticks;
 }
 
 /* Asks for the next round: `ticks` samples of every selected process,

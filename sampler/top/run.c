@@ -326,7 +326,8 @@ int kp_top_run(const kp_top_options *o)
     memset(&t, 0, sizeof t);
     t.o = o;
     t.tick_us = (uint64_t)(1e6 / o->rate);
-    t.per_round = kp_sample_round_ticks(t.tick_us);
+    /* short rounds: a window closes every --interval, as short as 100 ms */
+    t.per_round = kp_sample_round_ticks(t.tick_us, 0);
     pthread_mutex_init(&t.lock, NULL);
     char err[2048];
     /* re-ranked every 2 s: a process that turns hot shows up soon */

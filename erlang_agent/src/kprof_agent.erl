@@ -476,7 +476,10 @@ reset_mfas_if_full(State) ->
 %% More go to the stackers, in parallel. Each stacker's batch costs
 %% messages, a scheduler thread woken and a merge: at top 100 x 10 Hz (about
 %% 10 queries a tick) querying in the agent took its processes' run time
-%% from 2.49 to 2.15 us per sample and woke fewer threads.
+%% from 2.49 to 2.15 us per sample and woke fewer threads. A single query
+%% that never returns (a process that never handles its signals) holds the
+%% agent, where a stacker would be replaced; below 3 queries a tick that was
+%% already so.
 -define(SLICE_US, 1000).
 %% A process whose stack query has not begun by then is skipped this tick;
 %% a stacker that has not answered GRACE later is stuck in one query.
@@ -558,7 +561,10 @@ label(P, State = #state{labelled = Labelled, names = Names, opts = #{top := Top}
 
 query_stacks(Pids, State = #state{interval = Interval})
   when length(Pids) * ?SLICE_US =< Interval div 4 ->
-    {maps:from_list([{P, stack_query(P)} || P <- Pids]), State};
+    %% the stackers' deadline too: the processes not reached by then are
+    %% skipped this tick (finish/5 leaves out a pid without an answer)
+    Deadline = erlang:monotonic_time(millisecond) + ?STACK_DEADLINE_MS,
+    {maps:from_list(query_until(Pids, Deadline, [])), State};
 query_stacks(Pids, State = #state{stackers = Stackers}) ->
     Ref = make_ref(),
     Asked = [{S, Batch} || {S, Batch} <- lists:zip(Stackers, deal(Pids, length(Stackers))),

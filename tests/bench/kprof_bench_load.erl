@@ -8,9 +8,8 @@
 %%%   - Idle processes parked in `receive', each waking every IdleWakeMs to
 %%%     2 * IdleWakeMs for a tiny piece of work (so a top-N by reductions
 %%%     delta, which skips processes that did not run, can select them);
-%%%   - a logger writing "SystemTimeUs Units AgentRunNs" to LogFile every
-%%%     50 ms, read after the run to get throughput over any time window, and
-%%%     the run time of kprof's agent processes over it (see meter_agent/2);
+%%%   - a logger writing "SystemTimeUs Units" to LogFile every 50 ms, read
+%%%     after the run to get throughput over any time window;
 %%%   - when Watch is true, a watcher that traces kprof_agent's scheduling
 %%%     (`running', no message copies) and logs, per agent lifetime, how long
 %%%     each request (a round of ticks) took from being picked up to the agent
@@ -25,8 +24,11 @@
 %%% own phase, and compute fib(FibN) behind the same frames as the busy
 %%% workers: a tick delayed by kprof is late, not dropped, so the work done
 %%% per second stays the same. The idle processes and the logger are those of
-%%% start/1. With Bind true, every process of it is bound to a scheduler
-%%% (see bound/3).
+%%% start/1, and the logger adds a third column, AgentRunNs: the run time of
+%%% kprof's agent processes so far (see meter_agent/2). start/1 leaves it
+%%% out: its Watch traces the same processes, and a process has one tracer.
+%%% With Bind true, every process of it is bound to a scheduler (see
+%%% bound/3).
 %%%
 %%% gaps([Depth, LogFile]) is the busy scheduler of tests/bench/cpu_cost's
 %%% KPROF_BENCH_GAPS mode: one process spinning on the monotonic clock at
@@ -60,7 +62,7 @@ owner(Starter, Busy, Idle, IdleWakeMs, LogFile, Watch) ->
     %% a raw file belongs to the process that opened it: the logger does
     Logger = spawn(fun() ->
                            {ok, Fd} = file:open(LogFile, [write, raw, binary]),
-                           logger(C, Fd)
+                           logger(C, Fd, false)
                    end),
     case Watch of
         true -> spawn(fun() -> watcher(Logger) end);
@@ -83,7 +85,7 @@ paced_owner(Starter, Workers, PeriodMs, FibN, Idle, IdleWakeMs, LogFile, Bind) -
          || K <- lists:seq(0, Workers - 1)],
     _ = bound(Bind, 0, fun() ->
                                {ok, Fd} = file:open(LogFile, [write, raw, binary]),
-                               logger(C, Fd)
+                               logger(C, Fd, true)
                        end),
     Starter ! {started, os:getpid()},
     receive stop -> ok end.
@@ -170,7 +172,10 @@ idle(WakeMs) ->
 
 %%% Throughput log
 
-logger(C, Fd) ->
+%% Metered: also log the agent's run time (a third column).
+logger(C, Fd, false) ->
+    logger(C, Fd, none, undefined);
+logger(C, Fd, true) ->
     Meter = spawn(fun() -> meter(#{}, 0) end),
     true = erlang:suspend_process(Meter),
     logger(C, Fd, Meter, undefined).
@@ -183,8 +188,7 @@ logger(C, Fd, Meter, Metered0) ->
     after ?LOG_MS ->
         Metered = meter_agent(Meter, Metered0),
         Line = [integer_to_list(os:system_time(microsecond)), $\s,
-                integer_to_list(counters:get(C, 1)), $\s,
-                integer_to_list(meter_read(Meter)), $\n],
+                integer_to_list(counters:get(C, 1)), meter_column(Meter), $\n],
         ok = file:write(Fd, Line),
         logger(C, Fd, Meter, Metered)
     end.
@@ -199,6 +203,8 @@ logger(C, Fd, Meter, Metered0) ->
 
 %% Traces a new kprof_agent (once per agent) and its stackers, its linked
 %% processes at that time; set_on_spawn takes the ones it starts later.
+meter_agent(none, Metered) ->
+    Metered;
 meter_agent(Meter, Metered) ->
     case whereis(kprof_agent) of
         undefined ->
@@ -216,14 +222,16 @@ meter_agent(Meter, Metered) ->
             Agent
     end.
 
-%% The meter's total so far (ns), once it has read the events that wait.
-meter_read(Meter) ->
+%% " Ns": the meter's total so far, once it has read the events that wait.
+meter_column(none) ->
+    [];
+meter_column(Meter) ->
     erlang:resume_process(Meter),
     Meter ! {read, self()},
     receive
         {run_ns, Meter, Ns} ->
             true = erlang:suspend_process(Meter),
-            Ns
+            [$\s, integer_to_list(Ns)]
     end.
 
 meter(In, Total) ->

@@ -184,13 +184,13 @@ class KpModel {
     const sc = set.sliceCells, H = src.heatRows;
     const rows = sc <= H ? H / sc : 1, span = sc <= H ? 1 : sc / H; /* columns a slice covers */
     const cells = new Float64Array(src.columns * rows), w = set.weights[k];
-    const first = src.firstSecond * H; /* the first cell shown, in 20 ms cells */
+    const first = src.firstSecond * H; /* the first cell shown, in heat map rows */
     for (let s = 0; s < set.nSlices; s++) {
       let v = 0;
       for (let e = set.sliceStart[s]; e < set.sliceStart[s + 1]; e++)
         if (this.passes(set, e, f) && (!only || only[set.node[e]])) v += w[e];
       if (!v) continue;
-      const cell0 = s * sc - first; /* in 20 ms cells from the first shown */
+      const cell0 = s * sc - first; /* in heat map rows from the first shown */
       for (let c = 0; c < span; c++) {
         const cell = sc <= H ? Math.floor(cell0 / sc) : Math.floor(cell0 / H) + c;
         if (cell >= 0 && cell < cells.length) cells[cell] += v / span;

@@ -138,8 +138,8 @@ function secondsAxis(columns, cw) {
   }
   return axis;
 }
-/* Draws one heat map on `cv`: unfiltered at 50 rows a second, filtered at
- * the slices' rows; `other` is the filter of the sources not drawn in the
+/* Draws one heat map on `cv`: unfiltered at its own rows (50 a second, 10
+ * or 1 in long recordings), filtered at the slices' rows; `other` is the filter of the sources not drawn in the
  * flame graph, `lit` the search's mask over the paths (or null). Ranges are
  * kept in the 50-row cells (src.heatRows). Returns the rows drawn (or the
  * seconds a row covers, `every`) and the largest cell. */
@@ -251,7 +251,9 @@ function flameData() {
       const full = (src) => [src, 0, src.columns * src.heatRows];
       return { sel: full(b), base: a ? full(a) : null, label: "B compared with A, whole recordings" };
     }
-    return { sel: [b, ...r], base: a ? [a, ...r] : null,
+    /* the same seconds in A's rows (coarser in the longer recording) */
+    const inA = a && [Math.floor((r[0] * a.heatRows) / b.heatRows), Math.ceil((r[1] * a.heatRows) / b.heatRows)];
+    return { sel: [b, ...r], base: a ? [a, ...inA] : null,
              label: "B, range " + rangeText(b, r) + ", compared with the same seconds of A" };
   }
   const src = source();

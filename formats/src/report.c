@@ -20,6 +20,7 @@ kp_report *kp_report_create(void)
     r->stacks = kp_strtab_create();
     r->process_keys = kp_strtab_create();
     r->budget = KP_REPORT_ENTRY_BUDGET;
+    r->heat_budget = KP_REPORT_HEAT_BUDGET;
     if (!r->frames || !r->node_keys || !r->stacks || !r->process_keys) {
         kp_report_free(r);
         return NULL;
@@ -77,13 +78,11 @@ kp_report_source *kp_report_get_source(kp_report *r, unsigned recording, kp_repo
         s->n_weights = kind == KP_REPORT_SAMPLES ? KP_WEIGHT_COUNT : 1;
         s->recording = recording;
         s->kind = kind;
-        if (kp_report_set_init(&s->paths, s->n_weights, r->budget) != KP_OK ||
-            kp_report_set_init(&s->processes, s->n_weights, r->budget) != KP_OK ||
-            kp_report_set_init(&s->timeline, s->n_weights, r->budget / 4 ? r->budget / 4 : 1) !=
-                KP_OK) {
-            source_free(s);
-            return NULL;
-        }
+        s->row_cells = 1;
+        s->heat_budget = r->heat_budget;
+        kp_report_set_init(&s->paths, s->n_weights, r->budget);
+        kp_report_set_init(&s->processes, s->n_weights, r->budget);
+        kp_report_set_init(&s->timeline, s->n_weights, r->budget / 4 ? r->budget / 4 : 1);
         *slot = s;
     }
     return *slot;
@@ -92,6 +91,11 @@ kp_report_source *kp_report_get_source(kp_report *r, unsigned recording, kp_repo
 void kp_report_set_budget(kp_report *r, uint64_t entries)
 {
     r->budget = entries;
+}
+
+void kp_report_set_heat_budget(kp_report *r, uint64_t rows)
+{
+    r->heat_budget = rows;
 }
 
 kp_status kp_report_set_name(kp_report *r, unsigned recording, const char *name)
@@ -263,13 +267,17 @@ static kp_status stack_of(kp_report *r, unsigned recording, kp_report_kind kind,
     return KP_OK;
 }
 
-/* Grows the heat map's cells (zeroed) to `need`. */
+/* Grows the heat map's rows (zeroed) to `need`; no further than its
+ * budget and a row (or `need`, samples coming a little out of order) while
+ * its rows can grow: past that they grow instead. */
 static int grow_heat(kp_report_source *s, uint64_t need)
 {
     if (need > s->heat_cap) {
         size_t cap = s->heat_cap ? s->heat_cap : 64 * KP_REPORT_HEAT_ROWS;
         while (cap < need)
             cap *= 2;
+        if (s->row_cells < KP_REPORT_HEAT_ROWS && cap > s->heat_budget + 1)
+            cap = need > s->heat_budget + 1 ? need : s->heat_budget + 1;
         for (unsigned k = 0; k < s->n_weights; k++) {
             uint64_t *p = kp_realloc_array(s->heat[k], cap, sizeof *p);
             if (!p)
@@ -299,29 +307,59 @@ static kp_status shift_back(kp_report_source *s, uint64_t back)
     if (back > s->origin_s)
         return KP_ERR_LIMIT;
     uint64_t cells = back * KP_REPORT_HEAT_ROWS, used = s->heat_cells;
-    if (grow_heat(s, used + cells))
+    uint64_t rows = cells / s->row_cells;
+    if (grow_heat(s, used + rows))
         return KP_ERR_NOMEM;
-    kp_strtab *keys[KP_REPORT_SETS] = {NULL};
+    kp_report_index index[KP_REPORT_SETS] = {{NULL, 0}};
     kp_status st = KP_OK;
     for (int k = 0; k < KP_REPORT_SETS && st == KP_OK; k++)
-        st = kp_report_set_shift_keys(sets[k], cells, &keys[k]);
+        st = kp_report_set_shift_index(sets[k], cells, &index[k]);
     if (st != KP_OK) {
         for (int k = 0; k < KP_REPORT_SETS; k++)
-            kp_strtab_free(keys[k]);
+            kp_free(index[k].slots);
         s->heat_cells = used;
         return st;
     }
     for (int k = 0; k < KP_REPORT_SETS; k++)
-        kp_report_set_shift(sets[k], cells, keys[k]);
+        kp_report_set_shift(sets[k], cells, index[k]);
     for (unsigned k = 0; k < s->n_weights; k++) {
-        memmove(s->heat[k] + cells, s->heat[k], used * sizeof *s->heat[k]);
-        memset(s->heat[k], 0, cells * sizeof *s->heat[k]);
+        memmove(s->heat[k] + rows, s->heat[k], used * sizeof *s->heat[k]);
+        memset(s->heat[k], 0, rows * sizeof *s->heat[k]);
     }
     s->origin_s -= back;
     return KP_OK;
 }
 
-/* The heat map cell, counted from cell 0, of `rel_ns` after the source's
+/* Rows of 100 ms, then of a second, once the heat map outgrows its
+ * budget: every set's slices made whole rows first (those grown stay grown
+ * on error), then the rows summed in place. The room stays: the map grows
+ * into it again, 5 or 50 times slower. */
+static kp_status longer_rows(kp_report_source *s)
+{
+    unsigned cells = s->row_cells == 1 ? 5 : KP_REPORT_HEAT_ROWS, f = cells / s->row_cells;
+    kp_report_set *sets[KP_REPORT_SETS] = {&s->paths, &s->processes, &s->timeline};
+    for (int k = 0; k < KP_REPORT_SETS; k++) {
+        kp_status st = kp_report_set_rows(sets[k], cells);
+        if (st != KP_OK)
+            return st;
+    }
+    uint64_t rows = (s->heat_cells + f - 1) / f;
+    for (unsigned k = 0; k < s->n_weights; k++) {
+        uint64_t *h = s->heat[k];
+        for (uint64_t i = 0; i < rows; i++) {
+            uint64_t v = 0;
+            for (uint64_t j = i * f; j < (i + 1) * f && j < s->heat_cells; j++)
+                v += h[j];
+            h[i] = v;
+        }
+        memset(h + rows, 0, (s->heat_cells - rows) * sizeof *h);
+    }
+    s->heat_cells = rows;
+    s->row_cells = cells;
+    return KP_OK;
+}
+
+/* The cell (20 ms), counted from cell 0, of `rel_ns` after the source's
  * origin. */
 static uint64_t cell_of(uint64_t rel_ns)
 {
@@ -344,8 +382,8 @@ kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, con
         if (st != KP_OK)
             return st;
     }
-    uint64_t cell = cell_of(time_ns - s->origin_s * 1000000000u);
-    if (grow_heat(s, cell + 1))
+    uint64_t cell = cell_of(time_ns - s->origin_s * 1000000000u), row = cell / s->row_cells;
+    if (grow_heat(s, row + 1))
         return KP_ERR_NOMEM;
     /* the sets take the sample together or not at all (report_set.c) */
     kp_report_set *sets[KP_REPORT_SETS] = {&s->paths, &s->processes, &s->timeline};
@@ -367,12 +405,15 @@ kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, con
     s->samples++;
     for (unsigned k = 0; k < s->n_weights; k++)
         if (w[k] > 0)
-            s->heat[k][cell] += (uint64_t)w[k];
-    /* the sample is in: a set that cannot grow its slices stays whole */
+            s->heat[k][row] += (uint64_t)w[k];
+    /* the sample is in: a set that cannot grow its slices stays whole, and
+     * so does a heat map that cannot grow its rows */
     for (int k = 0; k < KP_REPORT_SETS; k++) {
         kp_status fit = kp_report_set_fit(sets[k]);
         st = st != KP_OK ? st : fit;
     }
+    while (st == KP_OK && s->heat_cells > s->heat_budget && s->row_cells < KP_REPORT_HEAT_ROWS)
+        st = longer_rows(s);
     return st;
 }
 
@@ -385,6 +426,7 @@ void kp_report_source_stats_get(const kp_report_source *s, kp_report_source_stat
     stats->process_slice_ms = s->processes.slice_cells * (1000u / KP_REPORT_HEAT_ROWS);
     stats->timeline_entries = s->timeline.n;
     stats->timeline_slice_ms = s->timeline.slice_cells * (1000u / KP_REPORT_HEAT_ROWS);
+    stats->heat_rows = KP_REPORT_HEAT_ROWS / s->row_cells;
     stats->first_ns = s->first_ns;
     stats->last_ns = s->last_ns;
 }

@@ -102,7 +102,8 @@ static int by_key(const void *x, const void *y)
  * previous entry's in the same slice, `b` (when `b_name`, its name) from the
  * previous entry's of the same slice and `a` (small numbers gzip well),
  * count and one column per weight. */
-static void set_columns(page *p, const kp_report_set *s, const char *a_name, const char *b_name)
+static void set_columns(page *p, const kp_report_set *s, unsigned row_cells, const char *a_name,
+                        const char *b_name)
 {
     size_t n = s->n;
     order *o = kp_malloc((n ? n : 1) * sizeof *o);
@@ -114,8 +115,8 @@ static void set_columns(page *p, const kp_report_set *s, const char *a_name, con
     for (size_t i = 0; i < n; i++)
         o[i] = (order){s->slice[i], s->a[i], s->b[i], i};
     qsort(o, n, sizeof *o, by_key);
-    json_raw(p, "{\"sliceCells\":");
-    json_u64(p, s->slice_cells);
+    json_raw(p, "{\"sliceCells\":"); /* in heat map rows, as the page counts */
+    json_u64(p, s->slice_cells / row_cells);
     json_raw(p, ",\"slice\":");
     for (size_t i = 0; i < n; i++)
         v[i] = o[i].slice - (i ? o[i - 1].slice : 0);
@@ -183,18 +184,18 @@ static void source_meta(page *p, const kp_report_source *s, kp_report_kind kind)
         json_str(p, kind == KP_REPORT_CPU ? KP_CPU_WEIGHT_TITLE : kp_weight_titles[k]);
     }
     json_raw(p, "],\"heatRows\":");
-    json_u64(p, KP_REPORT_HEAT_ROWS);
+    json_u64(p, KP_REPORT_HEAT_ROWS / s->row_cells);
     json_raw(p, ",\"heat\":[");
     for (unsigned k = 0; k < s->n_weights; k++) {
         json_raw(p, k ? "," : "");
         column(p, s->heat[k], s->heat_cells, 0);
     }
     json_raw(p, "],\"paths\":");
-    set_columns(p, &s->paths, "node", NULL);
+    set_columns(p, &s->paths, s->row_cells, "node", NULL);
     json_raw(p, ",\"processes\":");
-    set_columns(p, &s->processes, "process", "node");
+    set_columns(p, &s->processes, s->row_cells, "process", "node");
     json_raw(p, ",\"timeline\":");
-    set_columns(p, &s->timeline, "process", "status");
+    set_columns(p, &s->timeline, s->row_cells, "process", "status");
     json_raw(p, "}");
 }
 

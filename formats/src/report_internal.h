@@ -11,6 +11,14 @@
 #define KP_REPORT_NONE UINT32_MAX /* no node, process or frame */
 #define KP_REPORT_SETS 3          /* a source's entry sets: paths, processes, timeline */
 
+/* Where each key (slice, a, b) of a set sits: an open-addressed table of
+ * entry + 1 (0: free), at most half full, whose keys are the set's own
+ * arrays (8 bytes an entry, where a table of the key bytes took 50). */
+typedef struct {
+    uint32_t *slots;
+    size_t mask; /* slots - 1, a power of two less one */
+} kp_report_index;
+
 /* Weights summed per key (slice, a, b), time cut into slices of
  * `slice_cells` heat map cells (20 ms each). When it holds twice `budget`
  * entries the slices grow (kp_report_set_fit), as far as it takes. */
@@ -19,16 +27,15 @@ typedef struct {
     uint64_t budget;
     unsigned n_weights;
     uint32_t generation; /* moves when entries move (slices grow or shift) */
-    kp_strtab *keys;     /* (slice, a, b) -> entry */
+    kp_report_index index;
     uint64_t n;
     size_t cap;
     uint32_t *slice, *a, *b, *count;
     uint64_t *w[KP_WEIGHT_COUNT];
 } kp_report_set;
 
-/* Makes `set` a new empty set; KP_ERR_NOMEM when out of memory (free it
- * all the same). */
-kp_status kp_report_set_init(kp_report_set *set, unsigned n_weights, uint64_t budget);
+/* Makes `set` a new empty set (it allocates on its first entry). */
+void kp_report_set_init(kp_report_set *set, unsigned n_weights, uint64_t budget);
 void kp_report_set_free(kp_report_set *set);
 /* Where a stack's last sample went in a set: its next sample in the same
  * slice goes there too, without a lookup (a process on one path for
@@ -40,20 +47,27 @@ typedef struct {
 /* A sample in three steps, so that a source's sets take it together or
  * not at all: the entry of (a, b) at heat map cell `cell` (`hint`, when not
  * NULL, is the last entry of the same (a, b), and is updated), created empty
- * (KP_ERR_NOMEM, or KP_ERR_LIMIT past slice 2^32 - 2); the sample's
+ * (KP_ERR_NOMEM, or KP_ERR_LIMIT past slice or entry 2^32 - 2); the sample's
  * weights `w` counted in it; then the slices grown while the set holds
  * twice its budget (KP_ERR_NOMEM leaves it whole, its slices as they were). */
 kp_status kp_report_set_entry(kp_report_set *set, uint64_t cell, uint32_t a, uint32_t b,
                               kp_report_hint *hint, uint32_t *e);
 void kp_report_set_count(kp_report_set *set, uint32_t e, const int64_t *w);
 kp_status kp_report_set_fit(kp_report_set *set);
+/* Grows the slices until they are whole multiples of `cells` (a heat map
+ * row: 5 or 50); KP_ERR_NOMEM leaves the set whole, its slices as long as
+ * they got. */
+kp_status kp_report_set_rows(kp_report_set *set, unsigned cells);
 /* Moving every slice `cells` heat map cells later (a multiple of the
  * slice), in two steps so that a source's sets move together or not at
- * all: the
- * keys they will have (the set unchanged; KP_ERR_NOMEM, or KP_ERR_LIMIT
- * past slice 2^32 - 2), then the move itself, which cannot fail. */
-kp_status kp_report_set_shift_keys(const kp_report_set *set, uint64_t cells, kp_strtab **keys);
-void kp_report_set_shift(kp_report_set *set, uint64_t cells, kp_strtab *keys);
+ * all: the index they will have (the set unchanged; KP_ERR_NOMEM, or
+ * KP_ERR_LIMIT past slice 2^32 - 2), then the move itself, which cannot
+ * fail and takes the index. */
+kp_status kp_report_set_shift_index(const kp_report_set *set, uint64_t cells,
+                                    kp_report_index *index);
+void kp_report_set_shift(kp_report_set *set, uint64_t cells, kp_report_index index);
+/* The bytes a set holds, for tests and benchmarks. */
+size_t kp_report_set_memory(const kp_report_set *set);
 
 struct kp_report_source {
     unsigned recording;
@@ -71,11 +85,16 @@ struct kp_report_source {
      * the process table, finer than `processes`, as it holds less (a
      * quarter of the budget: a process's time, not its paths) */
     kp_report_set timeline;
-    /* the heat map at full resolution, whatever the slices: the summed
-     * weights of cell second * KP_REPORT_HEAT_ROWS + row, from origin_s */
+    /* the heat map, whatever the slices: the summed weights of row
+     * second * (KP_REPORT_HEAT_ROWS / row_cells) + offset, from origin_s;
+     * a row is `row_cells` cells (1, 5, 50: 20 ms, 100 ms, a second), more
+     * as the map outgrows `heat_budget` rows, and every set's slices are
+     * whole rows */
     uint64_t *heat[KP_WEIGHT_COUNT];
-    uint64_t heat_cells;
+    uint64_t heat_cells; /* rows used */
     size_t heat_cap;
+    unsigned row_cells;
+    uint64_t heat_budget;
 };
 
 struct kp_report {
@@ -95,7 +114,7 @@ struct kp_report {
     size_t proc_cap[4];
     kp_report_source *sources[2][KP_REPORT_KINDS];
     char *names[2];
-    uint64_t budget; /* for new sources */
+    uint64_t budget, heat_budget; /* for new sources */
 };
 
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kp/alloc.h"
+#include "kp/strtab.h"
 #include "report_internal.h"
 
 /* Slice lengths in heat map cells (20 ms), finest first: 20 ms, 40 ms,
@@ -12,20 +13,18 @@
 static const unsigned steps[] = {1, 2, 10, 50, 250, 500, 1500, 3000, 15000, 180000};
 #define N_STEPS (sizeof steps / sizeof *steps)
 
-kp_status kp_report_set_init(kp_report_set *s, unsigned n_weights, uint64_t budget)
+void kp_report_set_init(kp_report_set *s, unsigned n_weights, uint64_t budget)
 {
     memset(s, 0, sizeof *s);
     s->slice_cells = steps[0];
     s->generation = 1;
     s->budget = budget;
     s->n_weights = n_weights;
-    s->keys = kp_strtab_create();
-    return s->keys ? KP_OK : KP_ERR_NOMEM;
 }
 
 void kp_report_set_free(kp_report_set *s)
 {
-    kp_strtab_free(s->keys);
+    kp_free(s->index.slots);
     kp_free(s->slice);
     kp_free(s->a);
     kp_free(s->b);
@@ -35,8 +34,41 @@ void kp_report_set_free(kp_report_set *s)
     memset(s, 0, sizeof *s);
 }
 
-/* Grows every array to hold index `need`. An array grown before a failure
- * stays grown; `cap` moves only when all are. */
+size_t kp_report_set_memory(const kp_report_set *s)
+{
+    size_t slots = s->index.slots ? s->index.mask + 1 : 0;
+    return slots * sizeof *s->index.slots + s->cap * (4 * sizeof(uint32_t) + s->n_weights * 8);
+}
+
+static uint64_t hash_of(uint32_t slice, uint32_t a, uint32_t b)
+{
+    const uint32_t key[3] = {slice, a, b};
+    return kp_strtab_hash(key, sizeof key);
+}
+
+/* An empty index of `slots` (a power of two), or 0 slots when out of
+ * memory. */
+static kp_report_index index_create(size_t slots)
+{
+    uint32_t *p = kp_calloc(slots, sizeof *p);
+    return (kp_report_index){p, p ? slots - 1 : 0};
+}
+
+/* The slot of `x` that holds key (slice, a, b), or the free slot where it
+ * goes; the keys are the set's arrays at the entries the slots name. */
+static uint32_t *slot_of(const kp_report_set *s, const kp_report_index *x, uint32_t slice,
+                         uint32_t a, uint32_t b)
+{
+    for (size_t i = hash_of(slice, a, b) & x->mask;; i = (i + 1) & x->mask) {
+        uint32_t e = x->slots[i];
+        if (!e || (s->slice[e - 1] == slice && s->a[e - 1] == a && s->b[e - 1] == b))
+            return &x->slots[i];
+    }
+}
+
+/* Grows every array to hold index `need`, and the index to twice that. An
+ * array grown before a failure stays grown; `cap` and the index move only
+ * when all are. */
 static int grow(kp_report_set *s, uint64_t need)
 {
     if (need < s->cap)
@@ -56,80 +88,89 @@ static int grow(kp_report_set *s, uint64_t need)
             return -1;
         *arrays[i] = p;
     }
+    kp_report_index x = index_create(2 * n);
+    if (!x.slots)
+        return -1;
+    for (uint64_t e = 0; e < s->n; e++)
+        *slot_of(s, &x, s->slice[e], s->a[e], s->b[e]) = (uint32_t)e + 1;
+    kp_free(s->index.slots);
+    s->index = x;
     s->cap = n;
     return 0;
 }
 
 /* Re-keys every entry with its slice divided by `div`, merging those that
- * meet. The new keys are all
- * interned first, so that running out of memory changes nothing; then the
- * entries merge in place: keys are numbered in the order they first
- * appear, so an entry's new index is never above its old one. */
+ * meet. Only the new index is allocated, so that running out of memory
+ * changes nothing; then the entries merge in place, numbered in the order
+ * their new keys first appear: an entry's new index is never above its old
+ * one, and the entries below the next new one hold new keys already, the
+ * ones the index looks at. */
 static kp_status rekey(kp_report_set *s, unsigned div)
 {
-    kp_strtab *keys = kp_strtab_create();
-    if (!keys)
+    kp_report_index x = index_create(s->index.mask + 1);
+    if (!x.slots)
         return KP_ERR_NOMEM;
-    for (uint64_t i = 0; i < s->n; i++) {
-        uint32_t key[3] = {s->slice[i] / div, s->a[i], s->b[i]}, e;
-        if (kp_strtab_intern(keys, key, sizeof key, &e, NULL) != KP_OK) {
-            kp_strtab_free(keys);
-            return KP_ERR_NOMEM;
-        }
-    }
     uint64_t n = 0;
     for (uint64_t i = 0; i < s->n; i++) {
-        uint32_t key[3] = {s->slice[i] / div, s->a[i], s->b[i]}, e;
-        kp_strtab_find(keys, key, sizeof key, kp_strtab_hash(key, sizeof key), &e);
-        if (e == n) { /* its first entry */
-            s->slice[e] = key[0];
-            s->a[e] = key[1];
-            s->b[e] = key[2];
+        uint32_t slice = s->slice[i] / div, a = s->a[i], b = s->b[i];
+        uint32_t *slot = slot_of(s, &x, slice, a, b);
+        if (!*slot) { /* its first entry */
+            uint64_t e = n++;
+            *slot = (uint32_t)e + 1;
+            s->slice[e] = slice;
+            s->a[e] = a;
+            s->b[e] = b;
             s->count[e] = s->count[i];
             for (unsigned k = 0; k < s->n_weights; k++)
                 s->w[k][e] = s->w[k][i];
-            n++;
         } else {
+            uint32_t e = *slot - 1;
             s->count[e] += s->count[i];
             for (unsigned k = 0; k < s->n_weights; k++)
                 s->w[k][e] += s->w[k][i];
         }
     }
-    kp_strtab_free(s->keys);
-    s->keys = keys;
+    kp_free(s->index.slots);
+    s->index = x;
     s->n = n;
     s->generation++;
     return KP_OK;
 }
 
-kp_status kp_report_set_shift_keys(const kp_report_set *s, uint64_t cells, kp_strtab **out)
+kp_status kp_report_set_shift_index(const kp_report_set *s, uint64_t cells, kp_report_index *out)
 {
     uint64_t by = cells / s->slice_cells;
-    kp_strtab *keys = kp_strtab_create();
-    if (!keys)
+    *out = (kp_report_index){NULL, 0};
+    if (!s->index.slots)
+        return KP_OK; /* no entry yet */
+    kp_report_index x = index_create(s->index.mask + 1);
+    if (!x.slots)
         return KP_ERR_NOMEM;
-    /* no two slices meet: each entry keeps its index */
-    for (uint64_t i = 0; i < s->n; i++) {
-        uint32_t key[3] = {(uint32_t)(s->slice[i] + by), s->a[i], s->b[i]}, e;
-        kp_status st = s->slice[i] + by > UINT32_MAX - 1
-                           ? KP_ERR_LIMIT
-                           : kp_strtab_intern(keys, key, sizeof key, &e, NULL);
-        if (st != KP_OK) {
-            kp_strtab_free(keys);
-            return st;
+    /* no two slices meet: each entry keeps its index, in the first free
+     * slot of its new key */
+    for (uint64_t e = 0; e < s->n; e++) {
+        if (s->slice[e] + by > UINT32_MAX - 1) {
+            kp_free(x.slots);
+            return KP_ERR_LIMIT;
         }
+        size_t i = hash_of((uint32_t)(s->slice[e] + by), s->a[e], s->b[e]) & x.mask;
+        while (x.slots[i])
+            i = (i + 1) & x.mask;
+        x.slots[i] = (uint32_t)e + 1;
     }
-    *out = keys;
+    *out = x;
     return KP_OK;
 }
 
-void kp_report_set_shift(kp_report_set *s, uint64_t cells, kp_strtab *keys)
+void kp_report_set_shift(kp_report_set *s, uint64_t cells, kp_report_index index)
 {
     uint64_t by = cells / s->slice_cells;
     for (uint64_t i = 0; i < s->n; i++)
         s->slice[i] += (uint32_t)by;
-    kp_strtab_free(s->keys);
-    s->keys = keys;
+    if (index.slots) {
+        kp_free(s->index.slots);
+        s->index = index;
+    }
     s->generation++;
 }
 
@@ -143,23 +184,26 @@ kp_status kp_report_set_entry(kp_report_set *s, uint64_t cell, uint32_t a, uint3
         *e = hint->entry;
         return KP_OK;
     }
-    uint32_t key[3] = {(uint32_t)slice, a, b};
-    int is_new = 0;
+    if (s->n >= UINT32_MAX - 1)
+        return KP_ERR_LIMIT;
     if (grow(s, s->n))
         return KP_ERR_NOMEM;
-    kp_status st = kp_strtab_intern(s->keys, key, sizeof key, e, &is_new);
-    if (st == KP_OK && is_new) {
-        s->slice[*e] = key[0];
+    uint32_t *slot = slot_of(s, &s->index, (uint32_t)slice, a, b);
+    if (!*slot) {
+        *e = (uint32_t)s->n;
+        *slot = *e + 1;
+        s->slice[*e] = (uint32_t)slice;
         s->a[*e] = a;
         s->b[*e] = b;
         s->count[*e] = 0;
         for (unsigned k = 0; k < s->n_weights; k++)
             s->w[k][*e] = 0;
         s->n = *e + 1;
-    }
-    if (st == KP_OK && hint)
+    } else
+        *e = *slot - 1;
+    if (hint)
         *hint = (kp_report_hint){s->generation, (uint32_t)slice, *e};
-    return st;
+    return KP_OK;
 }
 
 void kp_report_set_count(kp_report_set *s, uint32_t e, const int64_t *w)
@@ -170,18 +214,40 @@ void kp_report_set_count(kp_report_set *s, uint32_t e, const int64_t *w)
             s->w[k][e] += (uint64_t)w[k];
 }
 
-kp_status kp_report_set_fit(kp_report_set *s)
+/* Grows the slices one step at a time while `more` says so. */
+static kp_status climb(kp_report_set *s, int (*more)(const kp_report_set *, unsigned), unsigned arg)
 {
-    /* as far as it takes: slices twice as long may merge nothing (one
-     * sample per process per slice already) */
     unsigned step = 0;
     while (steps[step] != s->slice_cells)
         step++;
-    for (; s->n >= 2 * s->budget && step + 1 < N_STEPS; step++) {
+    for (; more(s, arg) && step + 1 < N_STEPS; step++) {
         kp_status st = rekey(s, steps[step + 1] / steps[step]);
         if (st != KP_OK)
             return st;
         s->slice_cells = steps[step + 1];
     }
     return KP_OK;
+}
+
+static int over_budget(const kp_report_set *s, unsigned unused)
+{
+    (void)unused;
+    return s->n >= 2 * s->budget;
+}
+
+static int not_whole_rows(const kp_report_set *s, unsigned cells)
+{
+    return s->slice_cells % cells != 0;
+}
+
+kp_status kp_report_set_fit(kp_report_set *s)
+{
+    /* as far as it takes: slices twice as long may merge nothing (one
+     * sample per process per slice already) */
+    return climb(s, over_budget, 0);
+}
+
+kp_status kp_report_set_rows(kp_report_set *s, unsigned cells)
+{
+    return climb(s, not_whole_rows, cells);
 }

@@ -272,6 +272,64 @@ static char *write_page(kp_report *r, kp_status *st, size_t *len)
     return text;
 }
 
+/* Past its budget a heat map's rows grow to 100 ms, then to a second, the
+ * sets' slices to whole rows (the page counts slices in rows), and every
+ * sample stays counted, in memory that stops growing with the length. */
+static void test_heat_rows_grow(void **state)
+{
+    (void)state;
+    kp_report *r = kp_report_create();
+    kp_report_set_heat_budget(r, 100);
+    kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
+    const int64_t w[KP_WEIGHT_COUNT] = {1, 7, 0, 0, 0, 0, 0};
+    kp_report_source_stats st;
+    unsigned i = 0;
+    for (; i < 150; i++) /* 1.5 s, a sample every 10 ms: 75 rows of 20 ms */
+        assert_int_equal(add(r, s, 100 * SEC + i * 10 * MS, "beam.smp;running;m:f/1", w), KP_OK);
+    kp_report_source_stats_get(s, &st);
+    assert_int_equal(st.heat_rows, 50);
+    assert_int_equal(st.slice_ms, 20);
+    for (; i < 300; i++) /* 3 s: 150 rows of 20 ms, 30 of 100 ms */
+        assert_int_equal(add(r, s, 100 * SEC + i * 10 * MS, "beam.smp;running;m:f/1", w), KP_OK);
+    kp_report_source_stats_get(s, &st);
+    assert_int_equal(st.heat_rows, 10);
+    assert_int_equal(s->heat_cells, 30);
+    assert_int_equal(st.slice_ms, 200); /* whole rows: 40 ms is not */
+    for (uint64_t c = 0; c < s->heat_cells; c++) {
+        assert_int_equal(s->heat[KP_WEIGHT_SAMPLES][c], 10);
+        assert_int_equal(s->heat[KP_WEIGHT_REDUCTIONS][c], 70);
+    }
+    size_t room = s->heat_cap;
+    for (; i < 1500; i++) /* 15 s: 150 rows of 100 ms, 15 of a second */
+        assert_int_equal(add(r, s, 100 * SEC + i * 10 * MS, "beam.smp;running;m:f/1", w), KP_OK);
+    kp_report_source_stats_get(s, &st);
+    assert_int_equal(st.heat_rows, 1);
+    assert_int_equal(s->heat_cells, 15);
+    assert_int_equal(st.slice_ms, 1000);
+    assert_int_equal(s->heat_cap, room); /* the room of the first rows */
+    uint64_t count = 0;
+    for (uint64_t c = 0; c < s->heat_cells; c++) {
+        assert_int_equal(s->heat[KP_WEIGHT_SAMPLES][c], 100);
+        count += s->heat[KP_WEIGHT_SAMPLES][c];
+    }
+    assert_int_equal(count, 1500);
+    /* an earlier sample moves the origin by whole seconds, in rows */
+    assert_int_equal(add(r, s, 98 * SEC + 500 * MS, "beam.smp;running;m:f/1", w), KP_OK);
+    assert_int_equal(s->heat_cells, 17);
+    assert_int_equal(s->heat[KP_WEIGHT_SAMPLES][0], 1);
+    assert_int_equal(s->heat[KP_WEIGHT_SAMPLES][2], 100);
+    /* the page counts slices in the heat map's rows */
+    kp_status pst;
+    size_t len;
+    char *page = write_page(r, &pst, &len);
+    assert_int_equal(pst, KP_OK);
+    assert_non_null(strstr(page, "\"heatRows\":1,"));
+    assert_non_null(strstr(page, "{\"sliceCells\":1,"));
+    assert_null(strstr(page, "{\"sliceCells\":50,"));
+    free(page);
+    kp_report_free(r);
+}
+
 static void test_page(void **state)
 {
     (void)state;
@@ -316,6 +374,7 @@ static void test_out_of_memory(void **state)
         kp_status st = KP_ERR_NOMEM;
         if (r) {
             kp_report_set_budget(r, 2);
+            kp_report_set_heat_budget(r, 5); /* 600 ms: rows of 100 ms, then 1 s */
             s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
             st = s ? KP_OK : KP_ERR_NOMEM;
             for (unsigned i = 0; i < 20 && st == KP_OK; i++)
@@ -355,6 +414,7 @@ int main(void)
         cmocka_unit_test_teardown(test_processes, reset_faults),
         cmocka_unit_test_teardown(test_weights, reset_faults),
         cmocka_unit_test_teardown(test_coarsening_keeps_every_sample, reset_faults),
+        cmocka_unit_test_teardown(test_heat_rows_grow, reset_faults),
         cmocka_unit_test_teardown(test_processes_coarsen_apart, reset_faults),
         cmocka_unit_test_teardown(test_earlier_sample, reset_faults),
         cmocka_unit_test_teardown(test_page, reset_faults),

@@ -22,9 +22,12 @@
  * `KP_REPORT_ENTRY_BUDGET` entries, each set on its own: an hour of a
  * thousand processes, each over 200 paths, keeps its paths per 5 s, its
  * processes' paths for the whole hour and its processes per minute (the
- * third set has a quarter of the budget), in a page of about 12 MB. The heat maps keep 50 rows a second whatever the
- * slices: each source also sums its weights per 20 ms cell. A range picked
- * on them covers whole slices of the set drawn, so the flame graph of a
+ * third set has a quarter of the budget), in a page of about 12 MB. Each source
+ * also sums its weights per row of its heat map: 50 rows a second (20 ms)
+ * whatever the slices while the map is short, 10 then 1 past
+ * `KP_REPORT_HEAT_BUDGET` rows (the slices then at least as long), so that
+ * a recording of any length holds in bounded memory. A range picked on the
+ * heat map covers whole slices of the set drawn, so the flame graph of a
  * range always weighs what its cells hold.
  *
  *     kp_report *r = kp_report_create();
@@ -47,8 +50,13 @@ typedef enum { KP_REPORT_SAMPLES, KP_REPORT_CPU, KP_REPORT_KINDS } kp_report_kin
 
 /* Entries an entry set keeps (twice this) before its slices grow. */
 #define KP_REPORT_ENTRY_BUDGET (1u << 18)
-/* Rows a second of the heat maps themselves: FlameScope's 20 ms. */
+/* Rows a second of the heat maps themselves while they are short:
+ * FlameScope's 20 ms. */
 #define KP_REPORT_HEAT_ROWS 50
+/* Rows a heat map keeps (per weight) before its rows grow from 20 ms to
+ * 100 ms, then to a second: 2^17 rows are 43.7 minutes at 50 rows a
+ * second, 3.6 hours at 10; past that a second costs a row. */
+#define KP_REPORT_HEAT_BUDGET (1u << 17)
 
 typedef struct kp_report kp_report;
 typedef struct kp_report_source kp_report_source;
@@ -64,10 +72,14 @@ kp_report_source *kp_report_get_source(kp_report *report, unsigned recording, kp
 /* Sets the entry budget of the sources created from now on (default
  * KP_REPORT_ENTRY_BUDGET): an entry set grows its slices when it holds
  * twice this many entries (before its arrays grow past that), up to an
- * hour. For tests, and for callers short of memory (an entry takes about
- * 110 bytes, two sets a source). */
+ * hour. For tests, and for callers short of memory (an entry takes 80
+ * bytes in a cooperative source, 32 in a CPU source; a source has two sets
+ * of this budget and one of a quarter of it). */
 void kp_report_set_budget(kp_report *report, uint64_t entries);
 
+/* Sets the heat map budget of the sources created from now on (default
+ * KP_REPORT_HEAT_BUDGET rows), for tests. */
+void kp_report_set_heat_budget(kp_report *report, uint64_t rows);
 /* Names recording `recording` (a directory name, shown in the page). */
 kp_status kp_report_set_name(kp_report *report, unsigned recording, const char *name);
 
@@ -87,6 +99,7 @@ typedef struct {
     uint64_t samples;
     uint64_t entries, process_entries, timeline_entries;    /* of the three sets */
     unsigned slice_ms, process_slice_ms, timeline_slice_ms; /* their slices: 20, 40, 200, 1000... */
+    unsigned heat_rows; /* the heat map's rows a second: 50, 10, 1 */
     uint64_t first_ns, last_ns;
 } kp_report_source_stats;
 void kp_report_source_stats_get(const kp_report_source *source, kp_report_source_stats *stats);

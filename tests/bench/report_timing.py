@@ -31,6 +31,6 @@ with Browser(width=1400, height=1000, timeout=120) as b:
     if p.errors:
         sys.exit("report_timing: script errors: %s" % p.errors)
     shape = p.eval("""[state.model.nNodes, state.model.nProcesses, (() => { const s = source();
-        return s.paths.node.length + '+' + s.processes.node.length + ' ' + s.paths.sliceCells * 20 + '/'
-          + s.processes.sliceCells * 20; })()]""")
+        return s.paths.node.length + '+' + s.processes.node.length + ' ' + s.paths.sliceCells * 1000 / s.heatRows + '/'
+          + s.processes.sliceCells * 1000 / s.heatRows; })()]""")
     print("%.1f %.2f %.2f %.2f %.2f %d %d %s" % (load, rng, whole, one, towers, *shape))

@@ -168,8 +168,8 @@ class KpModel {
 
   /* The heat map of weight `k` as {rows, cells, perRow}: cells a
    * Float64Array of columns x rows, column major, cell (c, r) = second
-   * firstSecond + c, offset r / rows. Unfiltered at the heat map's own 50
-   * rows a second; filtered, from the entries, at the slices' rows (a
+   * firstSecond + c, offset r / rows. Unfiltered at the heat map's own
+   * rows (src.heatRows a second); filtered, from the entries, at the slices' rows (a
    * slice of several seconds spread evenly over its columns): of the paths
    * for statuses, of the timeline for processes. With `only` (a mask over
    * the nodes, as searchMask's), the weight of those paths alone. */

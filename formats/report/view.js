@@ -31,7 +31,7 @@ function weightName(src, k) { return src.weightNames[k] + (src.weightUnits[k] !=
 
 /* The entry set the flame graph draws from now (KpModel.setOf). */
 function viewSet(src) { return state.model.setOf(src, state.filter, state.group !== ""); }
-/* A range of 50-row cells, widened to whole slices, in seconds. */
+/* A range of the heat map's own rows, widened to whole slices, in seconds. */
 function rangeText(src, range) {
   const [a, b] = state.model.snap(src, viewSet(src), range), t = (cell) => (cell / src.heatRows).toFixed(2);
   return t(a) + " s to " + t(b) + " s";
@@ -139,15 +139,16 @@ function secondsAxis(columns, cw) {
   return axis;
 }
 /* Draws one heat map on `cv`: unfiltered at its own rows (50 a second, 10
- * or 1 in long recordings), filtered at the slices' rows; `other` is the filter of the sources not drawn in the
- * flame graph, `lit` the search's mask over the paths (or null). Ranges are
- * kept in the 50-row cells (src.heatRows). Returns the rows drawn (or the
- * seconds a row covers, `every`) and the largest cell. */
+ * or 1 in long recordings), filtered at the slices' rows; `other` is the
+ * filter of the sources not drawn in the flame graph, `lit` the search's
+ * mask over the paths (or null). Ranges are kept in the map's own rows
+ * (src.heatRows a second). Returns the rows drawn (or the seconds a row
+ * covers, `every`) and the largest cell. */
 function drawHeat(cv, src, si, k, other, lit) {
   const f = si === state.source ? state.filter : other;
   const { rows, cells, sliceCells } = state.model.heat(src, k, f);
   const every = rows === 1 && sliceCells > src.heatRows ? sliceCells / src.heatRows : 0;
-  const H = src.heatRows, step = H / rows; /* 50-row cells per cell drawn */
+  const H = src.heatRows, step = H / rows; /* the map's own rows per cell drawn */
   /* two heat maps side by side, each scrolling on its own when long */
   const width = Math.max(200, (document.documentElement.clientWidth - 80) / 2);
   const cw = Math.max(3, Math.min(60, Math.floor(width / src.columns)));
@@ -184,7 +185,7 @@ function drawHeat(cv, src, si, k, other, lit) {
       for (let cell = a; cell < b; cell += step)
         g.fillRect(Math.floor(cell / H) * cw, Math.floor((cell % H) / step) * ch, cw - 1, ch - 1);
     });
-  /* the cell drawn under the mouse, and the first 50-row cell it covers */
+  /* the cell drawn under the mouse, and the first of the map's own rows it covers */
   const at = (e) => {
     const rect = cv.getBoundingClientRect();
     const c = Math.max(0, Math.min(src.columns - 1, Math.floor((e.clientX - rect.left) / cw)));

@@ -339,7 +339,7 @@ static kp_status longer_rows(kp_report_source *s)
     unsigned cells = s->row_cells == 1 ? 5 : KP_REPORT_HEAT_ROWS, f = cells / s->row_cells;
     kp_report_set *sets[KP_REPORT_SETS] = {&s->paths, &s->processes, &s->timeline};
     for (int k = 0; k < KP_REPORT_SETS; k++) {
-        kp_status st = kp_report_set_rows(sets[k], cells);
+        kp_status st = kp_report_set_fit(sets[k], cells);
         if (st != KP_OK)
             return st;
     }
@@ -409,7 +409,7 @@ kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, con
     /* the sample is in: a set that cannot grow its slices stays whole, and
      * so does a heat map that cannot grow its rows */
     for (int k = 0; k < KP_REPORT_SETS; k++) {
-        kp_status fit = kp_report_set_fit(sets[k]);
+        kp_status fit = kp_report_set_fit(sets[k], s->row_cells);
         st = st != KP_OK ? st : fit;
     }
     while (st == KP_OK && s->heat_cells > s->heat_budget && s->row_cells < KP_REPORT_HEAT_ROWS)

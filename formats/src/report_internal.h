@@ -49,15 +49,12 @@ typedef struct {
  * NULL, is the last entry of the same (a, b), and is updated), created empty
  * (KP_ERR_NOMEM, or KP_ERR_LIMIT past slice or entry 2^32 - 2); the sample's
  * weights `w` counted in it; then the slices grown while the set holds
- * twice its budget (KP_ERR_NOMEM leaves it whole, its slices as they were). */
+ * twice its budget, and until they are whole heat map rows of `row_cells`
+ * cells (KP_ERR_NOMEM leaves it whole, its slices as long as they got). */
 kp_status kp_report_set_entry(kp_report_set *set, uint64_t cell, uint32_t a, uint32_t b,
                               kp_report_hint *hint, uint32_t *e);
 void kp_report_set_count(kp_report_set *set, uint32_t e, const int64_t *w);
-kp_status kp_report_set_fit(kp_report_set *set);
-/* Grows the slices until they are whole multiples of `cells` (a heat map
- * row: 5 or 50); KP_ERR_NOMEM leaves the set whole, its slices as long as
- * they got. */
-kp_status kp_report_set_rows(kp_report_set *set, unsigned cells);
+kp_status kp_report_set_fit(kp_report_set *set, unsigned row_cells);
 /* Moving every slice `cells` heat map cells later (a multiple of the
  * slice), in two steps so that a source's sets move together or not at
  * all: the index they will have (the set unchanged; KP_ERR_NOMEM, or
@@ -66,8 +63,6 @@ kp_status kp_report_set_rows(kp_report_set *set, unsigned cells);
 kp_status kp_report_set_shift_index(const kp_report_set *set, uint64_t cells,
                                     kp_report_index *index);
 void kp_report_set_shift(kp_report_set *set, uint64_t cells, kp_report_index index);
-/* The bytes a set holds, for tests and benchmarks. */
-size_t kp_report_set_memory(const kp_report_set *set);
 
 struct kp_report_source {
     unsigned recording;

@@ -34,12 +34,6 @@ void kp_report_set_free(kp_report_set *s)
     memset(s, 0, sizeof *s);
 }
 
-size_t kp_report_set_memory(const kp_report_set *s)
-{
-    size_t slots = s->index.slots ? s->index.mask + 1 : 0;
-    return slots * sizeof *s->index.slots + s->cap * (4 * sizeof(uint32_t) + s->n_weights * 8);
-}
-
 static uint64_t hash_of(uint32_t slice, uint32_t a, uint32_t b)
 {
     const uint32_t key[3] = {slice, a, b};
@@ -52,6 +46,18 @@ static kp_report_index index_create(size_t slots)
 {
     uint32_t *p = kp_calloc(slots, sizeof *p);
     return (kp_report_index){p, p ? slots - 1 : 0};
+}
+
+/* Puts every entry of `s` in the empty index `x`, its slice `by` later:
+ * the keys are distinct, so each takes the first free slot of its key. */
+static void index_fill(const kp_report_set *s, kp_report_index *x, uint64_t by)
+{
+    for (uint64_t e = 0; e < s->n; e++) {
+        size_t i = hash_of((uint32_t)(s->slice[e] + by), s->a[e], s->b[e]) & x->mask;
+        while (x->slots[i])
+            i = (i + 1) & x->mask;
+        x->slots[i] = (uint32_t)e + 1;
+    }
 }
 
 /* The slot of `x` that holds key (slice, a, b), or the free slot where it
@@ -91,8 +97,7 @@ static int grow(kp_report_set *s, uint64_t need)
     kp_report_index x = index_create(2 * n);
     if (!x.slots)
         return -1;
-    for (uint64_t e = 0; e < s->n; e++)
-        *slot_of(s, &x, s->slice[e], s->a[e], s->b[e]) = (uint32_t)e + 1;
+    index_fill(s, &x, 0);
     kp_free(s->index.slots);
     s->index = x;
     s->cap = n;
@@ -143,21 +148,13 @@ kp_status kp_report_set_shift_index(const kp_report_set *s, uint64_t cells, kp_r
     *out = (kp_report_index){NULL, 0};
     if (!s->index.slots)
         return KP_OK; /* no entry yet */
+    for (uint64_t e = 0; e < s->n; e++)
+        if (s->slice[e] + by > UINT32_MAX - 1)
+            return KP_ERR_LIMIT;
     kp_report_index x = index_create(s->index.mask + 1);
     if (!x.slots)
         return KP_ERR_NOMEM;
-    /* no two slices meet: each entry keeps its index, in the first free
-     * slot of its new key */
-    for (uint64_t e = 0; e < s->n; e++) {
-        if (s->slice[e] + by > UINT32_MAX - 1) {
-            kp_free(x.slots);
-            return KP_ERR_LIMIT;
-        }
-        size_t i = hash_of((uint32_t)(s->slice[e] + by), s->a[e], s->b[e]) & x.mask;
-        while (x.slots[i])
-            i = (i + 1) & x.mask;
-        x.slots[i] = (uint32_t)e + 1;
-    }
+    index_fill(s, &x, by); /* no two slices meet: each entry keeps its index */
     *out = x;
     return KP_OK;
 }
@@ -214,40 +211,19 @@ void kp_report_set_count(kp_report_set *s, uint32_t e, const int64_t *w)
             s->w[k][e] += (uint64_t)w[k];
 }
 
-/* Grows the slices one step at a time while `more` says so. */
-static kp_status climb(kp_report_set *s, int (*more)(const kp_report_set *, unsigned), unsigned arg)
+kp_status kp_report_set_fit(kp_report_set *s, unsigned row_cells)
 {
     unsigned step = 0;
     while (steps[step] != s->slice_cells)
         step++;
-    for (; more(s, arg) && step + 1 < N_STEPS; step++) {
+    /* as far as it takes: slices twice as long may merge nothing (one
+     * sample per process per slice already) */
+    for (; (s->n >= 2 * s->budget || s->slice_cells % row_cells != 0) && step + 1 < N_STEPS;
+         step++) {
         kp_status st = rekey(s, steps[step + 1] / steps[step]);
         if (st != KP_OK)
             return st;
         s->slice_cells = steps[step + 1];
     }
     return KP_OK;
-}
-
-static int over_budget(const kp_report_set *s, unsigned unused)
-{
-    (void)unused;
-    return s->n >= 2 * s->budget;
-}
-
-static int not_whole_rows(const kp_report_set *s, unsigned cells)
-{
-    return s->slice_cells % cells != 0;
-}
-
-kp_status kp_report_set_fit(kp_report_set *s)
-{
-    /* as far as it takes: slices twice as long may merge nothing (one
-     * sample per process per slice already) */
-    return climb(s, over_budget, 0);
-}
-
-kp_status kp_report_set_rows(kp_report_set *s, unsigned cells)
-{
-    return climb(s, not_whole_rows, cells);
 }

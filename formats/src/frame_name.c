@@ -196,12 +196,19 @@ kp_status kp_frame_name(kp_buf *out, const char *module, size_t module_len, cons
     return kp_buf_append_u64(out, arity);
 }
 
+kp_status kp_module_name(kp_buf *out, const char *module, size_t len, kp_names names)
+{
+    if (names == KP_NAMES_ERLANG || len < 7 || memcmp(module, "Elixir.", 7) != 0)
+        return kp_buf_append(out, module, len);
+    return append_module(out, (text){module, len});
+}
+
 kp_status kp_label_name(kp_buf *out, int registered, const char *label, size_t len, kp_names names)
 {
+    if (registered)
+        return kp_module_name(out, label, len, names);
     if (names == KP_NAMES_ERLANG || len < 7 || memcmp(label, "Elixir.", 7) != 0)
         return kp_buf_append(out, label, len);
-    if (registered)
-        return append_module(out, (text){label, len});
     /* "Module:function/arity": an Elixir module holds no ':' (an alias
      * cannot), a function name may hold ':' and '/', the arity is digits */
     const char *colon = memchr(label, ':', len);

@@ -226,6 +226,19 @@ size_t kp_stacks_memory(const kp_stacks *s)
     return sizeof *s + kp_strtab_memory(s->table);
 }
 
+kp_status kp_frames_intern_in_module(kp_frames *f, const char *prefix, const char *module,
+                                     size_t module_len, const char *suffix, size_t suffix_len,
+                                     const char *kind, uint32_t *id)
+{
+    kp_buf_clear(&f->name);
+    kp_status st;
+    if ((st = kp_buf_append_str(&f->name, prefix)) != KP_OK ||
+        (st = kp_module_name(&f->name, module, module_len, f->names)) != KP_OK ||
+        (st = kp_buf_append(&f->name, suffix, suffix_len)) != KP_OK)
+        return st;
+    return kp_frames_intern_pseudo(f, f->name.data, f->name.len, kind, id);
+}
+
 kp_status kp_frames_intern_label(kp_frames *f, int registered, const char *label, size_t len,
                                  uint32_t *id)
 {

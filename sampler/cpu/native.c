@@ -122,9 +122,23 @@ static uint32_t frame_of(kp_native *n, uint64_t addr)
         if (kp_frames_intern_mfa(n->frames, &mfa, &id) != KP_OK)
             return NO_FRAME;
     } else if (jit) {
-        snprintf(text, sizeof text, "[jit]%.*s", (int)jit->text_len, jit->text);
-        if (intern_text(n, text, "jit", &id) != 0)
-            return NO_FRAME;
+        /* "MODULE::PART" (the module's codeHeader, codeFooter; global:: the
+         * runtime's shared fragments): the module in the profile's
+         * notation, as its functions are, so an Elixir module's header is
+         * not the one frame left in Erlang's */
+        const char *sep = NULL;
+        for (const char *p = jit->text; (p = strstr(p, "::")) != NULL; p += 2)
+            sep = p;
+        if (sep) {
+            size_t mod_len = (size_t)(sep - jit->text);
+            if (kp_frames_intern_in_module(n->frames, "[jit]", jit->text, mod_len, sep,
+                                           jit->text_len - mod_len, "jit", &id) != KP_OK)
+                return NO_FRAME;
+        } else {
+            snprintf(text, sizeof text, "[jit]%.*s", (int)jit->text_len, jit->text);
+            if (intern_text(n, text, "jit", &id) != 0)
+                return NO_FRAME;
+        }
     } else if (kp_symbols_find(n->symbols, addr, &sym) == 0) {
         int vm = strcmp(sym.module, "beam.smp") == 0;
         if (sym.name)

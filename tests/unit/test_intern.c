@@ -161,6 +161,32 @@ static void test_pseudo_frames(void **state)
     kp_frames_free(f);
 }
 
+/* a module's code that is none of its functions (the JIT's
+ * "$Elixir.MyApp.Hot::codeHeader") names its module as its functions do */
+static void test_frames_in_a_module(void **state)
+{
+    (void)state;
+    for (unsigned flags = 0; flags <= KP_FRAMES_ERLANG_NAMES; flags += KP_FRAMES_ERLANG_NAMES) {
+        kp_frames *f = kp_frames_create(flags);
+        assert_non_null(f);
+        uint32_t ids[3];
+        static const char *const modules[] = {"Elixir.MyApp.Hot", "lists", "my mod"};
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(kp_frames_intern_in_module(f, "[jit]", modules[i], strlen(modules[i]),
+                                                        "::codeHeader", 12, "jit", &ids[i]),
+                             KP_OK);
+        const char *elixir = "[jit]MyApp.Hot::codeHeader";
+        if (flags)
+            elixir = "[jit]Elixir.MyApp.Hot::codeHeader";
+        assert_frame_text(f, ids[0], elixir, "jit");
+        assert_frame_text(f, ids[1], "[jit]lists::codeHeader", "jit");
+        assert_frame_text(f, ids[2], "[jit]my%20mod::codeHeader", "jit");
+        /* the same frame as the pseudo-frame of that text */
+        assert_int_equal(pseudo(f, "[jit]lists::codeHeader", 22, "jit"), ids[1]);
+        kp_frames_free(f);
+    }
+}
+
 static void test_many_frames_dense_and_stable(void **state)
 {
     (void)state;
@@ -377,6 +403,7 @@ int main(void)
         cmocka_unit_test_teardown(test_mfa_with_lines, reset_faults),
         cmocka_unit_test_teardown(test_mfa_encoding, reset_faults),
         cmocka_unit_test_teardown(test_pseudo_frames, reset_faults),
+        cmocka_unit_test_teardown(test_frames_in_a_module, reset_faults),
         cmocka_unit_test_teardown(test_many_frames_dense_and_stable, reset_faults),
         cmocka_unit_test_teardown(test_stacks, reset_faults),
         cmocka_unit_test_teardown(test_many_stacks_and_memory, reset_faults),

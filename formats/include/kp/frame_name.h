@@ -46,6 +46,13 @@ typedef enum {
 kp_status kp_frame_name(kp_buf *out, const char *module, size_t module_len, const char *function,
                         size_t function_len, unsigned arity, kp_names names);
 
+/* Appends the name of module `module` (atom text, unquoted, not
+ * NUL-terminated) as kp_frame_name writes it before a function, unencoded:
+ * as it is for Erlang modules and with KP_NAMES_ERLANG; MyApp.Hot for
+ * Elixir.MyApp.Hot; :"Elixir.my_mod" for an Elixir.-module that is not an
+ * alias. Returns KP_OK or KP_ERR_NOMEM. */
+kp_status kp_module_name(kp_buf *out, const char *module, size_t len, kp_names names);
+
 /* Appends the name of a process label as the agent sends it
  * (kprof_agent:process_label/1): a registered name's atom text when
  * `registered`, else an initial call "module:function/arity" (or "unknown").

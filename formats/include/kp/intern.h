@@ -64,6 +64,15 @@ kp_status kp_frames_intern_pseudo(kp_frames *frames, const char *text, size_t le
 kp_status kp_frames_intern_label(kp_frames *frames, int registered, const char *label, size_t len,
                                  uint32_t *id);
 
+/* Interns the pseudo-frame of code that belongs to a module but to none of
+ * its functions, such as the JIT's "$Elixir.MyApp.Hot::codeHeader": its
+ * symbol is `prefix`, the module named by kp_module_name in the table's
+ * notation, then `suffix[0..suffix_len)` ("[jit]MyApp.Hot::codeHeader"),
+ * and its module column `kind`. Returns as kp_frames_intern_pseudo. */
+kp_status kp_frames_intern_in_module(kp_frames *frames, const char *prefix, const char *module,
+                                     size_t module_len, const char *suffix, size_t suffix_len,
+                                     const char *kind, uint32_t *id);
+
 uint32_t kp_frames_count(const kp_frames *frames);
 /* The encoded symbol of frame `id` (< count) and its length; valid until the
  * next intern call. */

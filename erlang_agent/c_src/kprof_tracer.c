@@ -14,7 +14,8 @@
  * Safety: a scheduler never waits for the collector. Writes do not block;
  * what the socket does not take waits in a bounded buffer (8 MB), and past
  * that events are dropped and counted (the collector then cuts the traces
- * that lost events). A broken connection stops tracing through this
+ * that lost events); a trace's begin and end marks have a reserve of their
+ * own (MARK_RESERVE), so a trace is cut, never lost. A broken connection stops tracing through this
  * tracer: enabled/3 then says `remove`.
  *
  * Tier tracing (connect/2) adds two things: a call's seq_trace token and
@@ -38,6 +39,12 @@
 #define WRITE_AT (64 * 1024)      /* write once this much is waiting */
 #define BUF_CAP (8 * 1024 * 1024) /* then drop */
 #define TABLE KPT_MAX_IDS         /* slots; reset past half full, so ids stay below it */
+/* The buffer's end is kept for the marks that begin and end a request trace
+ * (and the drop notice and pid that go before one): a begin mark dropped
+ * while the collector is behind would leave a trace the node handed an id
+ * for, and no file; an end mark dropped before the notice of lost events,
+ * a trace that looks whole. */
+#define MARK_RESERVE (64 * 1024)
 
 static ErlNifMutex *mu;
 static int fd = -1;
@@ -45,6 +52,8 @@ static unsigned char buf[BUF_CAP];
 static size_t head, len;           /* buf[head..len) waits to be written */
 static size_t write_at = WRITE_AT; /* the events write once this much waits */
 static uint32_t pending_drops;
+/* what room() leaves free: 0 while a mark goes in */
+static size_t spare = MARK_RESERVE;
 static uint64_t pid_keys[TABLE];
 static uint32_t pid_ids[TABLE];
 static uint32_t n_pids;
@@ -175,7 +184,7 @@ static int room(size_t need)
 {
     /* tier tracing uses only the buffer's first 2 x fill mark, so that the
      * memory a storm can touch in the node stays that small */
-    size_t cap = seq_calls ? 2 * fill_mark : sizeof buf;
+    size_t cap = seq_calls ? 2 * fill_mark : sizeof buf - spare;
     if (len + need <= cap)
         return 1;
     if (head) {
@@ -617,15 +626,21 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     }
     if (n_pids > TABLE / 2 || n_mfas > TABLE / 2)
         reset_tables_locked();
+    ERL_NIF_TERM msg;
+    const ERL_NIF_TERM *t;
+    int arity;
+    /* a begin or end mark: kprof_rtrace_mark's pattern gives its message */
+    int mark = kind == KPT_CALL && !seq_calls &&
+               enif_get_map_value(env, argv[4], a_match_spec_result, &msg) &&
+               enif_get_tuple(env, argv[3], &arity, &t) && arity == 3 && t[0] == a_mark_module;
+    if (mark)
+        spare = 0;
     uint32_t pid = pid_id(env, argv[2]);
     if (pending_drops && room(32)) { /* say what was lost before going on */
         put8(KPT_DROP);
         put32(pending_drops);
         pending_drops = 0;
     }
-    ERL_NIF_TERM msg;
-    const ERL_NIF_TERM *t;
-    int arity;
     if (pid == KPT_NO_ID) { /* no room to define it: the event is lost */
         count_drop();
     } else if (kind == KPT_SEND) {
@@ -634,11 +649,11 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         if (!enif_get_map_value(env, argv[4], a_match_spec_result, &msg))
             msg = a_undefined;
         seq_call(env, pid, argv[3], msg, ts);
-    } else if (kind == KPT_CALL && enif_get_map_value(env, argv[4], a_match_spec_result, &msg) &&
-               enif_get_tuple(env, argv[3], &arity, &t) && arity == 3 && t[0] == a_mark_module) {
-        /* a begin or end mark: its message, whole */
+    } else if (mark) { /* its message, whole */
         ErlNifBinary ext;
-        if (enif_term_to_binary(env, msg, &ext)) {
+        if (!enif_term_to_binary(env, msg, &ext)) {
+            count_drop();
+        } else {
             if (room(ext.size + 32)) {
                 put8(KPT_MARK);
                 put8(t[1] == a_begin_trace ? KPT_MARK_BEGIN : KPT_MARK_END);
@@ -648,6 +663,8 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
                 put32((uint32_t)ext.size);
                 memcpy(buf + len, ext.data, ext.size);
                 len += ext.size;
+            } else { /* the reserve is spent: the collector cuts what runs */
+                count_drop();
             }
             enif_release_binary(&ext);
         }
@@ -691,6 +708,7 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         tripped = 1;
         tripped_at = len - head;
     }
+    spare = MARK_RESERVE;
     if (len - head >= write_at)
         flush_locked();
     enif_mutex_unlock(mu);

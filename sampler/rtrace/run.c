@@ -208,7 +208,8 @@ static void on_drop(void *ctx, uint32_t count)
 {
     run *r = ctx;
     /* events are missing from whatever traces run: cut them all */
-    kp_warn("the node's trace port dropped %u events; cutting the running traces", count);
+    kp_warn("the node dropped %u trace events (kprof fell behind); cutting the running traces",
+            count);
     kp_rtrace_close(r->rtrace, NULL, KP_RTRACE_CUT_EVENTS_DROPPED);
 }
 

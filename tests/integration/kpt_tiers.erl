@@ -17,7 +17,7 @@
 -export([main/1, load/4, start_load/3, scenarios/1, identity/1, step/0, rec/1, remote_step/0,
          triple/0, recurse/0, spawner/0, reload/1, clean/0, in_node/2,
          http_start/0, http_start/2, kv/3, rtrace_setup/4, fast/0, fast_traces/1, patterns_left/0,
-         stop_rtrace/0, backlog_trace/1, tracer_kind/0, stats_requests/0, hold_user_token/0,
+         stop_rtrace/0, collector_signal/1, backlog_trace/1, tracer_kind/0, stats_requests/0, hold_user_token/0,
          user_token/1, stop_holder/1, late_module_trace/0, hashes/0, bif_trace/1]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
@@ -234,6 +234,21 @@ tracer_kind() ->
 %% @doc Stops request tracing in the node (its collector program too).
 -spec stop_rtrace() -> ok.
 stop_rtrace() -> kprof_rtrace:stop().
+
+%% @doc Sends signal `Sig' ("STOP", "CONT") to the request-trace collector
+%% this node started (found by its executable), from inside the node: in a
+%% container, only its own pid namespace knows the collector's OS pid.
+-spec collector_signal(string()) -> ok | none.
+collector_signal(Sig) ->
+    {ok, Exe} = application:get_env(kprof, executable),
+    case [P || P <- erlang:ports(), erlang:port_info(P, name) =:= {name, Exe}] of
+        [Port | _] ->
+            {os_pid, OsPid} = erlang:port_info(Port, os_pid),
+            _ = os:cmd("kill -" ++ Sig ++ " " ++ integer_to_list(OsPid)),
+            ok;
+        [] ->
+            none
+    end.
 
 %% @doc How many functions of a few modules still carry a trace pattern.
 -spec patterns_left() -> non_neg_integer().

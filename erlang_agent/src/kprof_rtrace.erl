@@ -218,14 +218,18 @@ stop() ->
             receive {'DOWN', Ref, process, _, _} -> ok after 5000 -> exit(Server, kill), ok end
     end.
 
+%% The caller is often a user's process (a request's, a gen_server's): a
+%% reply that comes after the timeout must not reach its mailbox, so the
+%% server replies to an alias that the demonitor deactivates (OTP 24).
 call(Server, Request) ->
-    Ref = monitor(process, Server),
-    Server ! {call, self(), Ref, Request},
+    Ref = monitor(process, Server, [{alias, demonitor}]),
+    Server ! {call, Ref, Ref, Request},
     receive
         {Ref, Reply} -> demonitor(Ref, [flush]), Reply;
         {'DOWN', Ref, process, _, Why} -> {error, {kprof_rtrace, Why}}
     after ?CALL_TIMEOUT ->
         demonitor(Ref, [flush]),
+        receive {Ref, _} -> ok after 0 -> ok end, % sent before the alias went
         {error, timeout}
     end.
 

@@ -338,12 +338,17 @@ report() ->
     case whereis(kprof_tiers) of
         undefined -> undefined;
         Agent ->
-            Ref = monitor(process, Agent),
-            Agent ! {report, self(), Ref},
+            %% the reply goes to an alias: one that comes after the
+            %% timeout never reaches the caller, often a user's process
+            Ref = monitor(process, Agent, [{alias, demonitor}]),
+            Agent ! {report, Ref, Ref},
             receive
                 {Ref, Report} -> demonitor(Ref, [flush]), Report;
                 {'DOWN', Ref, process, _, _} -> undefined
-            after 5000 -> demonitor(Ref, [flush]), undefined
+            after 5000 ->
+                demonitor(Ref, [flush]),
+                receive {Ref, _} -> ok after 0 -> ok end, % sent before the alias went
+                undefined
             end
     end.
 

@@ -215,7 +215,9 @@ stop() ->
         Server ->
             Ref = monitor(process, Server),
             Server ! stop,
-            receive {'DOWN', Ref, process, _, _} -> ok after 5000 -> exit(Server, kill), ok end
+            receive {'DOWN', Ref, process, _, _} -> ok
+            after 5000 -> demonitor(Ref, [flush]), exit(Server, kill), ok
+            end
     end.
 
 %% The caller is often a user's process (a request's, a gen_server's): a

@@ -53,7 +53,7 @@ stop() ->
         Pid ->
             Ref = monitor(process, Pid),
             receive {'DOWN', Ref, process, Pid, _} -> ok
-            after 10000 -> exit(Pid, kill), ok
+            after 10000 -> demonitor(Ref, [flush]), exit(Pid, kill), ok
             end
     end.
 

@@ -317,7 +317,7 @@ stop() ->
             Ref = monitor(process, Agent),
             Agent ! stop,
             receive {'DOWN', Ref, process, _, _} -> ok
-            after 2000 -> exit(Agent, kill), ok
+            after 2000 -> demonitor(Ref, [flush]), exit(Agent, kill), ok
             end,
             wait_guard(20)
     end.
@@ -383,6 +383,7 @@ spawn_agent(Owner, Config) ->
         {Agent, error, Why} -> demonitor(Ref, [flush]), {error, Why};
         {'DOWN', Ref, process, Agent, Why} -> {error, {agent_died, Why}}
     after 10000 ->
+        demonitor(Ref, [flush]),
         exit(Agent, kill),
         {error, timeout}
     end.

@@ -15,8 +15,9 @@
  * what the socket does not take waits in a bounded buffer (8 MB), and past
  * that events are dropped and counted (the collector then cuts the traces
  * that lost events); a trace's begin and end marks have a reserve of their
- * own (MARK_RESERVE), so a trace is cut, never lost. A broken connection stops tracing through this
- * tracer: enabled/3 then says `remove`.
+ * own (MARK_RESERVE), so that a trace is cut, never lost. A broken
+ * connection stops tracing through this tracer: enabled/3 then says
+ * `remove`.
  *
  * Tier tracing (connect/2) adds two things: a call's seq_trace token and
  * request identity (its pattern's message) go into SEQ_CALL records, and a

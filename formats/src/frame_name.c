@@ -167,12 +167,19 @@ static int anonymous_parent(text fun, text *outer, text *arity)
     return 1;
 }
 
+/* 1 when `s` keeps its text: Erlang's notation is asked for, or it does
+ * not start "Elixir.". */
+static int as_is(kp_names names, const char *s, size_t len)
+{
+    return names == KP_NAMES_ERLANG || len < 7 || memcmp(s, "Elixir.", 7) != 0;
+}
+
 kp_status kp_frame_name(kp_buf *out, const char *module, size_t module_len, const char *function,
                         size_t function_len, unsigned arity, kp_names names)
 {
     text m = {module, module_len}, f = {function, function_len}, outer, outer_arity;
     kp_status st;
-    if (names == KP_NAMES_ERLANG || module_len < 7 || memcmp(module, "Elixir.", 7) != 0) {
+    if (as_is(names, module, module_len)) {
         if ((st = kp_buf_append(out, module, module_len)) != KP_OK ||
             (st = kp_buf_append_char(out, ':')) != KP_OK ||
             (st = kp_buf_append(out, function, function_len)) != KP_OK ||
@@ -198,7 +205,7 @@ kp_status kp_frame_name(kp_buf *out, const char *module, size_t module_len, cons
 
 kp_status kp_module_name(kp_buf *out, const char *module, size_t len, kp_names names)
 {
-    if (names == KP_NAMES_ERLANG || len < 7 || memcmp(module, "Elixir.", 7) != 0)
+    if (as_is(names, module, len))
         return kp_buf_append(out, module, len);
     return append_module(out, (text){module, len});
 }
@@ -207,7 +214,7 @@ kp_status kp_label_name(kp_buf *out, int registered, const char *label, size_t l
 {
     if (registered)
         return kp_module_name(out, label, len, names);
-    if (names == KP_NAMES_ERLANG || len < 7 || memcmp(label, "Elixir.", 7) != 0)
+    if (as_is(names, label, len))
         return kp_buf_append(out, label, len);
     /* "Module:function/arity": an Elixir module holds no ':' (an alias
      * cannot), a function name may hold ':' and '/', the arity is digits */

@@ -169,10 +169,11 @@ class KpModel {
   /* The heat map of weight `k` as {rows, cells, perRow}: cells a
    * Float64Array of columns x rows, column major, cell (c, r) = second
    * firstSecond + c, offset r / rows. Unfiltered at the heat map's own
-   * rows (src.heatRows a second); filtered, from the entries, at the slices' rows (a
-   * slice of several seconds spread evenly over its columns): of the paths
-   * for statuses, of the timeline for processes. With `only` (a mask over
-   * the nodes, as searchMask's), the weight of those paths alone. */
+   * rows (src.heatRows a second); filtered, from the entries, at the
+   * slices' rows (a slice of several seconds spread evenly over its
+   * columns): of the paths for statuses, of the timeline for processes.
+   * With `only` (a mask over the nodes, as searchMask's), the weight of
+   * those paths alone. */
   heat(src, k, f, only) {
     if (!f.nodes && !f.procs && !only) {
       const rows = src.heatRows, cells = new Float64Array(src.columns * rows), h = src.heatCells[k];

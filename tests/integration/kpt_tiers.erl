@@ -17,8 +17,9 @@
 -export([main/1, load/4, start_load/3, scenarios/1, identity/1, step/0, rec/1, remote_step/0,
          triple/0, recurse/0, spawner/0, reload/1, clean/0, in_node/2,
          http_start/0, http_start/2, kv/3, rtrace_setup/4, fast/0, fast_traces/1, patterns_left/0,
-         stop_rtrace/0, collector_signal/1, backlog_trace/1, tracer_kind/0, stats_requests/0, hold_user_token/0,
-         user_token/1, stop_holder/1, late_module_trace/0, hashes/0, bif_trace/1]).
+         stop_rtrace/0, collector_signal/1, backlog_trace/1, tracer_kind/0, stats_requests/0,
+         hold_user_token/0, user_token/1, stop_holder/1, late_module_trace/0, hashes/0,
+         bif_trace/1]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.

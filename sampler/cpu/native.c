@@ -19,6 +19,7 @@
 #include "common/pid_text.h"
 #include "common/u64_map.h"
 #include "cpu/perf_events.h"
+#include "cpu/native_names.h"
 #include "cpu/perf_map.h"
 #include "cpu/symbols.h"
 #include "cpu/unwind.h"
@@ -115,7 +116,7 @@ static uint32_t frame_of(kp_native *n, uint64_t addr)
     id = NO_FRAME;
     const kp_jit_symbol *jit = kp_perf_map_find(n->map, addr);
     kp_native_symbol sym;
-    char text[300];
+    char text[512];
     if (jit && jit->kind != KP_JIT_RUNTIME) {
         kp_mfa mfa = {jit->module,       jit->module_len, jit->function,
                       jit->function_len, jit->arity,      0};
@@ -140,11 +141,7 @@ static uint32_t frame_of(kp_native *n, uint64_t addr)
                 return NO_FRAME;
         }
     } else if (kp_symbols_find(n->symbols, addr, &sym) == 0) {
-        int vm = strcmp(sym.module, "beam.smp") == 0;
-        if (sym.name)
-            snprintf(text, sizeof text, "[%s]%s", vm ? "vm" : sym.module, sym.name);
-        else
-            snprintf(text, sizeof text, "[%s]unnamed", vm ? "vm" : sym.module);
+        kp_native_frame_text(&sym, text, sizeof text);
         if (intern_text(n, text, "native", &id) != 0)
             return NO_FRAME;
     }

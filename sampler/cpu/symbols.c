@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/eh_frame_hdr.h"
 #include "cpu/mapped_files.h"
 #include "kp/alloc.h"
 
@@ -33,6 +34,11 @@ typedef struct {
     size_t n;
     int has_elf;
     uint64_t bias; /* load address minus ELF address */
+    /* the file's .eh_frame_hdr (libelf's copy) and its address: the starts
+     * of its functions, named or not; NULL when it has none */
+    const unsigned char *hdr;
+    size_t hdr_len;
+    uint64_t hdr_vaddr;
 } module_table;
 
 static int binding_rank(const GElf_Sym *sym)
@@ -70,6 +76,28 @@ static uint64_t code_section_end(Elf *elf, GElf_Word shndx, Dwarf_Addr bias)
     return shdr.sh_addr + shdr.sh_size + bias;
 }
 
+/* Points t->hdr at the .eh_frame_hdr of `elf`, where it has one. */
+static void find_eh_frame_hdr(module_table *t, Elf *elf)
+{
+    size_t names;
+    if (!elf || elf_getshdrstrndx(elf, &names) != 0)
+        return;
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn)) != NULL;) {
+        GElf_Shdr shdr;
+        const char *name;
+        if (!gelf_getshdr(scn, &shdr) || !(name = elf_strptr(elf, names, shdr.sh_name)) ||
+            strcmp(name, ".eh_frame_hdr") != 0)
+            continue;
+        Elf_Data *data = elf_getdata(scn, NULL);
+        if (data && data->d_buf) {
+            t->hdr = data->d_buf;
+            t->hdr_len = data->d_size;
+            t->hdr_vaddr = shdr.sh_addr;
+        }
+        return;
+    }
+}
+
 /* Reads the module's code symbols. NULL when out of memory. */
 static module_table *read_table(Dwfl_Module *mod)
 {
@@ -77,8 +105,10 @@ static module_table *read_table(Dwfl_Module *mod)
     if (!t)
         return NULL;
     GElf_Addr bias = 0;
-    t->has_elf = dwfl_module_getelf(mod, &bias) != NULL;
+    Elf *main_elf = dwfl_module_getelf(mod, &bias);
+    t->has_elf = main_elf != NULL;
     t->bias = bias;
+    find_eh_frame_hdr(t, main_elf);
     int count = dwfl_module_getsymtab(mod);
     if (count <= 1)
         return t;
@@ -404,10 +434,15 @@ static int lookup(kp_symbols *s, uint64_t addr, kp_native_symbol *out, int *comp
         return 0;
     }
     out->offset = t->has_elf ? addr - t->bias : addr - start;
+    out->function_start = 0;
     const fn *f = table_find(t, addr);
     if (f) {
         out->name = f->name;
         out->symbol_offset = addr - f->start;
+    } else if (t->has_elf) {
+        uint64_t at;
+        if (kp_eh_frame_hdr_find(t->hdr, t->hdr_len, t->hdr_vaddr, addr - t->bias, &at) == 0)
+            out->function_start = at;
     }
     return 0;
 }

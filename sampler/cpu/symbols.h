@@ -34,6 +34,12 @@ typedef struct {
     uint64_t offset;
     /* addr minus the symbol's start, when `name` is set; else 0. */
     uint64_t symbol_offset;
+    /* When `name` is NULL: the start of the function holding the address,
+     * in the file's terms as `offset`, from the file's unwind tables
+     * (cpu/eh_frame_hdr.h), so that an unnamed function has a name of its own that stays
+     * the same for that build of the file ("beam.smp@0x7ddb0"); 0 when the
+     * tables cover no function there. */
+    uint64_t function_start;
 } kp_native_symbol;
 
 typedef struct kp_symbols kp_symbols;

@@ -21,6 +21,7 @@
 #include "cpu/perf_events.h"
 #include "cpu/native_names.h"
 #include "cpu/perf_map.h"
+#include "cpu/states.h"
 #include "cpu/symbols.h"
 #include "cpu/unwind.h"
 #include "kp/alloc.h"
@@ -78,6 +79,10 @@ struct kp_native {
     kp_stacks *stacks;
     kp_u64_map frame_at; /* looked-up address -> frame */
     uint32_t kind_frames[KP_THREAD_OTHER + 1];
+    uint32_t state_frames[KP_CPU_STATE_COUNT];
+    kp_states *states;
+    kp_u64_map state_of;  /* code stack << 4 | thread class -> state */
+    uint32_t states_seen; /* kp_states_generation when state_of was filled */
     uint32_t kernel_frame, unmapped_frame;
     kp_u64_map proc_index; /* num << 32 | serial -> procs[] */
     proc *procs;
@@ -377,10 +382,12 @@ static int count(kp_native *n, uint64_t key)
 }
 
 /* A tally key: the code stack (32 bits), the process index + 1 (0: none;
- * 30 bits, of which MAX_PROCS needs 21) and the thread kind (2 bits). */
-static uint64_t tally_key(uint32_t stack, long proc, kp_thread_kind kind)
+ * 26 bits, of which MAX_PROCS needs 21), the state (4 bits) and the thread
+ * kind (2 bits). */
+static uint64_t tally_key(uint32_t stack, long proc, kp_cpu_state state, kp_thread_kind kind)
 {
-    return (uint64_t)stack << 32 | (uint64_t)(proc + 1) << 2 | (uint64_t)kind;
+    return (uint64_t)stack << 32 | (uint64_t)(proc + 1) << 6 | (uint64_t)state << 2 |
+           (uint64_t)kind;
 }
 
 static uint32_t tally_stack(uint64_t key)
@@ -390,7 +397,12 @@ static uint32_t tally_stack(uint64_t key)
 
 static long tally_proc(uint64_t key)
 {
-    return (long)((key >> 2) & ((1u << 30) - 1)) - 1;
+    return (long)((key >> 6) & ((1u << 26) - 1)) - 1;
+}
+
+static kp_cpu_state tally_state(uint64_t key)
+{
+    return (kp_cpu_state)((key >> 2) & 15);
 }
 
 static kp_thread_kind tally_kind(uint64_t key)
@@ -398,16 +410,18 @@ static kp_thread_kind tally_kind(uint64_t key)
     return (kp_thread_kind)(key & 3);
 }
 
-/* The stack written out for code stack `stack`: thread kind, process (when
- * attributed) and its label (once named, after the run), then the code. */
-static kp_status rooted_stack(kp_native *n, uint32_t stack, long proc, kp_thread_kind kind,
-                              uint32_t *out)
+/* The stack written out for code stack `stack`: thread kind, state,
+ * process (when attributed) and its label (once named, after the run),
+ * then the code (kp/cpu_state.h). */
+static kp_status rooted_stack(kp_native *n, uint32_t stack, long proc, kp_cpu_state state,
+                              kp_thread_kind kind, uint32_t *out)
 {
     size_t depth;
     const uint32_t *code = kp_stacks_get(n->stacks, stack, &depth);
-    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + 6];
+    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + 7];
     size_t k = 0;
     ids[k++] = n->kind_frames[kind];
+    ids[k++] = n->state_frames[state];
     if (proc >= 0) {
         ids[k++] = n->procs[proc].pid_frame;
         if (n->procs[proc].label_frame != NO_FRAME)
@@ -419,10 +433,10 @@ static kp_status rooted_stack(kp_native *n, uint32_t stack, long proc, kp_thread
 
 /* Queues sample `s` (code stack `stack`) for the segments. */
 static int queue(kp_native *n, const kp_cpu_sample *s, uint32_t stack, long proc,
-                 kp_thread_kind kind)
+                 kp_cpu_state state, kp_thread_kind kind)
 {
     uint32_t full; /* no label yet: processes are named after the run */
-    if (rooted_stack(n, stack, proc, kind, &full) != KP_OK)
+    if (rooted_stack(n, stack, proc, state, kind, &full) != KP_OK)
         return -1;
     if (n->n_pending == n->pending_cap) {
         size_t cap = n->pending_cap ? n->pending_cap * 2 : 4096;
@@ -521,6 +535,30 @@ static void study(kp_native *n, const kp_cpu_sample *s)
     pthread_mutex_unlock(&l->lock);
 }
 
+/* The state of code stack `stack` (n->ids[0..depth)) on a thread of
+ * `thread_class`, told once per stack and class (cpu/states.h). Returns
+ * -1 when out of memory. */
+static int state_of(kp_native *n, uint32_t stack, size_t depth, unsigned thread_class,
+                    kp_cpu_state *state)
+{
+    uint64_t key = (uint64_t)stack << 4 | thread_class;
+    uint32_t known;
+    if (n->states_seen == kp_states_generation(n->states) &&
+        kp_u64_map_get(&n->state_of, key, &known)) {
+        *state = (kp_cpu_state)known;
+        return 0;
+    }
+    kp_state_frame frames[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + 2];
+    for (size_t i = 0; i < depth; i++)
+        frames[i].text = kp_frames_symbol(n->frames, n->ids[i], &frames[i].len);
+    *state = kp_states_classify(n->states, thread_class, frames, depth);
+    if (n->states_seen != kp_states_generation(n->states)) {
+        kp_u64_map_clear(&n->state_of); /* a wait loop learned */
+        n->states_seen = kp_states_generation(n->states);
+    }
+    return kp_u64_map_put(&n->state_of, key, (uint32_t)*state);
+}
+
 static int on_sample(void *ctx, const kp_cpu_sample *s)
 {
     kp_native *n = ctx;
@@ -529,13 +567,16 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
         return 0;
     }
     kp_thread_kind kind = KP_THREAD_OTHER;
-    if (!kp_perf_events_thread(n->events, s->tid, &kind))
+    const char *thread = kp_perf_events_thread(n->events, s->tid, &kind);
+    if (!thread)
         kind = KP_THREAD_OTHER;
     int has_c_p;
     uint64_t c_p = 0;
     size_t depth = name_frames(n, s, &has_c_p, &c_p);
     uint32_t stack;
-    if (kp_stacks_intern(n->stacks, n->ids, depth, &stack) != KP_OK)
+    kp_cpu_state state;
+    if (kp_stacks_intern(n->stacks, n->ids, depth, &stack) != KP_OK ||
+        state_of(n, stack, depth, kp_states_thread_class(kind, thread), &state) != 0)
         return n->failed = 1;
     long proc = -1;
     kp_pid_numbers pid = {0, 0};
@@ -546,11 +587,12 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
         if (proc >= 0)
             n->stats.attributed++;
     }
-    if (count(n, tally_key(stack, proc, kind)) != 0 ||
-        (n->segments && queue(n, s, stack, proc, kind) != 0))
+    if (count(n, tally_key(stack, proc, state, kind)) != 0 ||
+        (n->segments && queue(n, s, stack, proc, state, kind) != 0))
         return n->failed = 1;
+    n->stats.by_state[kind][state]++;
     if (n->o.observer) {
-        kp_native_sample seen = {n->frames, n->ids, depth, kind, proc >= 0, pid};
+        kp_native_sample seen = {n->frames, n->ids, depth, kind, state, proc >= 0, pid};
         n->o.observer->fn(n->o.observer->ctx, &seen);
     }
     n->stats.samples++;
@@ -593,6 +635,9 @@ static int setup_frames(kp_native *n)
     for (int k = 0; k <= KP_THREAD_OTHER; k++)
         if (intern_text(n, kp_thread_kind_name((kp_thread_kind)k), "thread", &n->kind_frames[k]) !=
             0)
+            return -1;
+    for (int k = 0; k < KP_CPU_STATE_COUNT; k++)
+        if (intern_text(n, kp_cpu_state_name((kp_cpu_state)k), "state", &n->state_frames[k]) != 0)
             return -1;
     return intern_text(n, "[kernel]", "kernel", &n->kernel_frame) != 0 ||
                    intern_text(n, "[unmapped]", "native", &n->unmapped_frame) != 0
@@ -641,7 +686,8 @@ kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len
     n->map = kp_perf_map_create();
     n->frames = kp_frames_create(o->frame_flags);
     n->stacks = kp_stacks_create();
-    if (!n->map || !n->frames || !n->stacks || setup_frames(n) != 0) {
+    n->states = kp_states_create();
+    if (!n->map || !n->frames || !n->stacks || !n->states || setup_frames(n) != 0) {
         snprintf(err, err_len, "out of memory");
         kp_native_free(n);
         return NULL;
@@ -756,6 +802,11 @@ int kp_native_learn(kp_native *n, const kp_pid_numbers *spinners, size_t n_spinn
     return 0;
 }
 
+int kp_native_os_pid(const kp_native *n)
+{
+    return n->o.os_pid;
+}
+
 void kp_native_learned(const kp_native *n, kp_pid_layout *layout, int *light_bif_slot)
 {
     *layout = n->o.layout;
@@ -807,7 +858,8 @@ int kp_native_write(kp_native *n, const char *dir, const char *caption, char *er
     for (size_t i = 0; i < n->n_tallies && st == KP_OK; i++) {
         uint32_t stack;
         uint64_t key = n->tallies[i].key;
-        st = rooted_stack(n, tally_stack(key), tally_proc(key), tally_kind(key), &stack);
+        st = rooted_stack(n, tally_stack(key), tally_proc(key), tally_state(key), tally_kind(key),
+                          &stack);
         if (st == KP_OK)
             st = kp_folded_add_stack(f, n->frames, n->stacks, stack, "beam.smp",
                                      n->tallies[i].samples);
@@ -835,6 +887,8 @@ void kp_native_free(kp_native *n)
     kp_buf_free(&n->text);
     kp_free(n->pending);
     kp_u64_map_free(&n->frame_at);
+    kp_u64_map_free(&n->state_of);
+    kp_states_free(n->states);
     kp_u64_map_free(&n->proc_index);
     kp_u64_map_free(&n->tally_index);
     pthread_mutex_destroy(&n->learn.lock);

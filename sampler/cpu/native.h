@@ -6,7 +6,9 @@
  * process that ran (cpu/current_process.h) where that can be told.
  *
  * Stacks, root first: the thread kind (scheduler, dirty_cpu, dirty_io,
- * other); the process (<0.N.S>) and its label where attributed; Erlang
+ * other); the state, what the thread was doing in msacc's terms
+ * (kp/cpu_state.h, told by cpu/states.h); the process (<0.N.S>) and its
+ * label where attributed; Erlang
  * frames as mod:fun/arity; C frames as [vm]name (beam.smp) or
  * [LIBRARY]name; [kernel] for time in the kernel. */
 #ifndef KP_CPU_NATIVE_H
@@ -17,6 +19,7 @@
 
 #include "cpu/current_process.h"
 #include "cpu/perf_events.h"
+#include "kp/cpu_state.h"
 #include "kp/intern.h"
 #include "kp/segment.h"
 
@@ -32,6 +35,7 @@ typedef struct {
     const uint32_t *code;
     size_t depth;
     kp_thread_kind kind;
+    kp_cpu_state state; /* what the thread was doing (cpu/states.h) */
     int attributed;
     kp_pid_numbers pid;
 } kp_native_sample;
@@ -105,6 +109,9 @@ void kp_native_learn_progress(kp_native *native, unsigned *spin_samples, unsigne
 int kp_native_learn(kp_native *native, const kp_pid_numbers *spinners, size_t n_spinners,
                     unsigned table_bits, char *err, size_t err_len);
 
+/* The node's beam.smp as this host sees it. */
+int kp_native_os_pid(const kp_native *native);
+
 /* What was learned: the pid layout and the light-BIF slot (-1: none). */
 void kp_native_learned(const kp_native *native, kp_pid_layout *layout, int *light_bif_slot);
 
@@ -123,6 +130,8 @@ typedef struct {
     uint64_t rbp_in_copy; /* ... frame pointers walked in the stack copy */
     uint64_t light_bif;   /* ... the caller of a light BIF from its spill slot */
     uint64_t unwind_ns;   /* time kprof spent unwinding */
+    /* kept samples per thread kind and state */
+    uint64_t by_state[KP_THREAD_OTHER + 1][KP_CPU_STATE_COUNT];
     size_t threads;
     int with_kernel; /* kernel time sampled */
 } kp_native_stats;

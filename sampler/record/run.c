@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/signals.h"
 #include "cpu/attach.h"
+#include "cpu/state_summary.h"
 #include "node/connection.h"
 #include "record/files.h"
 #include "samples/processes.h"
@@ -677,6 +678,14 @@ static void finish_native(recording *r, const kp_native_stats *st, const char *c
                 st->segments.segments == 1 ? "" : "s", kp_compression_suffix(r->o->compression));
     else if (!r->o->quiet)
         fprintf(stderr, "kprof: CPU: no native sample (the node was idle)\n");
+    if (!r->o->quiet && st->samples) {
+        char line[1024], flags[256];
+        kp_state_summary(st->by_state, line, sizeof line);
+        fprintf(stderr, "kprof: CPU by state: %s\n", line);
+        kp_busy_wait_flags_of(kp_native_os_pid(r->native), flags, sizeof flags);
+        if (kp_busy_wait_note(st->by_state, flags, line, sizeof line))
+            fprintf(stderr, "kprof: %s\n", line);
+    }
     kp_native_free(r->native);
     r->native = NULL;
 }

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Sets kprof's native CPU samples per state (cpu.folded, whose stacks are
+rooted beam.smp;KIND;STATE;...) beside the VM's microstate accounting over
+the same seconds (kpt_states:msacc/1's "TYPE/STATE/US;" items), per thread
+type, each on its non-sleep time, in msacc's default states (kprof's bif
+and nif count as emulator, busy_wait as other: kp/cpu_state.h).
+
+Usage: cpu_states_compare.py CPU_FOLDED MSACC_TEXT [MAX_POINTS]
+Prints one line per thread type and state; exits 1 when a state over 1% of
+the node's non-sleep CPU differs by more than MAX_POINTS (default 5)
+between the two, 2 on unusable input."""
+import sys
+from collections import defaultdict
+
+# kprof's thread kinds and the msacc thread types they hold
+TYPES = {
+    "scheduler": ["scheduler"],
+    "dirty_cpu": ["dirty_cpu_scheduler"],
+    "dirty_io": ["dirty_io_scheduler"],
+    "other": ["aux", "poll", "async"],
+}
+AS_MSACC = {"bif": "emulator", "nif": "emulator", "busy_wait": "other"}
+
+
+def kprof_shares(path):
+    counts = defaultdict(lambda: defaultdict(int))
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            stack, _, n = line.rstrip("\n").rpartition(" ")
+            frames = stack.split(";")
+            if len(frames) < 3 or not n.isdigit():
+                continue
+            state = AS_MSACC.get(frames[2], frames[2])
+            counts[frames[1]][state] += int(n)
+    return counts
+
+
+def msacc_shares(path):
+    by_type = defaultdict(lambda: defaultdict(int))
+    with open(path, encoding="utf-8") as f:
+        text = f.read().strip().strip('"')
+        for item in text.split(";"):
+            parts = item.split("/")
+            if len(parts) != 3:
+                continue
+            for kind, types in TYPES.items():
+                if parts[0] in types:
+                    by_type[kind][parts[1]] += int(parts[2])
+    return by_type
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    limit = float(sys.argv[3]) if len(sys.argv) > 3 else 5.0
+    ours, theirs = kprof_shares(sys.argv[1]), msacc_shares(sys.argv[2])
+    total = sum(n for k in ours.values() for s, n in k.items() if s != "sleep")
+    if not total or not theirs:
+        print("no samples or no msacc figures", file=sys.stderr)
+        return 2
+    worst, rc = 0.0, 0
+    for kind in TYPES:
+        o, t = ours.get(kind, {}), theirs.get(kind, {})
+        o_awake = sum(n for s, n in o.items() if s != "sleep")
+        t_awake = sum(n for s, n in t.items() if s != "sleep")
+        if not o_awake or not t_awake:
+            continue
+        for state in sorted(set(o) | set(t)):
+            if state == "sleep":
+                continue
+            a = 100.0 * o.get(state, 0) / o_awake
+            b = 100.0 * t.get(state, 0) / t_awake
+            node_share = 100.0 * o.get(state, 0) / total
+            checked = node_share > 1.0 or b * o_awake / total > 1.0
+            diff = abs(a - b)
+            mark = ""
+            if checked:
+                worst = max(worst, diff)
+                if diff > limit:
+                    mark, rc = "  <-- differs", 1
+            print(f"{kind:10} {state:9} kprof {a:5.1f}%  msacc {b:5.1f}%"
+                  f"  ({node_share:4.1f}% of the node){mark}")
+    print(f"worst difference: {worst:.1f} points")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

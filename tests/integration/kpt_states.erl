@@ -1,0 +1,78 @@
+%%% Workloads whose CPU states are known, for tests/integration/cpu_states:
+%%% kprof's native samples per state set beside the VM's own microstate
+%%% accounting (msacc) over the same seconds.
+%%%   erlang: processes spinning in Erlang code (emulator);
+%%%   gc: processes building and dropping large lists (gc);
+%%%   socket: pairs of processes ping-ponging over TCP on loopback (port,
+%%%     check_io);
+%%%   trickle: a light timer-driven load, for a node started with
+%%%     +sbwt very_long, whose schedulers then spin for work (busy wait).
+%%% main/2 starts one and writes the ready file; msacc/1 measures.
+-module(kpt_states).
+-export([main/2, msacc/1]).
+
+-spec main(string(), erlang | gc | socket | trickle) -> no_return().
+main(Ready, Load) ->
+    start(Load),
+    ok = file:write_file(Ready, "ready\n"),
+    receive after infinity -> ok end.
+
+start(erlang) ->
+    [spawn(fun() -> spin(0) end) || _ <- [1, 2]];
+start(gc) ->
+    [spawn(fun() -> churn() end) || _ <- [1, 2]];
+start(socket) ->
+    {ok, Listen} = gen_tcp:listen(0, [binary, {active, false}, {ip, {127, 0, 0, 1}}]),
+    {ok, Port} = inet:port(Listen),
+    [begin
+         spawn(fun() ->
+                       {ok, S} = gen_tcp:accept(Listen),
+                       echo(S)
+               end),
+         spawn(fun() ->
+                       {ok, C} = gen_tcp:connect({127, 0, 0, 1}, Port,
+                                                 [binary, {active, false}, {nodelay, true}]),
+                       ping(C)
+               end)
+     end || _ <- [1, 2, 3, 4]];
+start(trickle) ->
+    spawn(fun() -> trickle() end).
+
+spin(N) -> spin((N * 7 + 3) rem 1000003).
+
+churn() ->
+    _ = lists:seq(1, 20000),
+    churn().
+
+echo(S) ->
+    {ok, B} = gen_tcp:recv(S, 0),
+    ok = gen_tcp:send(S, B),
+    echo(S).
+
+ping(C) ->
+    ok = gen_tcp:send(C, <<0:1024>>),
+    {ok, _} = gen_tcp:recv(C, 128),
+    ping(C).
+
+trickle() ->
+    receive after 2 -> ok end,
+    _ = lists:sum(lists:seq(1, 50)),
+    trickle().
+
+%% @doc Microstate accounting over the next `Ms` milliseconds, as
+%% "TYPE/STATE/MICROSECONDS;" items summed over the threads of each type
+%% (no space: erl_call's answer is read without them).
+%% msacc is switched off after, as it was (the test node has it off).
+-spec msacc(pos_integer()) -> string().
+msacc(Ms) ->
+    msacc:start(Ms),
+    Stats = msacc:stats(),
+    Sums = lists:foldl(
+             fun(#{type := Type, counters := Counters}, Acc) ->
+                     maps:fold(fun(State, Us, A) ->
+                                       K = {Type, State},
+                                       A#{K => maps:get(K, A, 0) + Us}
+                               end, Acc, Counters)
+             end, #{}, Stats),
+    lists:flatten([io_lib:format("~p/~p/~p;", [T, S, Us])
+                   || {{T, S}, Us} <- lists:sort(maps:to_list(Sums))]).

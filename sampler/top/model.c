@@ -199,10 +199,22 @@ void kp_top_close_window(kp_top *t, uint64_t us)
         p->all_cpu += p->open_cpu;
         p->open_cpu = 0;
     }
+    for (int k = 0; k <= KP_THREAD_OTHER; k++)
+        for (int s = 0; s < KP_CPU_STATE_COUNT; s++) {
+            t->shown_states[k][s] = t->open_states[k][s];
+            t->all_states[k][s] += t->open_states[k][s];
+            t->open_states[k][s] = 0;
+        }
     t->shown_us = us;
     t->all_us += us;
     t->window++;
     forget_processes(t);
+}
+
+void kp_top_add_state(kp_top *t, kp_thread_kind kind, kp_cpu_state state, uint64_t samples)
+{
+    if ((unsigned)kind <= KP_THREAD_OTHER && (unsigned)state < KP_CPU_STATE_COUNT)
+        t->open_states[kind][state] += samples;
 }
 
 int kp_top_function_weights(const kp_top *t, const char *name, int cumulative, uint64_t *self,

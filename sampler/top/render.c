@@ -290,8 +290,11 @@ kp_status kp_top_render(const kp_top *t, const kp_top_layout *l, kp_buf *out)
 {
     kp_buf line = KP_BUF_INIT;
     int cum = l->cumulative;
-    /* title, 2 + 2 table headings, a blank line, the footer */
-    size_t fixed = 6 + (l->footer ? 1 : 0);
+    char states[512];
+    size_t has_states =
+        kp_state_summary(cum ? t->all_states : t->shown_states, states, sizeof states) > 0;
+    /* title, CPU by state, 2 + 2 table headings, a blank line, the footer */
+    size_t fixed = 6 + has_states + (l->footer ? 1 : 0);
     size_t fn_rows = l->rows ? l->rows : 10, proc_rows = fn_rows;
     if (l->height) {
         size_t room = l->height > fixed + 2 ? l->height - fixed : 2;
@@ -309,6 +312,8 @@ kp_status kp_top_render(const kp_top *t, const kp_top_layout *l, kp_buf *out)
     kp_status st = linef(&line, "%s  %s %.1f s%s", l->title, cum ? "since start," : "last", secs,
                          l->paused ? "  [PAUSED]" : "");
     if (st == KP_OK)
+        st = emit(out, &line, l->width);
+    if (st == KP_OK && has_states && (st = linef(&line, "CPU by state: %s", states)) == KP_OK)
         st = emit(out, &line, l->width);
     if (st == KP_OK)
         st = linef(&line, "FUNCTIONS by %s, share of %s %s",

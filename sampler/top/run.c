@@ -106,6 +106,7 @@ static void on_native_sample(void *ctx, const kp_native_sample *s)
     for (size_t i = skip; i < s->depth; i++)
         code[i - skip].text = kp_frames_symbol(s->frames, s->code[i], &code[i - skip].len);
     pthread_mutex_lock(&t->lock);
+    kp_top_add_state(t->top, s->kind, s->state, 1);
     if (kp_top_add_stack(t->top, code, s->depth - skip, 1) != KP_OK ||
         (s->attributed && kp_top_add_cpu(t->top, s->pid.num, s->pid.serial, 1) != KP_OK))
         t->failed = 1;

@@ -8,6 +8,9 @@
  * on it (a recursive function counts once per sample). The weight is what
  * the caller says: reductions, or native CPU samples.
  *
+ * States: native CPU samples per kind of thread and state, shown as one
+ * line under the title ("CPU by state: scheduler: 62% busy_wait, ...").
+ *
  * Processes: what the agent last said of each sampled process (its name,
  * current function, queue, memory) and what it did in the window:
  * reductions, and native CPU samples attributed to it.
@@ -25,7 +28,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu/perf_events.h"
 #include "kp/buf.h"
+#include "kp/cpu_state.h"
 #include "kp/status.h"
 
 typedef struct kp_top kp_top;
@@ -72,6 +77,10 @@ kp_status kp_top_add_process(kp_top *top, const kp_top_process_sample *sample);
 /* Adds `samples` native CPU samples to process <0.num.serial>. Returns
  * KP_OK or KP_ERR_NOMEM. */
 kp_status kp_top_add_cpu(kp_top *top, uint32_t num, uint32_t serial, uint64_t samples);
+
+/* Counts `samples` native CPU samples of a thread of `kind` in `state`
+ * (cpu/states.h), for the view's line of CPU by state. */
+void kp_top_add_state(kp_top *top, kp_thread_kind kind, kp_cpu_state state, uint64_t samples);
 
 /* The processes of the shown window that have no name (only native CPU
  * samples saw them) and were not returned here before: up to `cap` of

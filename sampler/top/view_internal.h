@@ -4,6 +4,7 @@
 #define KP_TOP_VIEW_INTERNAL_H
 
 #include "common/u64_map.h"
+#include "cpu/state_summary.h"
 #include "kp/strtab.h"
 #include "top/view.h"
 
@@ -43,6 +44,8 @@ struct kp_top {
     size_t n_processes, processes_cap;
     uint64_t window;           /* the open window's number, from 1 */
     uint64_t shown_us, all_us; /* how long the closed window and all closed ones lasted */
+    /* native CPU samples per thread kind and state, as the functions' */
+    kp_state_counts open_states, shown_states, all_states;
 };
 
 /* Processes forgotten after this many windows without a sample. */

@@ -286,6 +286,48 @@ static void screen_height(void **state)
     free(text);
 }
 
+/* Native samples' states: one line under the title, per window, and the
+ * screen still filled to its height, no more. */
+static void states_line(void **state)
+{
+    kp_top *t = *state;
+    char name[32];
+    for (int i = 0; i < 50; i++) {
+        snprintf(name, sizeof name, "m:f%d/0", i);
+        add(t, name, 1);
+    }
+    kp_top_add_state(t, KP_THREAD_SCHEDULER, KP_CPU_BUSY_WAIT, 62);
+    kp_top_add_state(t, KP_THREAD_SCHEDULER, KP_CPU_EMULATOR, 38);
+    kp_top_add_state(t, KP_THREAD_OTHER, KP_CPU_CHECK_IO, 5);
+    kp_top_layout l = {100,           30, 0, "t", "native CPU samples", "keys", KP_TOP_BY_SELF,
+                       KP_TOP_BY_CPU, 0,  0};
+    char *text = render(t, &l);
+    assert_null(strstr(text, "CPU by state")); /* the open window does not show yet */
+    free(text);
+    kp_top_close_window(t, 1000000);
+    text = render(t, &l);
+    const char *second = strchr(text, '\n') + 1;
+    assert_true(strncmp(second,
+                        "CPU by state: scheduler: 62% busy_wait, 38% emulator; other: 100% "
+                        "check_io\n",
+                        strlen("CPU by state: scheduler: 62% busy_wait, 38% emulator; other: "
+                               "100% check_io\n")) == 0);
+    check_widths(text, 100, 30);
+    size_t lines = 0;
+    for (const char *c = text; (c = strchr(c, '\n')) != NULL; c++)
+        lines++;
+    assert_int_equal(lines, 30);
+    free(text);
+    kp_top_close_window(t, 1000000); /* nothing since: no line; all since the start: the line */
+    text = render(t, &l);
+    assert_null(strstr(text, "CPU by state"));
+    free(text);
+    l.cumulative = 1;
+    text = render(t, &l);
+    assert_non_null(strstr(text, "CPU by state: scheduler: 62% busy_wait"));
+    free(text);
+}
+
 /* A process only native CPU samples saw has no name until the caller asks
  * the node; each is handed out for asking once. */
 static void naming_native_only_processes(void **state)
@@ -375,6 +417,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(naming_native_only_processes, setup, teardown),
         cmocka_unit_test_setup_teardown(forgets_gone_processes, setup, teardown),
         cmocka_unit_test_setup_teardown(names_shown_readable, setup, teardown),
+        cmocka_unit_test_setup_teardown(states_line, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -849,10 +849,36 @@ int kp_native_label(kp_native *n, kp_pid_numbers pid, int registered, const char
                : -1;
 }
 
+static void write_file_line(void *ctx, const char *file, const char *build_id, const char *path)
+{
+    fprintf(ctx, "%s\t%s\t%s\n", file, build_id, path);
+}
+
+/* DIR/KP_NATIVE_FILES_NAME: which build of each file the samples named
+ * (cpu/debug_names.h). Returns 0, or -1 with errno. */
+static int write_files(kp_native *n, const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, KP_NATIVE_FILES_NAME);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "# kprof: the files of the node's native code (name, build id, path): "
+               "kprof report names their unnamed functions (FILE@0xSTART) from debug "
+               "files found by build id\n");
+    kp_symbols_each_file(n->symbols, write_file_line, f);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
 int kp_native_write(kp_native *n, const char *dir, const char *caption, char *err, size_t err_len)
 {
     if (!n->n_tallies)
         return 0;
+    if (write_files(n, dir) != 0) {
+        snprintf(err, err_len, "cannot write %s/%s: %s", dir, KP_NATIVE_FILES_NAME,
+                 strerror(errno));
+        return -1;
+    }
     kp_folded *f = kp_folded_create();
     kp_status st = f ? KP_OK : KP_ERR_NOMEM;
     for (size_t i = 0; i < n->n_tallies && st == KP_OK; i++) {

@@ -149,7 +149,12 @@ void kp_native_each_process(kp_native *native, void (*fn)(void *ctx, kp_pid_numb
 int kp_native_label(kp_native *native, kp_pid_numbers pid, int registered, const char *text,
                     size_t len);
 
-/* Writes DIR/cpu.folded and its flame graph DIR/cpu.svg (`caption` is the
+/* The file of a recording that says which build of each file of the
+ * node's native code the samples named. */
+#define KP_NATIVE_FILES_NAME "cpu-files.tsv"
+
+/* Writes DIR/cpu.folded and its flame graph DIR/cpu.svg, and
+ * DIR/KP_NATIVE_FILES_NAME (`caption` is the
  * graph's second heading line). Returns 1 when written, 0 when there were
  * no samples, -1 with a message in `err`. */
 int kp_native_write(kp_native *native, const char *dir, const char *caption, char *err,

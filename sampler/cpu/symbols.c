@@ -367,6 +367,39 @@ void kp_symbols_close(kp_symbols *s)
     kp_free(s);
 }
 
+static const char *base_name(const char *path);
+
+typedef struct {
+    void (*fn)(void *ctx, const char *file, const char *build_id, const char *path);
+    void *ctx;
+} each_file;
+
+static int each_file_of(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr start,
+                        void *arg)
+{
+    (void)userdata, (void)start;
+    each_file *e = arg;
+    const unsigned char *bits;
+    GElf_Addr vaddr;
+    int len = dwfl_module_build_id(mod, &bits, &vaddr);
+    if (len <= 0 || len > 64 || !name)
+        return DWARF_CB_OK;
+    char hex[129];
+    for (int i = 0; i < len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", bits[i]);
+    e->fn(e->ctx, base_name(name), hex, name);
+    return DWARF_CB_OK;
+}
+
+void kp_symbols_each_file(kp_symbols *s,
+                          void (*fn)(void *ctx, const char *file, const char *build_id,
+                                     const char *path),
+                          void *ctx)
+{
+    each_file e = {fn, ctx};
+    dwfl_getmodules(s->dwfl, each_file_of, &e, 0);
+}
+
 struct Dwfl *kp_symbols_dwfl(kp_symbols *s)
 {
     return s->dwfl;

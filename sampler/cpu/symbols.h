@@ -77,6 +77,15 @@ int kp_symbols_find_uncached(kp_symbols *syms, uint64_t addr, kp_native_symbol *
  * `syms`; kp_symbols_refresh reports the modules again. */
 struct Dwfl *kp_symbols_dwfl(kp_symbols *syms);
 
+/* Calls `fn` for each mapped file known now that has a build id: its
+ * basename (as kp_native_symbol.module), its build id in hex, and its
+ * path as the process maps it. For naming a recording again later from
+ * the files' debug files (cpu/debug_names.h). */
+void kp_symbols_each_file(kp_symbols *syms,
+                          void (*fn)(void *ctx, const char *file, const char *build_id,
+                                     const char *path),
+                          void *ctx);
+
 /* Modules (mapped files) known now. */
 size_t kp_symbols_modules(kp_symbols *syms);
 

@@ -616,13 +616,18 @@ static void cpu_note(const recording *r, char *text, size_t cap)
                  "CPU: cpu.folded and cpu.svg show where the node's CPU went, exactly:\n"
                  "every thread of beam.smp sampled natively %u times a second (Linux\n"
                  "perf_events; what Linux perf shows). Stacks, root first: the thread kind\n"
-                 "(scheduler, dirty_cpu, dirty_io, other); the Erlang process and its name\n"
-                 "where the sample could be attributed to one; Erlang functions; the VM's C\n"
-                 "functions as [vm]name, other libraries' as [LIBRARY]name; [kernel]. Open\n"
-                 "cpu.svg first. cpu-NNNNNN.perf%s: the same samples in time order as\n"
-                 "perf-script segments (real thread ids, cpu-clock periods in ns): in\n"
-                 "FlameScope, a heat map of the node's CPU over time.\n",
-                 r->o->cpu_rate, kp_compression_suffix(r->o->compression));
+                 "(scheduler, dirty_cpu, dirty_io, other); its state, in the words of\n"
+                 "msacc (emulator, bif, nif, gc, port, check_io, aux, busy_wait, other,\n"
+                 "sleep); the Erlang process and its name where the sample could be\n"
+                 "attributed to one; Erlang functions; the VM's C functions as [vm]name,\n"
+                 "other libraries' as [LIBRARY]name, a function without a symbol as\n"
+                 "[vm]FILE@0xSTART (its start in the file); [kernel]. Open cpu.svg first.\n"
+                 "cpu-NNNNNN.perf%s: the same samples in time order as perf-script\n"
+                 "segments (real thread ids, cpu-clock periods in ns): in FlameScope, a\n"
+                 "heat map of the node's CPU over time. %s: the build id of each\n"
+                 "file of native code, for `kprof report` to name FILE@0xSTART from a\n"
+                 "debug file installed later (Debian's -dbgsym packages).\n",
+                 r->o->cpu_rate, kp_compression_suffix(r->o->compression), KP_NATIVE_FILES_NAME);
     else
         snprintf(text, cap,
                  "CPU: native sampling did not run (%s).\n"

@@ -12,6 +12,7 @@
 
 #include "common/batches.h"
 #include "common/cli.h"
+#include "cpu/debug_names.h"
 #include "kp/perf_reader.h"
 #include "kp/source.h"
 #include "kp/weights.h"
@@ -67,6 +68,10 @@ typedef struct {
     kp_report_read_stats *st; /* the reader's until it is joined */
     int rc;
     char err[4400]; /* a path and why */
+    /* names the native samples' unnamed functions from debug files
+     * installed since; NULL when the recording lists no files */
+    kp_debug_names *debug_names;
+    kp_buf renamed;
 } reader;
 
 /* Parses segment `path` into the batches. Returns an exit code, with its
@@ -97,16 +102,27 @@ static int read_segment(reader *rd, int cpu, const char *path, kp_buf **batch)
         }
         const kp_perf_sample *sample;
         s = kp_perf_reader_line(parser, line, len, &sample);
+        const char *stack = sample ? sample->stack : NULL;
+        size_t stack_len = sample ? sample->stack_len : 0;
+        if (s == KP_OK && sample && cpu && rd->debug_names) {
+            int r = kp_debug_names_rewrite(rd->debug_names, stack, stack_len, &rd->renamed);
+            if (r < 0)
+                s = KP_ERR_NOMEM;
+            else if (r > 0) {
+                stack = rd->renamed.data;
+                stack_len = rd->renamed.len;
+            }
+        }
         if (s == KP_OK && sample && sample->has_time) {
-            sample_head h = {sample->time_ns, (uint32_t)sample->stack_len, (uint32_t)cpu, {1}};
+            sample_head h = {sample->time_ns, (uint32_t)stack_len, (uint32_t)cpu, {1}};
             if (!cpu)
                 kp_weights_from_perf(sample->metrics, sample->n_metrics, h.w);
             static const char pad[8];
             s = kp_buf_append(*batch, &h, sizeof h);
             if (s == KP_OK)
-                s = kp_buf_append(*batch, sample->stack, sample->stack_len);
+                s = kp_buf_append(*batch, stack, stack_len);
             if (s == KP_OK)
-                s = kp_buf_append(*batch, pad, (8 - sample->stack_len % 8) % 8);
+                s = kp_buf_append(*batch, pad, (8 - stack_len % 8) % 8);
             *(cpu ? &st->cpu_samples : &st->samples) += 1;
             if (s == KP_OK && (*batch)->len >= BATCH_BYTES) {
                 kp_batches_pass(rd->batches);
@@ -182,16 +198,23 @@ static kp_status aggregate(kp_report *r, unsigned recording, kp_batches *batches
 static int read_segments_into(kp_report *r, unsigned recording, const char *dir, char **names,
                               size_t n, kp_report_read_stats *st, char *err, size_t err_len)
 {
-    reader rd = {dir, names, n, kp_batches_create(BATCHES), st, KP_EXIT_OK, ""};
+    reader rd = {dir,        names,      n,  kp_batches_create(BATCHES),
+                 st,         KP_EXIT_OK, "", kp_debug_names_open(dir, getenv("KPROF_DEBUG_ROOT")),
+                 KP_BUF_INIT};
     pthread_t t;
     if (!rd.batches || pthread_create(&t, NULL, read_segments, &rd) != 0) {
         kp_batches_free(rd.batches);
+        kp_debug_names_free(rd.debug_names);
         snprintf(err, err_len, "out of memory reading %s", dir);
         return KP_EXIT_FAILURE;
     }
     kp_status s = aggregate(r, recording, rd.batches);
     pthread_join(t, NULL);
     kp_batches_free(rd.batches);
+    if (rd.debug_names)
+        kp_debug_names_counts(rd.debug_names, &st->debug_files, &st->debug_named);
+    kp_debug_names_free(rd.debug_names);
+    kp_buf_free(&rd.renamed);
     if (s != KP_OK) {
         snprintf(err, err_len, "%s: %s", dir,
                  s == KP_ERR_LIMIT ? "too large a recording for one report (2^32 frames, paths "
@@ -322,14 +345,21 @@ int kp_report_write_page(kp_report *r, const char *const *dirs, const kp_report_
     }
     if (!quiet) {
         uint64_t samples = 0, cpu = 0;
+        size_t files = 0, named = 0;
         for (size_t i = 0; i < n; i++) {
             samples += st[i].samples;
             cpu += st[i].cpu_samples;
+            files += st[i].debug_files;
+            named += st[i].debug_named;
         }
+        char names[128] = "";
+        if (named)
+            snprintf(names, sizeof names, "; %zu unnamed function%s named from %zu debug file%s",
+                     named, named == 1 ? "" : "s", files, files == 1 ? "" : "s");
         fprintf(stderr,
                 "kprof: wrote %s: %" PRIu64 " samples and %" PRIu64
-                " native CPU samples from %zu recording%s\n",
-                out, samples, cpu, n, n > 1 ? "s" : "");
+                " native CPU samples from %zu recording%s%s\n",
+                out, samples, cpu, n, n > 1 ? "s" : "", names);
     }
     return KP_EXIT_OK;
 }

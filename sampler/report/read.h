@@ -15,6 +15,9 @@ typedef struct {
     uint64_t malformed;          /* lines the perf reader did not recognise */
     char node[256];              /* from the segments' "# kprof sampling of NODE" line */
     int64_t wall_minus_clock_us; /* UTC = the segments' clock + this; 0 if unknown */
+    /* debug files found for the recording's native code, and the unnamed
+     * functions they named (cpu/debug_names.h) */
+    size_t debug_files, debug_named;
 } kp_report_read_stats;
 
 /* Reads every samples-*.perf* and cpu-*.perf* segment of `dir` (any

@@ -350,11 +350,19 @@ check_output_dir() {
         check_perf "$work/segment.txt" "$f" || fail "$f is not valid perf-script"
         n=$((n + 1))
         ;;
+      cpu-[0-9][0-9][0-9][0-9][0-9][0-9].perf | cpu-[0-9][0-9][0-9][0-9][0-9][0-9].perf.gz | \
+        cpu-[0-9][0-9][0-9][0-9][0-9][0-9].perf.zst) # native CPU samples
+        decompress "$f" "$work/segment.txt" || fail "$f does not decompress"
+        check_perf "$work/segment.txt" "$f" || fail "$f is not valid perf-script"
+        ;;
       samples-[0-9][0-9][0-9][0-9][0-9][0-9].pb.gz) # --pprof
         gzip -t "$f" 2>/dev/null || fail "$f is not gzip" ;;
       *.folded) check_folded "$f" || fail "$f is not a valid folded file" ;;
       *.svg) check_svg "$f" || fail "$f is not the flame graph of $(basename "${f%.svg}").folded" ;;
       README.txt) [ -s "$f" ] || fail "$f is empty" ;;
+      cpu-files.tsv) # a comment, then FILE<TAB>BUILD_ID<TAB>PATH lines
+        awk -F '\t' '!/^#/ && !(NF == 3 && $2 ~ /^[0-9a-f]+$/) { bad = 1 } END { exit bad }' "$f" ||
+          fail "$f has a malformed line: $(grep -v '^#' "$f" | head -n 2)" ;;
       report.html) grep -q 'id="kprof-data"' "$f" || fail "$f is not kprof's report page" ;;
       *) fail "unexpected file $f" ;;
     esac

@@ -535,6 +535,18 @@ static void study(kp_native *n, const kp_cpu_sample *s)
     pthread_mutex_unlock(&l->lock);
 }
 
+/* Does frame `id`, a sample's leaf, name a function by its symbol (an
+ * Erlang function, a C or a kernel function), not by an address
+ * (FILE@0xSTART), nor as bare kernel or unmapped code? */
+static int leaf_is_named(kp_native *n, uint32_t id)
+{
+    if (id == n->kernel_frame || id == n->unmapped_frame)
+        return 0;
+    size_t len;
+    const char *text = kp_frames_symbol(n->frames, id, &len);
+    return !memmem(text, len, "@0x", 3);
+}
+
 /* The state of code stack `stack` (n->ids[0..depth)) on a thread of
  * `thread_class`, told once per stack and class (cpu/states.h). Returns
  * -1 when out of memory. */
@@ -591,6 +603,7 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
         (n->segments && queue(n, s, stack, proc, state, kind) != 0))
         return n->failed = 1;
     n->stats.by_state[kind][state]++;
+    n->stats.named_leaf += depth && leaf_is_named(n, n->ids[depth - 1]);
     if (n->o.observer) {
         kp_native_sample seen = {n->frames, n->ids, depth, kind, state, proc >= 0, pid};
         n->o.observer->fn(n->o.observer->ctx, &seen);

@@ -130,6 +130,8 @@ typedef struct {
     uint64_t rbp_in_copy; /* ... frame pointers walked in the stack copy */
     uint64_t light_bif;   /* ... the caller of a light BIF from its spill slot */
     uint64_t unwind_ns;   /* time kprof spent unwinding */
+    uint64_t named_leaf;  /* kept samples whose leaf is a function named by its
+                           * symbol: not FILE@0xSTART, not bare [kernel] */
     /* kept samples per thread kind and state */
     uint64_t by_state[KP_THREAD_OTHER + 1][KP_CPU_STATE_COUNT];
     size_t threads;

@@ -672,13 +672,14 @@ static void finish_native(recording *r, const kp_native_stats *st, const char *c
         fprintf(stderr,
                 "kprof: CPU: %llu native samples of %zu threads, %.0f%% attributed to an "
                 "Erlang process, %.0f%% in C code (%.0f%% of those unwound to their Erlang "
-                "caller), %.0f%% in the kernel, %llu lost; %s/cpu.svg and %llu segment%s "
-                "cpu-NNNNNN.perf%s\n",
+                "caller), %.0f%% in the kernel, %.1f%% ending in a named function, %llu lost; "
+                "%s/cpu.svg and %llu segment%s cpu-NNNNNN.perf%s\n",
                 (unsigned long long)st->samples, st->threads,
                 100.0 * (double)st->attributed / (double)st->samples,
                 100.0 * (double)st->c_leaf / (double)st->samples,
                 st->c_leaf ? 100.0 * (double)st->unwound / (double)st->c_leaf : 0.0,
-                100.0 * (double)st->in_kernel / (double)st->samples, (unsigned long long)st->lost,
+                100.0 * (double)st->in_kernel / (double)st->samples,
+                100.0 * (double)st->named_leaf / (double)st->samples, (unsigned long long)st->lost,
                 r->dir, (unsigned long long)st->segments.segments,
                 st->segments.segments == 1 ? "" : "s", kp_compression_suffix(r->o->compression));
     else if (!r->o->quiet)

@@ -106,6 +106,11 @@ static void nap_ms(long ms)
 #define BIF_SAMPLES 50
 #define PHASE_MAX_MS 1200
 #define POLL_MS 20
+/* All of it, within the 3 s the calibration's processes live
+ * (kprof_calibrate's MAX_MS): on a node whose schedulers are saturated
+ * the spinners get a small share, and the spin phase goes on past
+ * PHASE_MAX_MS until it has the fewest samples learning takes. */
+#define CALIBRATION_MS 2800
 
 /* Runs the calibration's two phases under the learning sampler (the
  * spinners until it has SPIN_SAMPLES of them, then the BIF caller until
@@ -119,14 +124,18 @@ static int calibrate(kp_native *native, kp_node *node, unsigned table_bits, char
         return -1;
     }
     unsigned spin = 0, bif = 0;
-    for (long t = 0; t < PHASE_MAX_MS && spin < SPIN_SAMPLES; t += POLL_MS) {
+    long t = 0;
+    for (; t < CALIBRATION_MS - 4 * POLL_MS && spin < SPIN_SAMPLES &&
+           (t < PHASE_MAX_MS || spin < KP_NATIVE_LEARN_MIN_SPIN);
+         t += POLL_MS) {
         nap_ms(POLL_MS);
         kp_native_learn_progress(native, &spin, &bif);
     }
     tell(node, &c.spinners[0], "stop");
     tell(node, &c.spinners[1], "stop");
     tell(node, &c.caller, "go");
-    for (long t = 0; t < PHASE_MAX_MS && bif < BIF_SAMPLES; t += POLL_MS) {
+    for (long u = 0; u < PHASE_MAX_MS && t + u < CALIBRATION_MS && bif < BIF_SAMPLES;
+         u += POLL_MS) {
         nap_ms(POLL_MS);
         kp_native_learn_progress(native, &spin, &bif);
     }

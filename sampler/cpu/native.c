@@ -793,7 +793,7 @@ int kp_native_learn(kp_native *n, const kp_pid_numbers *spinners, size_t n_spinn
     if (best < 10 || best * 10u < l->light_bif_samples * 9u)
         slot = -1;
     pthread_mutex_unlock(&l->lock);
-    if (spin_samples < 20) {
+    if (spin_samples < KP_NATIVE_LEARN_MIN_SPIN) {
         snprintf(err, err_len,
                  "only %u native samples of kprof's calibration processes: the node's "
                  "schedulers did not run them (is it overloaded?)",

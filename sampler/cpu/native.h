@@ -92,6 +92,9 @@ typedef struct {
  * +JPperf true), perf_event_open refused, out of memory. */
 kp_native *kp_native_start(const kp_native_options *options, char *err, size_t err_len);
 
+/* The fewest samples of the spinners kp_native_learn learns from. */
+#define KP_NATIVE_LEARN_MIN_SPIN 20
+
 /* While learning: how many samples of the spinners (kprof_calibrate:spin)
  * and of the BIF caller under call_light_bif_shared were studied so far. */
 void kp_native_learn_progress(kp_native *native, unsigned *spin_samples, unsigned *bif_samples);

@@ -31,7 +31,8 @@
 %%%   (today: `backtrace_depth'). It monitors the agent and the C node, and
 %%%   restores the settings and kills the agent as soon as either goes away, so
 %%%   a `kill -9' of kprof leaves the node as it found it (observer_backend
-%%%   does the same for its flags).</li>
+%%%   does the same for its flags). kprof_unload waits for it to end before
+%%%   it unloads kprof's modules.</li>
 %%% </ul>
 %%%
 %%% == Cost ==
@@ -106,12 +107,13 @@
 %% @doc The modules kprof loads into a node: this sampling agent and its
 %% selection (kprof_select), tier tracing (kprof_tiers), the request-marking
 %% API it arms (kprof, kprof_tier_mark, kprof_http and its servers'
-%% integrations) and tracing started from the node (kprof_session).
+%% integrations), tracing started from the node (kprof_session) and the
+%% guard that removes them all again (kprof_unload).
 -spec modules() -> [module()].
 modules() ->
     [kprof_agent, kprof_select, kprof_tiers, kprof, kprof_tier_mark, kprof_session, kprof_http,
      kprof_httpd, kprof_cowboy, kprof_rtrace, kprof_rtrace_mark, kprof_rtrace_own,
-     kprof_rtrace_patterns, kprof_tracer, kprof_tracing, kprof_calibrate].
+     kprof_rtrace_patterns, kprof_tracer, kprof_tracing, kprof_calibrate, kprof_unload].
 
 %% @doc Starts an agent serving `Owner' (a process of the C node). Fails with
 %% `{error, {busy, Node}}' when another kprof is attached, `{error, {no_process,
@@ -199,6 +201,7 @@ guard_init(Starter, Agent, OwnerNode, Depth) ->
     process_flag(priority, high),
     Ref = monitor(process, Agent),
     true = monitor_node(OwnerNode, true),
+    ok = kprof_unload:watch(self()),
     Old = erlang:system_flag(backtrace_depth, Depth),
     Starter ! {self(), guarding},
     receive

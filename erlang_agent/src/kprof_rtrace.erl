@@ -768,6 +768,7 @@ finish(Id, UntraceRoot, S = #state{traces = Traces}) ->
 %% is closed (holding its handle, the guard keeps it open until then).
 guard(Server, Port, Session) ->
     Ref = monitor(process, Server),
+    ok = kprof_unload:watch(self()),
     guard_wait(Server, Ref, Port, Session, ?NOTHING_OWNED, []).
 
 guard_wait(Server, Ref, Port, Session, Owned, Calls) ->

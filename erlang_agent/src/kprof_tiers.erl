@@ -457,6 +457,7 @@ guard_init(Starter, Agent, OwnerNode, Config) ->
     register(kprof_tiers_guard, self()),
     Ref = monitor(process, Agent),
     true = monitor_node(OwnerNode, true),
+    ok = kprof_unload:watch(self()),
     Starter ! {self(), guarding},
     receive
         {'DOWN', Ref, process, Agent, _} -> ok;

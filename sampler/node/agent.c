@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kprof_version.h"
 #include "node/agent_modules.h"
@@ -98,6 +99,8 @@ static int load_modules(kp_agent *a, char *err, size_t err_len)
             continue;
         }
         ei_x_buff args, reply;
+        /* kprof_unload tells kprof's code from the node's own by this name:
+         * a module of the code path has its file's whole name */
         char file[300];
         snprintf(file, sizeof file, "%s.beam", mod->name);
         ei_x_new(&args);
@@ -146,13 +149,80 @@ static int node_facts(kp_agent *a, char *err, size_t err_len)
     return rc;
 }
 
+static void nap_ms(long ms)
+{
+    struct timespec t = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+/* kprof_unload:release(ThisNode): kprof's code leaves the node unless
+ * another kprof still holds it. When the unloader answers `unloading', its
+ * own module goes once this call has returned: waits for that (at most
+ * RELEASE_WAIT_MS), so that a node this kprof leaves holds nothing of it. A
+ * lost connection ends it: the unloader then sees a nodedown. */
+#define RELEASE_WAIT_MS 2000
+#define RELEASE_POLL_MS 20
+static void release(kp_node *node)
+{
+    char answer[32], err[256];
+    if (kp_node_call_text(node, "kprof_unload", "release", ei_thisnodename(&node->ec), answer,
+                          sizeof answer, err, sizeof err) != 0 ||
+        strcmp(answer, "unloading") != 0)
+        return;
+    for (int waited = 0; waited < RELEASE_WAIT_MS; waited += RELEASE_POLL_MS) {
+        char old[16];
+        if (kp_node_call_text(node, "erlang", "check_old_code", "kprof_unload", old, sizeof old,
+                              err, sizeof err) != 0 ||
+            strcmp(old, "true") != 0)
+            return;
+        nap_ms(RELEASE_POLL_MS);
+    }
+}
+
+/* kprof_unload:hold(ThisNode): the node keeps kprof's code until this kprof
+ * releases it or goes away. 1 when held, 0 when the code must be loaded
+ * again first (an earlier kprof's is being removed at this moment), -1 on a
+ * lost connection. */
+static int hold(kp_agent *a, char *err, size_t err_len)
+{
+    char answer[32];
+    int rc = kp_node_call_text(a->node, "kprof_unload", "hold", ei_thisnodename(&a->node->ec),
+                               answer, sizeof answer, err, err_len);
+    if (rc < 0)
+        return -1;
+    return rc == 0 && strcmp(answer, "ok") == 0;
+}
+
+/* An earlier kprof's code being removed takes a few ms, at most the
+ * unloader's purge deadline (5 s) when a process still runs it. */
+#define HOLD_TRIES 60
+#define HOLD_RETRY_MS 100
+
 int kp_agent_load(kp_agent *a, kp_node *node, char *err, size_t err_len)
 {
     memset(a, 0, sizeof *a);
     a->node = node;
     a->wordsize = 8;
-    if (release_supported(a, err, err_len) != 0 || load_modules(a, err, err_len) != 0)
+    if (release_supported(a, err, err_len) != 0)
         return -1;
+    for (int tries = 1;; tries++) {
+        if (load_modules(a, err, err_len) != 0)
+            return -1;
+        int held = hold(a, err, err_len);
+        if (held < 0)
+            return -1;
+        if (held)
+            break;
+        if (tries == HOLD_TRIES) {
+            snprintf(err, err_len,
+                     "an earlier kprof's code is still being removed from %s; try again in a "
+                     "few seconds",
+                     node->target);
+            return -1;
+        }
+        nap_ms(HOLD_RETRY_MS);
+    }
+    node->on_close = release;
     return node_facts(a, err, err_len);
 }
 

@@ -18,9 +18,12 @@ typedef struct {
 } kp_agent;
 
 /* Makes sure the node has this kprof's agent modules (loading the embedded
- * ones with code:load_binary/3 when missing or of another version) and reads
- * the node's OS pid and word size; starts nothing. Returns 0, or -1 with one
- * sentence in `err`. */
+ * ones with code:load_binary/3 when missing or of another version), has the
+ * node's unloader (kprof_unload) keep them while this kprof is attached, and
+ * reads the node's OS pid and word size; starts nothing. kp_node_close()
+ * then releases them: the modules kprof loaded are unloaded, unless another
+ * kprof still holds them (after a kill -9, the unloader sees the nodedown).
+ * Returns 0, or -1 with one sentence in `err`. */
 int kp_agent_load(kp_agent *agent, kp_node *node, char *err, size_t err_len);
 
 /* Called for each process named by kp_agent_labels(): `registered` 1 for a

@@ -300,6 +300,10 @@ int kp_node_connect(kp_node *node, const char *target, const char *cookie, unsig
 
 void kp_node_close(kp_node *node)
 {
+    void (*on_close)(kp_node *) = node->on_close;
+    node->on_close = NULL;
+    if (on_close && node->fd >= 0)
+        on_close(node);
     if (node->fd >= 0) {
         ei_close_connection(node->fd);
         node->fd = -1;

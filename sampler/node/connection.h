@@ -9,11 +9,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct {
+typedef struct kp_node {
     ei_cnode ec;
     int fd;           /* the distribution connection */
     char target[512]; /* "app@host" */
     erlang_pid self;  /* our pid, for replies */
+    /* called by kp_node_close while the connection is still open, once
+     * (kp_agent_load sets it: kprof's code leaves the node); NULL: none */
+    void (*on_close)(struct kp_node *node);
 } kp_node;
 
 /* Reads the cookie: from `cookie_file` when not NULL, else $KPROF_COOKIE, else
@@ -40,7 +43,8 @@ int kp_node_name(const char *given, char *out, size_t cap, char *err, size_t err
 int kp_node_connect(kp_node *node, const char *target, const char *cookie, unsigned timeout_ms,
                     char *err, size_t err_len);
 
-/* Closes the connection (safe to call twice). */
+/* Calls node->on_close, if set, then closes the connection (safe to call
+ * twice). */
 void kp_node_close(kp_node *node);
 
 /* Calls M:F(Args) on the node and decodes nothing: `reply` receives the

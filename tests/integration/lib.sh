@@ -214,17 +214,57 @@ node_call() {
 # node_state: "{Depth,AgentRegistered,KprofProcesses}" (see kpt_node:state/0)
 node_state() { node_call 'kpt_node state'; }
 
+# kprof's agent modules (AGENT_EBIN's .beam files), as an Erlang list
+agent_modules="[$(cd "$ebin" && ls -- *.beam | sed 's/\.beam$//' | paste -sd, -)]"
+
+# kprof_left: what the node still holds of the code kprof loads into it:
+# "{ok,[]}" when nothing, else the agent modules it has, current or old,
+# that are not the node's own (loaded from its code path, as by a release
+# that ships kprof), and `nif' when it maps the tracer NIF kprof brought
+# (written under /tmp/kprof-nif-*). After any kprof command, a node whose
+# code path has no kprof holds none of it (kprof_unload.erl). A node whose
+# code path has kprof (the test sets node_ships_kprof=1) keeps its own
+# kprof_tracer module, and the NIF kprof loaded into it where its priv/ had
+# none: only its modules are checked.
+node_ships_kprof=
+kprof_left() {
+  local r
+  r=$(HOME=$work timeout 30 erl_call -sname "$node" -e <<<"[M || M <- $agent_modules,
+        erlang:check_old_code(M) orelse (erlang:module_loaded(M) andalso
+          code:which(M) =/= code:where_is_file(atom_to_list(M) ++ \".beam\"))]." 2>&1 |
+    tr -d ' \n') || r="erl_call-failed($r)"
+  if [ -z "$node_ships_kprof" ] && [ -n "$node_pid" ] && grep -q 'kprof-nif-[^/]*/kprof_tracer\.so' "/proc/$node_pid/maps" 2>/dev/null; then
+    r="$r,nif"
+  fi
+  printf '%s' "$r"
+}
+
+# wait_nothing_left SECONDS: waits until kprof_left is "{ok,[]}"; sets
+# `left`; fails after SECONDS.
+wait_nothing_left() {
+  local deadline=$((SECONDS + $1))
+  while :; do
+    left=$(kprof_left)
+    [ "$left" = '{ok,[]}' ] && return 0
+    [ $SECONDS -lt $deadline ] || fail "kprof's code still in the node after $1 s: $left" \
+      "(its modules not from the node's code path, current or old; nif: the tracer NIF)"
+    sleep 0.2
+  done
+}
+
 # wait_clean SECONDS: waits until the node is as kpt_node left it (depth 13,
-# no agent, no kprof process); sets `state`; fails after SECONDS.
+# no agent, no kprof process) and holds no code of kprof's (kprof_left);
+# sets `state` and `left`; fails after SECONDS.
 wait_clean() {
   local deadline=$((SECONDS + $1))
   while :; do
     state=$(node_state)
-    [ "$state" = '{13,false,0}' ] && return 0
+    [ "$state" = '{13,false,0}' ] && break
     [ $SECONDS -lt $deadline ] || fail "node not clean after $1 s: state $state" \
       "(backtrace_depth, kprof_agent registered, kprof processes; expected {13,false,0})"
     sleep 0.2
   done
+  wait_nothing_left $((deadline > SECONDS ? deadline - SECONDS : 0))
 }
 
 # In a container the node gets SIGTERM, while the process waited for (and

@@ -78,6 +78,12 @@ static int blank(char c)
     return c == ' ' || c == '\t';
 }
 
+/* A byte no name holds: a frame name goes into text formats as it is. */
+static int control(char c)
+{
+    return (unsigned char)c < 0x20 || c == 0x7f;
+}
+
 /* The fields of one line. */
 typedef struct {
     uint64_t addr;
@@ -107,8 +113,9 @@ static int split_line(const char *p, const char *end, line_fields *f)
     while (p < end && blank(*p))
         p++;
     f->name = p;
-    while (p < end && !blank(*p))
-        p++;
+    for (; p < end && !blank(*p); p++)
+        if (control(*p))
+            return -1;
     f->name_len = (size_t)(p - f->name);
     if (f->name_len == 0 || f->name_len > KP_KERNEL_SYMBOL_MAX)
         return -1;
@@ -120,8 +127,9 @@ static int split_line(const char *p, const char *end, line_fields *f)
         if (*p != '[')
             return -1;
         f->module = ++p;
-        while (p < end && *p != ']' && !blank(*p))
-            p++;
+        for (; p < end && *p != ']' && !blank(*p); p++)
+            if (control(*p))
+                return -1;
         f->module_len = (size_t)(p - f->module);
         if (p == end || *p != ']' || f->module_len == 0 || f->module_len > KP_KERNEL_SYMBOL_MAX)
             return -1;

@@ -60,7 +60,8 @@ kp_kernel_symbols *kp_kernel_symbols_load(const char *path, char *err, size_t er
  * its '\n'), without touching the system: for tests and fuzzing. Lines of
  * other types are ignored; malformed lines (no hex address of at most 16
  * digits, no single-letter type, no name, a module without its closing
- * bracket, a name longer than KP_KERNEL_SYMBOL_MAX) are skipped and counted
+ * bracket, a name or module longer than KP_KERNEL_SYMBOL_MAX or holding a
+ * control character) are skipped and counted
  * (kp_kernel_symbols_malformed). Returns the table, possibly empty or
  * hidden, or NULL with errno ENOMEM. */
 kp_kernel_symbols *kp_kernel_symbols_parse(const char *text, size_t len);

@@ -222,13 +222,14 @@ static void skips_malformed_lines(void **state)
              "ffffffff81000080 t unclosed\t[nf_tables\n"
              "ffffffff81000090 t empty_module\t[]\n"
              "ffffffff810000a0 t after_module\t[m] x\n"
+             "ffffffff810000b0 t bell\x07\n"
              "\n"
              "%.*s"
              "ffffffff81000200 t good_two\t[m]  \n"
              "ffffffff81000300 t   last_without_newline",
              (int)strlen(long_name), long_name);
     kp_kernel_symbols *ks = parse(text);
-    assert_int_equal(kp_kernel_symbols_malformed(ks), 12);
+    assert_int_equal(kp_kernel_symbols_malformed(ks), 13);
     assert_int_equal(kp_kernel_symbols_count(ks), 3);
     check(ks, 0xffffffff81000100, "good_one", NULL, 0x100);
     check(ks, 0xffffffff81000200, "good_two", "m", 0);

@@ -44,6 +44,8 @@ struct kp_perf_events {
     int os_pid;
     unsigned rate_hz;
     int with_kernel;
+    int kernel_chain;      /* with_kernel, and the kernel's callchain too */
+    char kernel_note[320]; /* why either is not recorded; "" when both are */
     size_t page;
     ring *rings;
     size_t n;
@@ -95,7 +97,8 @@ static size_t ring_pages(kp_thread_kind kind)
 }
 
 /* `wakeup_bytes`: the ring's fill that makes it readable for poll(). */
-static int open_event(const kp_perf_events *e, uint32_t tid, int with_kernel, size_t wakeup_bytes)
+static int open_event(const kp_perf_events *e, uint32_t tid, int with_kernel, int kernel_chain,
+                      size_t wakeup_bytes)
 {
     struct perf_event_attr a;
     memset(&a, 0, sizeof a);
@@ -113,7 +116,8 @@ static int open_event(const kp_perf_events *e, uint32_t tid, int with_kernel, si
     a.clockid = CLOCK_MONOTONIC;
     a.exclude_kernel = !with_kernel;
     a.exclude_hv = 1;
-    a.exclude_callchain_kernel = 1; /* kernel frames are not kprof's question */
+    /* the kernel's frames name kernel time (cpu/kernel_symbols.h) */
+    a.exclude_callchain_kernel = !kernel_chain;
     return (int)syscall(SYS_perf_event_open, &a, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
@@ -172,7 +176,7 @@ static int add_thread(kp_perf_events *e, uint32_t tid)
     r->kind = kp_thread_kind_of(r->name);
     /* a ring that map_ring makes smaller wakes the sampler only when full:
      * the drain interval still empties it */
-    r->fd = open_event(e, tid, e->with_kernel, ring_pages(r->kind) * e->page / 2);
+    r->fd = open_event(e, tid, e->with_kernel, e->kernel_chain, ring_pages(r->kind) * e->page / 2);
     if (r->fd < 0)
         return -1;
     if (map_ring(e, r) != 0) {
@@ -228,16 +232,23 @@ size_t kp_perf_events_rescan(kp_perf_events *e)
     return e->n;
 }
 
+/* kernel.perf_event_paranoid, or -9 when it cannot be read */
+static int read_paranoid(void)
+{
+    int paranoid = -9;
+    FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+    if (f) {
+        if (fscanf(f, "%d", &paranoid) != 1)
+            paranoid = -9;
+        fclose(f);
+    }
+    return paranoid;
+}
+
 static void explain(int err, int os_pid, char *buf, size_t len)
 {
     if (err == EACCES || err == EPERM) {
-        int paranoid = -9;
-        FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "re");
-        if (f) {
-            if (fscanf(f, "%d", &paranoid) != 1)
-                paranoid = -9;
-            fclose(f);
-        }
+        int paranoid = read_paranoid();
         snprintf(buf, len,
                  "perf_event_open is refused for process %d (kernel.perf_event_paranoid is %d): "
                  "run kprof as the node's user with the sysctl at 2 or less, or give kprof "
@@ -270,12 +281,24 @@ kp_perf_events *kp_perf_events_open(int os_pid, unsigned rate_hz, int *with_kern
     e->page = (size_t)sysconf(_SC_PAGESIZE);
     e->rings = rings;
     e->polls = polls;
-    /* kernel time too where allowed: perf's view, and what the node's CPU
-     * time (schedstat) counts */
-    int fd = open_event(e, (uint32_t)os_pid, 1, e->page);
-    e->with_kernel = fd >= 0;
-    if (fd < 0)
-        fd = open_event(e, (uint32_t)os_pid, 0, e->page);
+    /* kernel time too where allowed, with the kernel's frames: perf's
+     * view, and what the node's CPU time (schedstat) counts. Each step
+     * down is said in one line. */
+    int fd = open_event(e, (uint32_t)os_pid, 1, 1, e->page);
+    int chain_error = errno;
+    e->with_kernel = e->kernel_chain = fd >= 0;
+    if (fd < 0 && (fd = open_event(e, (uint32_t)os_pid, 1, 0, e->page)) >= 0) {
+        e->with_kernel = 1;
+        snprintf(e->kernel_note, sizeof e->kernel_note,
+                 "the kernel refuses its call chain to kprof (%s): kernel time shows as one "
+                 "[kernel] frame",
+                 strerror(chain_error));
+    }
+    if (fd < 0 && (fd = open_event(e, (uint32_t)os_pid, 0, 0, e->page)) >= 0)
+        snprintf(e->kernel_note, sizeof e->kernel_note,
+                 "kernel time is not sampled (kernel.perf_event_paranoid is %d): run kprof as "
+                 "root (or with CAP_PERFMON), or set kernel.perf_event_paranoid to 1 or less",
+                 read_paranoid());
     if (fd < 0) {
         explain(errno, os_pid, err, err_len);
         kp_perf_events_close(e);
@@ -359,6 +382,16 @@ int kp_perf_events_wait(kp_perf_events *e, int timeout_ms)
     if (r < 0 && errno != EINTR)
         return -1;
     return r > 0;
+}
+
+int kp_perf_events_kernel_chain(const kp_perf_events *e)
+{
+    return e->kernel_chain;
+}
+
+const char *kp_perf_events_kernel_note(const kp_perf_events *e)
+{
+    return e->kernel_note[0] ? e->kernel_note : NULL;
 }
 
 const char *kp_perf_events_thread(const kp_perf_events *e, uint32_t tid, kp_thread_kind *kind)

@@ -29,11 +29,23 @@ const char *kp_thread_kind_name(kp_thread_kind kind);
 
 /* Opens a sampling event at `rate_hz` per thread on each thread of
  * `os_pid`, counting user and, where the system allows it, kernel time
- * (`*with_kernel` says which). The events stamp samples with
- * CLOCK_MONOTONIC. Returns NULL with a one-line reason and what to do in
- * `err` (perf_event_paranoid, a missing capability, no such process). */
+ * (`*with_kernel` says which) with the kernel's call chain
+ * (kp_perf_events_kernel_chain); each is tried first and given up when
+ * refused (kp_perf_events_kernel_note says why). The events stamp samples
+ * with CLOCK_MONOTONIC. Returns NULL with a one-line reason and what to do
+ * in `err` (perf_event_paranoid, a missing capability, no such process). */
 kp_perf_events *kp_perf_events_open(int os_pid, unsigned rate_hz, int *with_kernel, char *err,
                                     size_t err_len);
+
+/* 1 when samples in kernel code carry the kernel's frames
+ * (kp_cpu_sample.kernel_chain), 0 when the kernel refused them or kernel
+ * time is not sampled. */
+int kp_perf_events_kernel_chain(const kp_perf_events *events);
+
+/* One line that says why kernel time, or the kernel's call chain, is not
+ * recorded and what would allow it; NULL when both are. Valid until
+ * kp_perf_events_close. */
+const char *kp_perf_events_kernel_note(const kp_perf_events *events);
 
 /* Opens events on threads that appeared since the last scan and closes
  * those of threads that ended. Returns the number of threads sampled. */

@@ -29,20 +29,25 @@ static int take_u32_pair(cursor *c, uint32_t *a, uint32_t *b)
 }
 
 /* The callchain: context markers (PERF_CONTEXT_KERNEL, _USER, ...) say
- * whose frames follow; kprof keeps the user frames, leaf first. */
+ * whose frames follow; kprof keeps the kernel's and the user's, each leaf
+ * first, and leaves out the others (a guest's). */
 static int take_callchain(cursor *c, kp_cpu_sample *s)
 {
     uint64_t nr;
     if (take_u64(c, &nr) != 0 || nr > (uint64_t)(c->end - c->p) / 8)
         return -1;
-    int user = 0;
+    enum { OTHER, KERNEL, USER } part = OTHER;
     for (uint64_t k = 0; k < nr; k++) {
         uint64_t ip = 0;
         take_u64(c, &ip); /* within the bound checked above */
         if (ip >= (uint64_t)PERF_CONTEXT_MAX) {
-            user = ip == (uint64_t)PERF_CONTEXT_USER;
-        } else if (user && s->n_chain < KP_CALLCHAIN_MAX) {
+            part = ip == (uint64_t)PERF_CONTEXT_USER     ? USER
+                   : ip == (uint64_t)PERF_CONTEXT_KERNEL ? KERNEL
+                                                         : OTHER;
+        } else if (part == USER && s->n_chain < KP_CALLCHAIN_MAX) {
             s->chain[s->n_chain++] = ip;
+        } else if (part == KERNEL && s->n_kernel_chain < KP_KERNEL_CHAIN_MAX) {
+            s->kernel_chain[s->n_kernel_chain++] = ip;
         }
     }
     return 0;
@@ -76,6 +81,7 @@ static kp_perf_record_kind decode_sample(cursor *c, uint16_t misc, kp_cpu_sample
     uint32_t reserved;
     uint64_t abi;
     s->n_chain = 0;
+    s->n_kernel_chain = 0;
     s->in_kernel = (misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
     s->c_p = 0;
     if (take_u64(c, &s->ip) || take_u32_pair(c, &s->pid, &s->tid) || take_u64(c, &s->time_ns) ||

@@ -60,6 +60,11 @@ typedef enum {
 
 /* Deepest callchain kept; the kernel's default limit is 127. */
 #define KP_CALLCHAIN_MAX 128
+/* Deepest kernel callchain kept. The kernel's 127 frames are shared by its
+ * part and the user part; a system call from a scheduler goes about 10 to
+ * 40 deep (entry_SYSCALL_64 ... tcp_sendmsg ... a device's xmit), an
+ * interrupt on top of it adds some 20. Deeper chains lose their roots. */
+#define KP_KERNEL_CHAIN_MAX 64
 
 typedef struct {
     uint32_t pid, tid;
@@ -82,6 +87,14 @@ typedef struct {
     size_t n_chain; /* user frames, leaf first: the first is the IP, the others
                      * return addresses */
     uint64_t chain[KP_CALLCHAIN_MAX];
+    /* Kernel frames, leaf first (the first is `ip`, the others return
+     * addresses, down to the system call's entry), when the sample hit
+     * kernel code and the events record the kernel's chain
+     * (kp_perf_events_kernel_chain); else none. At most
+     * KP_KERNEL_CHAIN_MAX: the frames nearest the leaf are kept. The user
+     * frame that entered the kernel is chain[0]. */
+    size_t n_kernel_chain;
+    uint64_t kernel_chain[KP_KERNEL_CHAIN_MAX];
 } kp_cpu_sample;
 
 typedef enum {

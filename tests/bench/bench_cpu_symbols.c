@@ -11,7 +11,14 @@
  * the cost of one lookup in ns: without the cache (each address asked of
  * libdwfl), with the cache cold (the first pass) and warm (later passes).
  * With -v, first one line per address: ADDR MODULE+0xOFFSET NAME+0xOFF (or
- * ADDR - when no file maps it). */
+ * ADDR - when no file maps it).
+ *
+ *   bench_cpu_symbols --kernel [< ADDRESSES]
+ *
+ * The same for cpu/kernel_symbols.c: the time to load /proc/kallsyms (the
+ * best and the worst of 5 loads), how many of the kernel addresses got a
+ * name, and the cost of one lookup. Without addresses (stdin empty), a
+ * million taken inside the kernel's code symbols at random. */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu/kernel_symbols.h"
 #include "cpu/symbols.h"
 
 static double now_ns(void)
@@ -33,11 +41,75 @@ typedef struct {
     size_t addresses, named;
 } module_count;
 
+/* Code addresses of the running kernel, a million at random (each a
+ * symbol's start plus up to 63 bytes), into `addrs` (cap entries). */
+static size_t kernel_addresses(uint64_t *addrs, size_t cap)
+{
+    FILE *f = fopen(KP_KALLSYMS_PATH, "re");
+    if (!f)
+        return 0;
+    size_t n = 0, cap_starts = 1 << 18;
+    uint64_t *starts = malloc(cap_starts * sizeof *starts);
+    char line[1024];
+    while (starts && n < cap_starts && fgets(line, sizeof line, f)) {
+        unsigned long long a;
+        char type;
+        if (sscanf(line, "%llx %c", &a, &type) == 2 && a && strchr("tTwW", type))
+            starts[n++] = a;
+    }
+    fclose(f);
+    size_t k = 0;
+    srand(1);
+    for (; starts && n && k < cap; k++)
+        addrs[k] = starts[(size_t)rand() % n] + (uint64_t)(rand() % 64);
+    free(starts);
+    return k;
+}
+
+static int bench_kernel(uint64_t *addrs, size_t n, size_t cap)
+{
+    char err[512];
+    double best = 0, worst = 0;
+    kp_kernel_symbols *ks = NULL;
+    for (int i = 0; i < 5; i++) {
+        kp_kernel_symbols_free(ks);
+        double t0 = now_ns();
+        ks = kp_kernel_symbols_load(KP_KALLSYMS_PATH, err, sizeof err);
+        double t = now_ns() - t0;
+        if (!ks) {
+            fprintf(stderr, "bench_cpu_symbols: %s\n", err);
+            return 1;
+        }
+        best = i == 0 || t < best ? t : best;
+        worst = t > worst ? t : worst;
+    }
+    if (n == 0)
+        n = kernel_addresses(addrs, cap);
+    size_t named = 0;
+    kp_kernel_symbol sym;
+    for (size_t i = 0; i < n; i++)
+        named += (size_t)kp_kernel_symbols_find(ks, addrs[i], &sym);
+    int passes = 5;
+    double t0 = now_ns();
+    for (int p = 0; p < passes; p++)
+        for (size_t i = 0; i < n; i++)
+            kp_kernel_symbols_find(ks, addrs[i], &sym);
+    double t_find = (now_ns() - t0) / passes;
+    printf("%zu kernel code symbols; load %.1f ms (best of 5), %.1f ms (worst)\n",
+           kp_kernel_symbols_count(ks), best / 1e6, worst / 1e6);
+    printf("%zu addresses, %zu named; ns per lookup: %.0f\n", n, named,
+           n ? t_find / (double)n : 0.0);
+    kp_kernel_symbols_free(ks);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    int kernel = argc == 2 && strcmp(argv[1], "--kernel") == 0;
     int verbose = argc == 3 && strcmp(argv[2], "-v") == 0;
     if (argc < 2 || argc > 3 || (argc == 3 && !verbose)) {
-        fprintf(stderr, "usage: bench_cpu_symbols PID [-v] < ADDRESSES\n");
+        fprintf(stderr, "usage: bench_cpu_symbols PID [-v] < ADDRESSES\n"
+                        "       bench_cpu_symbols --kernel [< ADDRESSES]\n");
         return 2;
     }
     size_t n = 0, cap = 1 << 16;
@@ -58,6 +130,17 @@ int main(int argc, char **argv)
             addrs = grown;
         }
         addrs[n++] = a;
+    }
+    if (addrs && kernel) {
+        if (n == 0 && cap < (1u << 20)) {
+            uint64_t *grown = realloc(addrs, (cap = 1u << 20) * sizeof *addrs);
+            if (!grown)
+                free(addrs);
+            addrs = grown;
+        }
+        int r = addrs ? bench_kernel(addrs, n, cap) : 1;
+        free(addrs);
+        return r;
     }
     if (!addrs || n == 0) {
         fprintf(stderr, "bench_cpu_symbols: %s\n", addrs ? "no address read" : "out of memory");

@@ -1,6 +1,6 @@
 /* Ring-buffer records as cpu/perf_events.c asks the kernel for them
- * (cpu/perf_record.c): a sample's fields, its user callchain without the
- * context markers, the user registers (r13 among them), the copy of the
+ * (cpu/perf_record.c): a sample's fields, its kernel and user callchains
+ * without the context markers (each cut at its limit), the user registers (r13 among them), the copy of the
  * user stack; lost records; and refusal of every record that ends early or
  * claims more than it holds. */
 #include <setjmp.h>
@@ -94,22 +94,97 @@ static void test_user_sample(void **state)
     assert_true(s.user_regs);
     assert_int_equal(s.c_p, 0x55978016a2b8);
     assert_false(s.in_kernel);
+    assert_int_equal(s.n_kernel_chain, 0);
 }
 
-/* In a system call: kernel frames first (kept out), then the user side. */
+/* In a system call: kernel frames first, then the user side, each leaf
+ * first. */
 static void test_kernel_sample(void **state)
 {
     (void)state;
     static rec r;
-    uint64_t chain[] = {(uint64_t)PERF_CONTEXT_KERNEL, 0xffffffff81000000,
-                        (uint64_t)PERF_CONTEXT_USER, 0x7f0000001000};
-    sample(&r, PERF_RECORD_MISC_KERNEL, chain, 4, PERF_SAMPLE_REGS_ABI_64, 7);
+    uint64_t chain[] = {(uint64_t)PERF_CONTEXT_KERNEL,
+                        0xffffffff81382749, /* __x64_sys_getpid+0x19 */
+                        0xffffffff822575f9, /* do_syscall_64+0x79 */
+                        0xffffffff82400130, /* entry_SYSCALL_64_after_hwframe+0x76 */
+                        (uint64_t)PERF_CONTEXT_USER,
+                        0x7f0000001000,
+                        0x7f0000002000};
+    sample(&r, PERF_RECORD_MISC_KERNEL, chain, 7, PERF_SAMPLE_REGS_ABI_64, 7);
     static kp_cpu_sample s;
     uint64_t lost = 0;
     assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_SAMPLE);
     assert_true(s.in_kernel);
+    assert_int_equal(s.n_kernel_chain, 3);
+    assert_int_equal(s.kernel_chain[0], 0xffffffff81382749);
+    assert_int_equal(s.kernel_chain[2], 0xffffffff82400130);
+    assert_int_equal(s.n_chain, 2);
+    assert_int_equal(s.chain[0], 0x7f0000001000);
+    assert_int_equal(s.chain[1], 0x7f0000002000);
+
+    /* without the kernel's chain (exclude_callchain_kernel): the user side */
+    sample(&r, PERF_RECORD_MISC_KERNEL, chain + 4, 3, PERF_SAMPLE_REGS_ABI_64, 7);
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_SAMPLE);
+    assert_true(s.in_kernel);
+    assert_int_equal(s.n_kernel_chain, 0);
+    assert_int_equal(s.n_chain, 2);
+
+    /* a kernel thread's sample: no user side at all */
+    sample(&r, PERF_RECORD_MISC_KERNEL, chain, 4, PERF_SAMPLE_REGS_ABI_NONE, 0);
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_SAMPLE);
+    assert_int_equal(s.n_kernel_chain, 3);
+    assert_int_equal(s.n_chain, 0);
+}
+
+/* A guest's frames (PERF_CONTEXT_GUEST_*) are nobody's here; frames
+ * before any marker neither. */
+static void test_other_contexts(void **state)
+{
+    (void)state;
+    static rec r;
+    uint64_t chain[] = {0x1111,
+                        (uint64_t)PERF_CONTEXT_GUEST_KERNEL,
+                        0xffffffff81000010,
+                        (uint64_t)PERF_CONTEXT_KERNEL,
+                        0xffffffff81000020,
+                        (uint64_t)PERF_CONTEXT_GUEST_USER,
+                        0x7f0000009000,
+                        (uint64_t)PERF_CONTEXT_USER,
+                        0x7f0000001000};
+    sample(&r, PERF_RECORD_MISC_KERNEL, chain, 9, PERF_SAMPLE_REGS_ABI_64, 7);
+    static kp_cpu_sample s;
+    uint64_t lost = 0;
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_SAMPLE);
+    assert_int_equal(s.n_kernel_chain, 1);
+    assert_int_equal(s.kernel_chain[0], 0xffffffff81000020);
     assert_int_equal(s.n_chain, 1);
     assert_int_equal(s.chain[0], 0x7f0000001000);
+}
+
+/* A kernel chain deeper than KP_KERNEL_CHAIN_MAX keeps its leaf side, and
+ * the user side after it is whole. */
+static void test_deep_kernel_chain_is_cut(void **state)
+{
+    (void)state;
+    static rec r;
+    static uint64_t chain[KP_KERNEL_CHAIN_MAX + 20];
+    size_t n = 0;
+    chain[n++] = (uint64_t)PERF_CONTEXT_KERNEL;
+    for (size_t i = 0; i < KP_KERNEL_CHAIN_MAX + 10; i++)
+        chain[n++] = 0xffffffff81000000 + i;
+    chain[n++] = (uint64_t)PERF_CONTEXT_USER;
+    for (size_t i = 0; i < 5; i++)
+        chain[n++] = 0x7f0000001000 + i;
+    sample(&r, PERF_RECORD_MISC_KERNEL, chain, n, PERF_SAMPLE_REGS_ABI_64, 1);
+    static kp_cpu_sample s;
+    uint64_t lost = 0;
+    assert_int_equal(kp_perf_record_decode(r.b, r.n, &s, &lost), KP_PERF_RECORD_SAMPLE);
+    assert_int_equal(s.n_kernel_chain, KP_KERNEL_CHAIN_MAX);
+    assert_int_equal(s.kernel_chain[0], 0xffffffff81000000);
+    assert_int_equal(s.kernel_chain[KP_KERNEL_CHAIN_MAX - 1],
+                     0xffffffff81000000 + KP_KERNEL_CHAIN_MAX - 1);
+    assert_int_equal(s.n_chain, 5);
+    assert_int_equal(s.chain[4], 0x7f0000001004);
 }
 
 /* The registers in bit order, and the stack copy: dyn_size bytes of it
@@ -230,10 +305,15 @@ static void test_truncated(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_user_sample),         cmocka_unit_test(test_kernel_sample),
-        cmocka_unit_test(test_no_registers),        cmocka_unit_test(test_deep_chain_is_cut),
-        cmocka_unit_test(test_lost_and_other),      cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_user_sample),
+        cmocka_unit_test(test_kernel_sample),
+        cmocka_unit_test(test_no_registers),
+        cmocka_unit_test(test_deep_chain_is_cut),
+        cmocka_unit_test(test_lost_and_other),
+        cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_registers_and_stack),
+        cmocka_unit_test(test_other_contexts),
+        cmocka_unit_test(test_deep_kernel_chain_is_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -62,12 +62,14 @@ main() ->
 
 %% perf_event ring content as the kernel writes it for cpu/perf_events.c:
 %% PERF_RECORD_SAMPLE (9) with IP, pid/tid, time, cpu, period, callchain
-%% (PERF_CONTEXT_USER is -512, PERF_CONTEXT_KERNEL -128), abi, the user
-%% registers bx, bp, sp, ip, r12-r15 and the user stack (size, bytes,
-%% dyn_size; a size of 0 alone without registers); PERF_RECORD_LOST (2).
+%% (PERF_CONTEXT_USER is -512, PERF_CONTEXT_KERNEL -128,
+%% PERF_CONTEXT_GUEST_KERNEL -2176), abi, the user registers bx, bp, sp,
+%% ip, r12-r15 and the user stack (size, bytes, dyn_size; a size of 0 alone
+%% without registers); PERF_RECORD_LOST (2).
 perf_record_seeds() ->
     User = 16#10000000000000000 - 512,
     Kernel = 16#10000000000000000 - 128,
+    GuestKernel = 16#10000000000000000 - 2176,
     Sp = 16#7ffd0000a000,
     Regs = <<16#55978016a000:64/little, (Sp + 64):64/little, Sp:64/little,
              16#7f0000001000:64/little, 16#ffffff:64/little, 16#55978016a2b8:64/little,
@@ -92,6 +94,18 @@ perf_record_seeds() ->
                             (Sample(2, [User, 16#7f0000003000], 2, Stack(64, 0)))/binary>>},
            {kernel_sample, Sample(1, [Kernel, 16#ffffffff81000000, User, 16#7f0000001000], 2,
                                   Stack(128, 128))},
+           %% the kernel's chain of a system call (__x64_sys_getpid,
+           %% do_syscall_64, entry_SYSCALL_64_after_hwframe), then a chain
+           %% deeper than kprof keeps, and a guest's frames kept out
+           {kernel_chain, <<(Sample(1, [Kernel, 16#ffffffff81382749, 16#ffffffff822575f9,
+                                        16#ffffffff82400130, User, 16#7f0000001000,
+                                        16#7f0000002000], 2, Stack(64, 64)))/binary,
+                            (Sample(1, [Kernel | lists:seq(16#ffffffff81000000,
+                                                           16#ffffffff81000000 + 69)]
+                                       ++ [User, 16#7f0000001000], 2, Stack(64, 64)))/binary,
+                            (Sample(1, [GuestKernel, 16#ffffffff81000010, Kernel,
+                                        16#ffffffff81000020, User, 16#7f0000001000], 0,
+                                    <<>>))/binary>>},
            {no_registers_then_lost, <<(Sample(1, [], 0, <<>>))/binary, Lost/binary>>}]).
 
 seeds(Target, Files) ->

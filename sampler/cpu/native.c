@@ -19,6 +19,7 @@
 #include "common/pid_text.h"
 #include "common/u64_map.h"
 #include "cpu/perf_events.h"
+#include "cpu/kernel_symbols.h"
 #include "cpu/native_names.h"
 #include "cpu/perf_map.h"
 #include "cpu/states.h"
@@ -75,6 +76,10 @@ struct kp_native {
     kp_perf_map *map;
     char map_path[64];
     kp_symbols *symbols;
+    /* names of the kernel's frames; NULL when its chain is not recorded or
+     * its addresses are hidden (kernel_note says why) */
+    kp_kernel_symbols *kernel;
+    char kernel_note[512];
     kp_frames *frames;
     kp_stacks *stacks;
     kp_u64_map frame_at; /* looked-up address -> frame */
@@ -90,7 +95,7 @@ struct kp_native {
     kp_u64_map tally_index; /* tally key -> tallies[] */
     tally *tallies;
     size_t n_tallies, tallies_cap;
-    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + 2];
+    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + KP_KERNEL_CHAIN_MAX + 2];
     kp_unwind *unwind; /* NULL when libdwfl refused: C leaves stay alone */
     /* segments: samples of a drain wait here until sorted by time */
     kp_segment_writer *segments;
@@ -155,6 +160,23 @@ static uint32_t frame_of(kp_native *n, uint64_t addr)
     return id;
 }
 
+/* The frame of kernel address `addr` ([kernel]NAME, [kernel:MODULE]NAME),
+ * or the bare [kernel] frame when no symbol covers it. */
+static uint32_t kernel_frame_of(kp_native *n, uint64_t addr)
+{
+    uint32_t id;
+    if (kp_u64_map_get(&n->frame_at, addr, &id))
+        return id;
+    kp_kernel_symbol sym;
+    char text[KP_KERNEL_SYMBOL_MAX + 32];
+    id = n->kernel_frame;
+    if (kp_kernel_symbols_find(n->kernel, addr, &sym) &&
+        kp_kernel_symbols_frame_name(&sym, text, sizeof text) > 0 &&
+        intern_text(n, text, "kernel", &id) != 0)
+        return NO_FRAME;
+    return kp_u64_map_put(&n->frame_at, addr, id) == 0 ? id : NO_FRAME;
+}
+
 static int is_jit(void *ctx, uint64_t pc)
 {
     kp_native *n = ctx;
@@ -163,7 +185,7 @@ static int is_jit(void *ctx, uint64_t pc)
 
 /* The frames of a sample, leaf first, as they are named. */
 typedef struct {
-    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + 2];
+    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + KP_KERNEL_CHAIN_MAX + 2];
     size_t k;
 } frame_list;
 
@@ -293,8 +315,15 @@ static size_t name_frames(kp_native *n, const kp_cpu_sample *s, int *has_c_p, ui
 {
     frame_list f = {.k = 0};
     *has_c_p = 0;
-    if (s->in_kernel)
+    if (s->in_kernel && n->kernel && s->n_kernel_chain) {
+        /* leaf first; past the leaf, return addresses moved back into
+         * their call */
+        for (size_t i = 0; i < s->n_kernel_chain; i++)
+            if (!push(&f, kernel_frame_of(n, i ? s->kernel_chain[i] - 1 : s->kernel_chain[i])))
+                break;
+    } else if (s->in_kernel) {
         push(&f, n->kernel_frame);
+    }
     const uint64_t leaf = s->n_chain ? s->chain[0] : 0;
     const kp_jit_symbol *jit;
     if (s->n_chain == 0) {
@@ -418,7 +447,7 @@ static kp_status rooted_stack(kp_native *n, uint32_t stack, long proc, kp_cpu_st
 {
     size_t depth;
     const uint32_t *code = kp_stacks_get(n->stacks, stack, &depth);
-    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + 7];
+    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + KP_KERNEL_CHAIN_MAX + 7];
     size_t k = 0;
     ids[k++] = n->kind_frames[kind];
     ids[k++] = n->state_frames[state];
@@ -560,7 +589,7 @@ static int state_of(kp_native *n, uint32_t stack, size_t depth, unsigned thread_
         *state = (kp_cpu_state)known;
         return 0;
     }
-    kp_state_frame frames[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + 2];
+    kp_state_frame frames[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + KP_KERNEL_CHAIN_MAX + 2];
     for (size_t i = 0; i < depth; i++)
         frames[i].text = kp_frames_symbol(n->frames, n->ids[i], &frames[i].len);
     *state = kp_states_classify(n->states, thread_class, frames, depth);
@@ -744,6 +773,15 @@ kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len
         return NULL;
     }
     n->stats.threads = kp_perf_events_rescan(n->events);
+    /* the kernel's symbols, once, where its frames are recorded */
+    const char *note = kp_perf_events_kernel_note(n->events);
+    if (note)
+        snprintf(n->kernel_note, sizeof n->kernel_note, "%s", note);
+    else if (kp_perf_events_kernel_chain(n->events) &&
+             !(n->kernel = kp_kernel_symbols_load(KP_KALLSYMS_PATH, n->kernel_note,
+                                                  sizeof n->kernel_note)) &&
+             !n->kernel_note[0])
+        snprintf(n->kernel_note, sizeof n->kernel_note, "cannot read %s", KP_KALLSYMS_PATH);
     if (o->segments &&
         (kp_perf_writer_create("beam.smp", "cpu-clock", n->frames, n->stacks, &n->perf) != KP_OK ||
          kp_segment_open(o->segments, &n->segments) != KP_OK)) {
@@ -818,6 +856,11 @@ int kp_native_learn(kp_native *n, const kp_pid_numbers *spinners, size_t n_spinn
 int kp_native_os_pid(const kp_native *n)
 {
     return n->o.os_pid;
+}
+
+const char *kp_native_kernel_note(const kp_native *n)
+{
+    return n->kernel ? NULL : n->kernel_note;
 }
 
 void kp_native_learned(const kp_native *n, kp_pid_layout *layout, int *light_bif_slot)
@@ -919,6 +962,7 @@ void kp_native_free(kp_native *n)
     kp_perf_events_close(n->events);
     kp_unwind_free(n->unwind);
     kp_symbols_close(n->symbols);
+    kp_kernel_symbols_free(n->kernel);
     kp_perf_map_free(n->map);
     kp_frames_free(n->frames);
     kp_stacks_free(n->stacks);

@@ -115,6 +115,11 @@ int kp_native_learn(kp_native *native, const kp_pid_numbers *spinners, size_t n_
 /* The node's beam.smp as this host sees it. */
 int kp_native_os_pid(const kp_native *native);
 
+/* NULL when the kernel's frames are named (from /proc/kallsyms); else one
+ * line saying why they stay [kernel] and what would allow it (kernel time
+ * or its call chain not sampled, kernel addresses hidden). */
+const char *kp_native_kernel_note(const kp_native *native);
+
 /* What was learned: the pid layout and the light-BIF slot (-1: none). */
 void kp_native_learned(const kp_native *native, kp_pid_layout *layout, int *light_bif_slot);
 

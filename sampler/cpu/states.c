@@ -87,12 +87,14 @@ static int is_sleep(const kp_state_frame *f)
            contains(f, "futex_abstimed_wait") || is(f, "[libc.so.6]timerfd_settime");
 }
 
-/* A kernel frame where the thread leaves the CPU: msacc's sleep (a
- * poll, a futex wait) as the kernel's own frames show it. */
+/* A kernel frame where the thread waits, leaving the CPU of its own will:
+ * msacc's sleep (a poll or a futex that waits, a nap), as the kernel's own
+ * frames show it; not a preemption (preempt_schedule_irq calls __schedule,
+ * not schedule), not sched_yield (the caller sees to that). */
 static int is_kernel_sleep(const kp_state_frame *f)
 {
-    return starts(f, "[kernel]") && (contains(f, "]schedule") || contains(f, "]__schedule") ||
-                                     contains(f, "futex_wait") || contains(f, "do_nanosleep"));
+    return is(f, "[kernel]schedule") || starts(f, "[kernel]schedule_hrtimeout") ||
+           starts(f, "[kernel]futex_wait") || is(f, "[kernel]do_nanosleep");
 }
 
 static int is_yield(const kp_state_frame *f)
@@ -155,6 +157,7 @@ kp_cpu_state kp_states_classify(kp_states *s, unsigned thread_class, const kp_st
     kp_cpu_state state = (thread_class & POLL_THREAD)  ? KP_CPU_CHECK_IO
                          : (thread_class & AUX_THREAD) ? KP_CPU_AUX
                                                        : KP_CPU_OTHER;
+    int yielding = 0;
     for (size_t i = 0; i < n; i++) {
         const kp_state_frame *f = &frames[i];
         if (is(f, "[jit]global::process_main")) {
@@ -184,7 +187,10 @@ kp_cpu_state kp_states_classify(kp_states *s, unsigned thread_class, const kp_st
             state = KP_CPU_AUX;
         } else if (is(f, "[vm]erts_bump_timers")) {
             state = KP_CPU_OTHER; /* timers: msacc's "other" by default */
-        } else if (is_sleep(f) || is_kernel_sleep(f) || is(f, "[vm]erts_poll_wait")) {
+        } else if (is_yield(f)) {
+            yielding = 1; /* the kernel's schedule() below is a yield, not a sleep */
+        } else if (is_sleep(f) || (is_kernel_sleep(f) && !yielding) ||
+                   is(f, "[vm]erts_poll_wait")) {
             /* erts_poll_wait sets msacc's sleep before a poll that waits,
              * and then reads the clock to wait again: on an idle node's
              * schedulers msacc counts 1-3% of their awake time as

@@ -685,6 +685,11 @@ static void finish_native(recording *r, const kp_native_stats *st, const char *c
     else if (!r->o->quiet)
         fprintf(stderr, "kprof: CPU: no native sample (the node was idle)\n");
     if (!r->o->quiet && st->samples) {
+        const char *kernel = kp_native_kernel_note(r->native);
+        if (kernel && kernel[0])
+            fprintf(stderr, "kprof: CPU: kernel frames stay [kernel]: %s\n", kernel);
+        else if (!kernel)
+            fprintf(stderr, "kprof: CPU: kernel frames named from /proc/kallsyms\n");
         char line[1024], flags[256];
         kp_state_summary(st->by_state, line, sizeof line);
         fprintf(stderr, "kprof: CPU by state: %s\n", line);

@@ -89,6 +89,21 @@ static void learns_the_wait_loop(void **state)
                      KP_CPU_SLEEP);
     assert_int_equal(state_of(st, SCHED, LOOP ";[vm]erts_bump_timers"), KP_CPU_OTHER);
     assert_int_equal(state_of(st, SCHED, LOOP ";[vm]ethr_event_twait"), KP_CPU_SLEEP);
+    /* the kernel's frames: a yield's schedule() is still busy waiting, a
+     * futex that waits is sleep, a preemption is the work preempted */
+    assert_int_equal(state_of(st, SCHED,
+                              LOOP
+                              ";[libc.so.6]__sched_yield;[kernel]entry_SYSCALL_64_after_hwframe;"
+                              "[kernel]do_sched_yield;[kernel]schedule;[kernel]__schedule"),
+                     KP_CPU_BUSY_WAIT);
+    assert_int_equal(state_of(st, SCHED,
+                              LOOP ";[vm]ethr_event_twait;[kernel]do_syscall_64;[kernel]"
+                                   "futex_wait_queue;[kernel]schedule"),
+                     KP_CPU_SLEEP);
+    assert_int_equal(state_of(st, SCHED,
+                              "m:f/1;[kernel]asm_sysvec_apic_timer_interrupt;[kernel]"
+                              "preempt_schedule_irq;[kernel]__schedule"),
+                     KP_CPU_EMULATOR);
     /* another function called by erts_schedule is not the loop */
     assert_int_equal(
         state_of(st, SCHED, "[jit]global::process_main;[vm]erts_schedule;[vm]beam.smp@0x71fa0"),

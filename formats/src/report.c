@@ -386,8 +386,8 @@ static kp_status coarser_rows(kp_report_source *s, unsigned cells)
 static const unsigned row_steps[] = {1, 2, 5, 10, 25, KP_REPORT_HEAT_ROWS};
 #define N_ROW_STEPS (sizeof row_steps / sizeof *row_steps)
 
-/* The rows past the heat map's budget: 100 ms from 20 or 40 ms (200 ms from
- * 40), then a second. */
+/* The rows past the heat map's budget: 100 ms from 20 ms, 200 ms from 40,
+ * then a second. */
 static unsigned longer_rows(unsigned row_cells)
 {
     return row_cells < 5 ? (5 % row_cells ? 10 : 5) : KP_REPORT_HEAT_ROWS;

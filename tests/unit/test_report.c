@@ -294,7 +294,7 @@ static void test_heat_rows_grow(void **state)
     kp_report_source_stats_get(s, &st);
     assert_int_equal(st.heat_rows, 10);
     assert_int_equal(s->heat_cells, 30);
-    assert_int_equal(st.slice_ms, 200); /* whole rows: 40 ms is not */
+    assert_int_equal(st.slice_ms, 100); /* whole rows: 40 ms is not */
     for (uint64_t c = 0; c < s->heat_cells; c++) {
         assert_int_equal(s->heat[KP_WEIGHT_SAMPLES][c], 10);
         assert_int_equal(s->heat[KP_WEIGHT_REDUCTIONS][c], 70);
@@ -441,6 +441,7 @@ static void test_rows_fit_sampling(void **state)
         {100, 0, 10, 0, 5},   /* 10 Hz, ticks jittered across the rows' edges */
         {20, 10, 2, 0, 50},   /* 50 Hz */
         {250, 120, 25, 0, 2}, /* 4 Hz */
+        {200, 100, 20, 0, 5}, /* 5 Hz */
         {1000, 500, 100, 0, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -72,9 +72,10 @@ function drawAnswer() {
   $("answer-range").textContent = label + (state.process ? ", processes " + state.process.source : "") +
     ": " + fmt(cs.total) + " native CPU samples";
   /* the sentence: each kind's largest state */
+  const whole = (v, all) => pct(v, all).replace(/\.\d\d%/, "%");
   $("cpu-answer").textContent = cs.kinds.map((k) => {
     const [st, v] = [...k.byState.entries()].sort((a, b) => b[1] - a[1])[0];
-    return k.name + ": " + pct(v, k.total).replace(/\.\d\d%/, "%") + " " + (st || "(no state)");
+    return st ? k.name + ": " + whole(v, k.total) + " " + st : k.name + ": " + whole(k.total, cs.total) + " of the CPU";
   }).join(" \u00b7 ");
   const table = $("cpu-states"), help = new Map((m.meta.cpuStates || []).map((s) => [s[0], s]));
   table.innerHTML = "";
@@ -104,14 +105,14 @@ function drawAnswer() {
     tb.innerHTML = "";
     rows.forEach((r) => cells(r).forEach(([t, num], i) => {
       const tr = i ? tb.rows[tb.rows.length - 1] : tb.insertRow(), c = tr.insertCell();
-      c.textContent = t; if (num) c.className = "num";
+      c.textContent = t; if (num) c.className = "num"; else c.title = t;
     }));
   };
   fill("top-functions", kpTopFunctions(m, self, 10), (r) => [[r.name], [pct(r.self, cs.total), 1], [pct(r.total, cs.total), 1]]);
   const procs = m.processWeights(src, 0, f, from, to).sort((a, b) => b.v - a.v).slice(0, 10);
   fill("top-processes", procs, (r) => [[m.pidText(r.process) + " " + m.processName(r.process)], [pct(r.v, cs.total), 1],
     [[...r.byStatus.entries()].sort((a, b) => b[1] - a[1]).slice(0, 2)
-      .map(([st, v]) => (st >= 0 ? m.frames[st] : "?") + " " + pct(v, r.v).replace(/\.\d\d%/, "%")).join(", ")]]);
+      .map(([st, v]) => (st >= 0 ? m.frames[st] : "?") + " " + whole(v, r.v)).join(", ")]]);
 }
 
 /* The flame graph and the heat maps of the native CPU samples, of state

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The README's screenshots, taken by scripts/demo from the recording it just
 made, in Debian's headless Chromium (tests/support/cdp.py):
-- report.png: report.html, a range dragged over the samples heat map and its
+- report.png: report.html's first screen: with native CPU samples as it
+  opens (the CPU by state, the top functions and processes, their flame
+  graph), without them a range dragged over the samples heat map and its
   flame graph;
 - report-cpu.png: the same page on the native CPU samples, with a range;
 - report-compare.png: a second range (Shift+drag) compared with the first;
@@ -39,13 +41,17 @@ with Browser(width=1400, height=1000) as b:
     page = b.page
     page.goto("file://" + os.path.abspath(os.path.join(rec, "report.html")), timeout=60)
     page.wait_for("document.body.dataset.ready === '1'", timeout=60)
+    cpu = page.eval("!!document.getElementById('heatmap-cpu-cpu_samples')")
+    if cpu:
+        shot_at(page, "header", "report.png")
     drag_on(page, "heatmap-samples-samples", 0.3, 0.6)
-    shot_at(page, "header", "report.png")
+    if not cpu:
+        shot_at(page, "header", "report.png")
     drag_on(page, "heatmap-samples-samples", 0.65, 0.95, modifiers=8)
-    shot_at(page, "#flame-info", "report-compare.png")
-    if page.eval("!!document.getElementById('heatmap-cpu-cpu_samples')"):
+    shot_at(page, "#flame-section", "report-compare.png")
+    if cpu:
         drag_on(page, "heatmap-cpu-cpu_samples", 0.3, 0.6)
-        shot_at(page, "#flame-info", "report-cpu.png")
+        shot_at(page, "#flame-section", "report-cpu.png")
     svg = os.path.join(rec, "cpu.svg" if os.path.exists(os.path.join(rec, "cpu.svg")) else "samples.svg")
     page.goto("file://" + os.path.abspath(svg), timeout=60)
     page.screenshot(os.path.join(out, "flamegraph-svg.png"))

@@ -97,17 +97,23 @@ class KpModel {
     this.childLists(this);
   }
 
-  /* For every node: its depth, the status (or thread kind) frame under
-   * COMM (under the node's frame when several nodes were recorded) and the
-   * node of that status on its path (-1 for the nodes above it). Parents
-   * always come before their children. */
+  /* For every node: its depth, the status frame under COMM (under the
+   * node's frame when several nodes were recorded) and the node of that
+   * status on its path (-1 for the nodes above it). A native CPU path's
+   * status is its state, the frame under its thread kind when that is a
+   * state's name (kprof's stacks before states: the thread kind); its
+   * kind's and its state's nodes are kindNode and stateNode (-1: none), as
+   * report.c tells them. Parents always come before their children. */
   describeNodes() {
     const n = this.nNodes, P = this.parent;
     this.depth = new Uint16Array(n);
     this.status = new Int32Array(n).fill(-1);
     this.statusNode = new Int32Array(n).fill(-1);
+    this.kindNode = new Int32Array(n).fill(-1);
+    this.stateNode = new Int32Array(n).fill(-1);
     this.nodeName = new Int32Array(n).fill(-1); /* the node's frame, several nodes recorded */
     const isNode = this.frames.map((f) => f.indexOf("@") > 0);
+    const kinds = new Set(this.meta.threadKinds || []), states = new Set((this.meta.cpuStates || []).map((s) => s[0]));
     for (let i = 0; i < n; i++) {
       const p = P[i];
       if (p < 0) continue;
@@ -115,8 +121,11 @@ class KpModel {
       const d = this.depth[i], f = this.frame[i];
       this.nodeName[i] = d === 1 && isNode[f] ? f : this.nodeName[p];
       const isStatus = (d === 1 && !isNode[f]) || (d === 2 && this.nodeName[p] >= 0);
-      this.status[i] = isStatus ? f : this.status[p];
-      this.statusNode[i] = isStatus ? i : this.statusNode[p];
+      const isState = !isStatus && this.kindNode[p] === p && states.has(this.frames[f]);
+      this.status[i] = isStatus || isState ? f : this.status[p];
+      this.statusNode[i] = isStatus || isState ? i : this.statusNode[p];
+      this.kindNode[i] = isStatus && kinds.has(this.frames[f]) ? i : this.kindNode[p];
+      this.stateNode[i] = isState ? i : this.stateNode[p];
     }
   }
 
@@ -125,7 +134,8 @@ class KpModel {
   processName(p) { return this.procName[p] ? this.frames[this.procName[p] - 1] : ""; }
   processNode(p) { return this.procNode[p] ? this.frames[this.procNode[p] - 1] : ""; }
 
-  /* Statuses (or thread kinds) seen in a source, with their sample counts. */
+  /* Statuses (or states, or thread kinds) seen in a source, with their
+   * sample counts. */
   statuses(src) {
     const seen = new Map(), set = src.paths;
     for (let e = 0; e < set.node.length; e++) {

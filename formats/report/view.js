@@ -3,7 +3,8 @@
  * second, a row per offset within it, the colour by weight), ranges picked by
  * dragging on them, the flame graph of a range or the difference of two, the
  * filters, the search (the frames and the heat map cells that hold them)
- * and the processes of the range. */
+ * and the processes of the range. With native CPU samples the page opens
+ * on them: the answer (answer.js), their flame graph, then the heat maps. */
 
 const $ = (id) => document.getElementById(id);
 const fmt = (v) => (Math.round(v * 100) / 100).toLocaleString("en-US");
@@ -68,9 +69,10 @@ function fillWeights() {
   sel.value = String(state.weight);
 }
 function fillStatuses() {
-  const box = $("status-filter");
-  box.innerHTML = source().kind === "cpu" ? "Threads: " : "Status: ";
-  for (const st of state.model.statuses(source())) {
+  const box = $("status-filter"), m = state.model, sts = m.statuses(source());
+  const states = new Set((m.meta.cpuStates || []).map((s) => s[0]));
+  box.innerHTML = source().kind !== "cpu" ? "Status: " : sts.some((s) => states.has(s.name)) ? "State: " : "Threads: ";
+  for (const st of sts) {
     const l = document.createElement("label"), c = document.createElement("input");
     c.type = "checkbox"; c.checked = !state.statuses || state.statuses.has(st.frame);
     c.dataset.frame = st.frame; c.name = st.name;
@@ -104,8 +106,11 @@ function drawHeatmaps() {
    * paths the search lights up: once for every heat map */
   const other = state.model.filter(null, state.process);
   const lit = state.search ? state.model.searchMask(state.search) : null;
-  /* one heat map per weight of every source: the metrics and the native CPU */
-  rec.sources.forEach((src, si) => src.weightNames.forEach((_, k) => {
+  /* one heat map per weight of every source: the metrics and the native
+   * CPU (first when the page opens on it) */
+  const order = rec.sources.map((src, si) => [src, si]);
+  if (firstSource(rec) !== 0) order.reverse();
+  order.forEach(([src, si]) => src.weightNames.forEach((_, k) => {
     const div = document.createElement("div");
     div.className = "heatmap";
     const h = document.createElement("h3");
@@ -220,6 +225,11 @@ window.addEventListener("mouseup", () => {
   state.ranges = drag.second ? [state.ranges[0], r] : [r];
   drag = null; state.zoom = -1;
   refresh();
+  /* the flame graph is above the heat maps when the page opens on the
+   * native CPU samples: brought into view, under the controls */
+  const top = $("flame-section").getBoundingClientRect().top;
+  if (document.querySelector("main.answer-first") && top < $("controls").offsetHeight)
+    window.scrollBy(0, top - $("controls").offsetHeight - 8);
 });
 
 function tip(e, text) {
@@ -293,6 +303,7 @@ function drawFlame() {
   const delta = (n) => (base ? total[n] - baseT[n] * scale : 0);
   let maxDelta = 0;
   if (base) for (let n = 0; n < T.nNodes; n++) maxDelta = Math.max(maxDelta, Math.abs(delta(n)));
+  $("flame-title").textContent = "Flame graph of the " + (src.kind === "cpu" ? "native CPU samples" : "cooperative samples");
   const info = $("flame-info");
   info.textContent = d.label + ": " + fmt(rootTotal) + " " + src.weightUnits[state.weight] +
     (base ? " (compared with " + fmt(baseTotal) + ")" : "");
@@ -378,6 +389,7 @@ function drawProcesses([src, from, to]) {
   const rows = m.processWeights(src, k, state.filter, from, to).sort((a, b) => b.v - a.v);
   let all = 0;
   for (const r of rows) all += r.v;
+  $("processes").tHead.rows[0].cells[4].textContent = src.kind === "cpu" ? "by state" : "by status";
   const tbody = $("processes").tBodies[0];
   tbody.innerHTML = "";
   rows.slice(0, 30).forEach((r) => {
@@ -397,9 +409,12 @@ function drawProcesses([src, from, to]) {
 /* ---- wiring ---- */
 function refresh() {
   state.filter = state.model.filter(state.statuses, state.process);
+  drawAnswer();
   drawHeatmaps();
   drawFlame();
 }
+/* The source the page opens on: the native CPU samples when there are. */
+function firstSource(rec) { return Math.max(0, rec.sources.findIndex((s) => s.kind === "cpu")); }
 function onProcess() { state.process = regexOf($("process-filter").value); refresh(); }
 
 async function main() {
@@ -412,8 +427,9 @@ async function main() {
       (model.recordings.length > 1 ? "ABCD"[i] + ": " + r.name + ": " : "") +
       r.sources.map((s) => s.samples.toLocaleString("en-US") + (s.kind === "cpu" ? " native CPU samples" : " samples") +
         " over " + s.columns + " s").join(", ")).join(" \u00b7 ");
+    state.source = firstSource(recording());
     fillControls();
-    $("recording").onchange = () => { state.recording = +$("recording").value; state.source = 0; state.ranges = []; state.statuses = null; fillControls(); refresh(); };
+    $("recording").onchange = () => { state.recording = +$("recording").value; state.source = firstSource(recording()); state.ranges = []; state.statuses = null; fillControls(); refresh(); };
     $("source").onchange = () => { state.source = +$("source").value; state.ranges = []; state.statuses = null; fillWeights(); fillStatuses(); refresh(); };
     $("weight").onchange = () => { state.weight = +$("weight").value; state.zoom = -1; drawFlame(); };
     $("process-filter").oninput = onProcess;

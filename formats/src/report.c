@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "kp/alloc.h"
+#include "kp/cpu_state.h"
 #include "kp/strtab.h"
 #include "report_internal.h"
 
@@ -167,6 +168,19 @@ static int is_pid(const char *f, size_t n)
     return dots == 2 && f[n - 2] != '.';
 }
 
+const char *const kp_report_thread_kinds[KP_REPORT_THREAD_KINDS] = {"scheduler", "dirty_cpu",
+                                                                    "dirty_io", "other"};
+
+/* A native CPU stack's thread kind frame (the CPU source's status when its
+ * stack has no state frame). */
+static int is_thread_kind(const char *f, size_t n)
+{
+    for (int k = 0; k < KP_REPORT_THREAD_KINDS; k++)
+        if (strlen(kp_report_thread_kinds[k]) == n && memcmp(kp_report_thread_kinds[k], f, n) == 0)
+            return 1;
+    return 0;
+}
+
 /* The process of (recording, node frame, pid frame), created on first
  * use; a name frame it lacks is set. */
 static kp_status process_of(kp_report *r, unsigned recording, uint32_t node, uint32_t pid,
@@ -197,7 +211,9 @@ static kp_status process_of(kp_report *r, unsigned recording, uint32_t node, uin
  * `kind` of recording `recording`, interning its frames, path and
  * process. kprof's stacks begin COMM ; [node ;] status ; ... ; pid ; and,
  * in cooperative samples, the process's name (kp/report.h): the pid and
- * the name are the process's, the rest is the path. */
+ * the name are the process's, the rest is the path. A native CPU stack's
+ * status is its state (kp/cpu_state.h), the frame right under its thread
+ * kind, and its thread kind when it has none (recorded before states). */
 static kp_status stack_of(kp_report *r, unsigned recording, kp_report_kind kind, const char *stack,
                           size_t len, uint32_t *sid_out)
 {
@@ -221,8 +237,8 @@ static kp_status stack_of(kp_report *r, unsigned recording, kp_report_kind kind,
     kp_status st;
     uint32_t node = KP_REPORT_NONE, node_frame = KP_REPORT_NONE, pid = KP_REPORT_NONE;
     uint32_t name = KP_REPORT_NONE, status = KP_REPORT_NONE;
-    int name_next = 0;
-    unsigned path_depth = 0; /* the tree's depth of the next path frame */
+    int name_next = 0, kind_at = -1; /* the depth of a thread kind frame */
+    unsigned path_depth = 0;         /* the tree's depth of the next path frame */
     size_t i = 0;
     for (unsigned depth = 0; i <= len; depth++) {
         size_t j = i;
@@ -246,8 +262,15 @@ static kp_status stack_of(kp_report *r, unsigned recording, kp_report_kind kind,
             return st;
         } else {
             /* the status (or thread kind): under COMM, or under the node */
-            if ((path_depth == 1 && !is_node) || (path_depth == 2 && node_frame != KP_REPORT_NONE))
+            if ((path_depth == 1 && !is_node) ||
+                (path_depth == 2 && node_frame != KP_REPORT_NONE)) {
                 status = frame;
+                if (kind == KP_REPORT_CPU && is_thread_kind(stack + i, j - i))
+                    kind_at = (int)depth;
+            } else if (kind_at >= 0 && (int)depth == kind_at + 1 &&
+                       kp_cpu_state_of(stack + i, j - i) >= 0) {
+                status = frame; /* the state, right under the thread kind */
+            }
             path_depth++;
         }
         i = j + 1;
@@ -330,13 +353,13 @@ static kp_status shift_back(kp_report_source *s, uint64_t back)
     return KP_OK;
 }
 
-/* Rows of 100 ms, then of a second, once the heat map outgrows its
- * budget: every set's slices made whole rows first (those grown stay grown
- * on error), then the rows summed in place. The room stays: the map grows
- * into it again, 5 or 50 times slower. */
-static kp_status longer_rows(kp_report_source *s)
+/* Rows of `cells` cells (a multiple of the rows', dividing a second): every
+ * set's slices made whole rows first (those grown stay grown on error),
+ * then the rows summed in place. The room stays: the map grows into it
+ * again, `cells / row_cells` times slower. */
+static kp_status coarser_rows(kp_report_source *s, unsigned cells)
 {
-    unsigned cells = s->row_cells == 1 ? 5 : KP_REPORT_HEAT_ROWS, f = cells / s->row_cells;
+    unsigned f = cells / s->row_cells;
     kp_report_set *sets[KP_REPORT_SETS] = {&s->paths, &s->processes, &s->timeline};
     for (int k = 0; k < KP_REPORT_SETS; k++) {
         kp_status st = kp_report_set_fit(sets[k], cells);
@@ -356,6 +379,78 @@ static kp_status longer_rows(kp_report_source *s)
     }
     s->heat_cells = rows;
     s->row_cells = cells;
+    return KP_OK;
+}
+
+/* Rows a heat map can have, in cells (20 ms): those that divide a second. */
+static const unsigned row_steps[] = {1, 2, 5, 10, 25, KP_REPORT_HEAT_ROWS};
+#define N_ROW_STEPS (sizeof row_steps / sizeof *row_steps)
+
+/* The rows past the heat map's budget: 100 ms from 20 ms, 200 ms from 40,
+ * then a second. */
+static unsigned longer_rows(unsigned row_cells)
+{
+    return row_cells < 5 ? (5 % row_cells ? 10 : 5) : KP_REPORT_HEAT_ROWS;
+}
+
+/* Of the heat map's rows grouped `f` by `f` from row 0, those between the
+ * first and the last sample's that fall in a second holding samples:
+ * `*rows` of them, `*empty` without a sample. */
+static void empty_rows(const kp_report_source *s, unsigned f, uint64_t *rows, uint64_t *empty)
+{
+    const uint64_t *h = s->heat[KP_WEIGHT_SAMPLES];
+    uint64_t per_s = KP_REPORT_HEAT_ROWS / s->row_cells, first = 0, last = s->heat_cells;
+    while (first < s->heat_cells && !h[first])
+        first++;
+    while (last > first && !h[last - 1])
+        last--;
+    *rows = *empty = 0;
+    for (uint64_t sec = first / per_s; sec * per_s < last; sec++) {
+        uint64_t a = sec * per_s, b = a + per_s < s->heat_cells ? a + per_s : s->heat_cells,
+                 sum = 0;
+        for (uint64_t i = a; i < b; i++)
+            sum += h[i];
+        if (!sum)
+            continue; /* a second without samples: a pause, not the rows' */
+        for (uint64_t g = a; g < b; g += f) {
+            if (g + f <= first || g >= last)
+                continue;
+            uint64_t v = 0;
+            for (uint64_t i = g; i < g + f && i < b; i++)
+                v += h[i];
+            *rows += 1;
+            *empty += v == 0;
+        }
+    }
+}
+
+kp_status kp_report_fit_rows(kp_report_source *s)
+{
+    /* The cooperative samples come in ticks, every process of a tick at the
+     * same time, at --rate ticks a second (10 by default): at 20 ms rows a
+     * 10 Hz recording shows four empty rows of every five, stripes. The
+     * rate is taken from the data, not from the recording: the segments'
+     * headers do not hold --rate (older recordings neither), the agent
+     * jitters each tick by a tenth of the interval and skips the ticks it
+     * is late for, and several nodes tick apart, so what was sampled is
+     * what the times say. The rows are the finest, of those dividing a
+     * second, of which at most one in a hundred is empty (in the seconds
+     * that hold samples): the interval or longer (a tick jittered across a
+     * row's edge leaves one empty, a row twice as long is never), with a
+     * rare skipped tick left showing. Seconds without a sample (a pause)
+     * count for no rows. Native CPU samples, at 997 Hz a thread, keep
+     * 20 ms. */
+    if (s->kind != KP_REPORT_SAMPLES || s->samples == 0)
+        return KP_OK;
+    for (unsigned k = 0; k < N_ROW_STEPS; k++) {
+        unsigned cells = row_steps[k];
+        if (cells < s->row_cells || cells % s->row_cells)
+            continue;
+        uint64_t rows, empty;
+        empty_rows(s, cells / s->row_cells, &rows, &empty);
+        if (empty * 100 <= rows)
+            return cells == s->row_cells ? KP_OK : coarser_rows(s, cells);
+    }
     return KP_OK;
 }
 
@@ -413,7 +508,7 @@ kp_status kp_report_add(kp_report *r, kp_report_source *s, uint64_t time_ns, con
         st = st != KP_OK ? st : fit;
     }
     while (st == KP_OK && s->heat_cells > s->heat_budget && s->row_cells < KP_REPORT_HEAT_ROWS)
-        st = longer_rows(s);
+        st = coarser_rows(s, longer_rows(s->row_cells));
     return st;
 }
 

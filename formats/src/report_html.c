@@ -9,6 +9,7 @@
 
 #include "kp/alloc.h"
 #include "kp/buf.h"
+#include "kp/cpu_state.h"
 #include "kp/json.h"
 #include "report_assets.h"
 #include "report_internal.h"
@@ -205,7 +206,23 @@ static void build(page *p, const kp_report *r, const kp_report_options *o)
     json_str(p, o && o->title ? o->title : "kprof report");
     json_raw(p, ",\"subtitle\":");
     json_str(p, o && o->subtitle ? o->subtitle : "");
-    json_raw(p, ",\"frames\":[");
+    /* what the page needs to tell a native CPU stack's state frame */
+    json_raw(p, ",\"threadKinds\":[");
+    for (int k = 0; k < KP_REPORT_THREAD_KINDS; k++) {
+        json_raw(p, k ? "," : "");
+        json_str(p, kp_report_thread_kinds[k]);
+    }
+    json_raw(p, "],\"cpuStates\":[");
+    for (int k = 0; k < KP_CPU_STATE_COUNT; k++) {
+        json_raw(p, "[");
+        json_str(p, kp_cpu_state_name((kp_cpu_state)k));
+        json_raw(p, ",");
+        json_str(p, kp_cpu_state_msacc((kp_cpu_state)k));
+        json_raw(p, ",");
+        json_str(p, kp_cpu_state_help((kp_cpu_state)k));
+        json_raw(p, k + 1 < KP_CPU_STATE_COUNT ? "]," : "]");
+    }
+    json_raw(p, "],\"frames\":[");
     uint32_t nf = kp_strtab_count(r->frames);
     for (uint32_t i = 0; i < nf && p->st == KP_OK; i++) {
         size_t len;
@@ -330,6 +347,13 @@ kp_status kp_report_write_html(kp_report *r, const kp_report_options *o, kp_sink
             any |= r->sources[i][k] && r->sources[i][k]->samples;
     if (!any)
         return KP_ERR_EMPTY;
+    for (unsigned i = 0; i < 2; i++) {
+        kp_status st = r->sources[i][KP_REPORT_SAMPLES]
+                           ? kp_report_fit_rows(r->sources[i][KP_REPORT_SAMPLES])
+                           : KP_OK;
+        if (st != KP_OK)
+            return st;
+    }
     page p = {KP_BUF_INIT, KP_BUF_INIT, KP_OK};
     kp_buf gz = KP_BUF_INIT;
     build(&p, r, o);

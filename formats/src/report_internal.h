@@ -11,6 +11,11 @@
 #define KP_REPORT_NONE UINT32_MAX /* no node, process or frame */
 #define KP_REPORT_SETS 3          /* a source's entry sets: paths, processes, timeline */
 
+/* The thread kinds native CPU stacks begin with, under COMM (cpu/native.h:
+ * scheduler, dirty_cpu, dirty_io, other); their states are under them. */
+#define KP_REPORT_THREAD_KINDS 4
+extern const char *const kp_report_thread_kinds[KP_REPORT_THREAD_KINDS];
+
 /* Where each key (slice, a, b) of a set sits: an open-addressed table of
  * entry + 1 (0: free), at most half full, whose keys are the set's own
  * arrays (8 bytes an entry, where a table of the key bytes took 50). */
@@ -82,15 +87,20 @@ struct kp_report_source {
     kp_report_set timeline;
     /* the heat map, whatever the slices: the summed weights of row
      * second * (KP_REPORT_HEAT_ROWS / row_cells) + offset, from origin_s;
-     * a row is `row_cells` cells (1, 5, 50: 20 ms, 100 ms, a second), more
-     * as the map outgrows `heat_budget` rows, and every set's slices are
-     * whole rows */
+     * a row is `row_cells` cells (1, 2, 5, 10, 25 or 50: 20 ms to a
+     * second), more as the map outgrows `heat_budget` rows or to match the
+     * sampling (kp_report_fit_rows), and every set's slices are whole rows */
     uint64_t *heat[KP_WEIGHT_COUNT];
     uint64_t heat_cells; /* rows used */
     size_t heat_cap;
     unsigned row_cells;
     uint64_t heat_budget;
 };
+
+/* Makes a cooperative source's heat map rows as long as its sampling
+ * interval (report.c says how it is found), before the page is written;
+ * KP_ERR_NOMEM leaves them as they were, the slices maybe longer. */
+kp_status kp_report_fit_rows(kp_report_source *source);
 
 struct kp_report {
     kp_strtab *frames;                  /* frame text -> frame id */

@@ -8,9 +8,12 @@
 #include "report_internal.h"
 
 /* Slice lengths in heat map cells (20 ms), finest first: 20 ms, 40 ms,
- * 200 ms, 1 s, 5 s, 10 s, 30 s, 1 min, 5 min, 1 h. Each divides the next,
- * so that a slice never straddles two coarser ones. */
-static const unsigned steps[] = {1, 2, 10, 50, 250, 500, 1500, 3000, 15000, 180000};
+ * 100 ms, 200 ms, 500 ms, 1 s, 5 s, 10 s, 30 s, 1 min, 5 min, 1 h. A slice
+ * grows to the next that it divides, and that the heat map's rows divide,
+ * so that a slice never straddles two coarser ones nor a row: 20 ms, 40 ms,
+ * 200 ms, 1 s, 5 s... with rows of 20 ms; 100 ms, 200 ms, 1 s... with rows
+ * of 100 ms. */
+static const unsigned steps[] = {1, 2, 5, 10, 25, 50, 250, 500, 1500, 3000, 15000, 180000};
 #define N_STEPS (sizeof steps / sizeof *steps)
 
 void kp_report_set_init(kp_report_set *s, unsigned n_weights, uint64_t budget)
@@ -213,17 +216,20 @@ void kp_report_set_count(kp_report_set *s, uint32_t e, const int64_t *w)
 
 kp_status kp_report_set_fit(kp_report_set *s, unsigned row_cells)
 {
-    unsigned step = 0;
-    while (steps[step] != s->slice_cells)
-        step++;
     /* as far as it takes: slices twice as long may merge nothing (one
      * sample per process per slice already) */
-    for (; (s->n >= 2 * s->budget || s->slice_cells % row_cells != 0) && step + 1 < N_STEPS;
-         step++) {
-        kp_status st = rekey(s, steps[step + 1] / steps[step]);
+    while (s->n >= 2 * s->budget || s->slice_cells % row_cells != 0) {
+        unsigned next = 0;
+        for (unsigned k = 0; k < N_STEPS && !next; k++)
+            if (steps[k] > s->slice_cells && steps[k] % s->slice_cells == 0 &&
+                steps[k] % row_cells == 0)
+                next = steps[k];
+        if (!next)
+            return KP_OK; /* an hour */
+        kp_status st = rekey(s, next / s->slice_cells);
         if (st != KP_OK)
             return st;
-        s->slice_cells = steps[step + 1];
+        s->slice_cells = next;
     }
     return KP_OK;
 }

@@ -11,6 +11,9 @@ their own (not with kprof's reader):
 - the search gives the share of the range's samples under the function,
   and lights up the heat map cells that hold it;
 - a second range (Shift+drag) is compared with the first;
+- the page opens on the native CPU samples: the CPU-by-state table and
+  their flame graph on the first screen (1400x1000, the elements' boxes
+  within its 1000 px, and a screenshot);
 - the native CPU heat map holds the cpu segments' samples;
 - the comparison of two recordings draws the hot function red when B spends
   a larger share in it, and compares a range dragged on B with the same
@@ -81,6 +84,16 @@ with Browser(width=1400, height=1000) as browser:
     page = browser.page
     page.goto("file://" + os.path.abspath(report_a))
     page.wait_for("document.body.dataset.ready === '1'", timeout=60)
+    # 0. the first screen: the answer and the native CPU flame graph (its
+    # top rows: a real node's stacks may run deeper than the screen)
+    page.screenshot(os.path.join(shots, "report-first-screen.png"))
+    boxes = page.eval("""(() => Object.fromEntries(['cpu-states', 'flame-title', 'flame'].map((id) => {
+        const r = document.getElementById(id).getBoundingClientRect(); return [id, [r.top + scrollY, r.bottom + scrollY, r.height]]; })))()""")
+    check(boxes["cpu-states"][2] > 0 and boxes["cpu-states"][1] <= 1000 and boxes["flame-title"][1] <= 1000
+          and boxes["flame"][0] + 160 <= 1000,
+          f"the first screen (1000 px) holds the CPU-by-state table and the native CPU flame graph's top ten rows: {boxes}")
+    title = page.eval("document.getElementById('flame-title').textContent")
+    check("native CPU" in title, f"the page opens on the native CPU samples' flame graph: {title!r}")
     rows = page.eval("state.model.recordings[0].sources[0].heatRows")
     placed = cells(coop, rows)
     per_cell = {}
@@ -206,7 +219,18 @@ with Browser(width=1400, height=1000) as browser:
     page.goto("file://" + os.path.abspath(compared))
     page.wait_for("document.body.dataset.ready === '1'", timeout=60)
     page.eval("const s = document.getElementById('recording'); s.value = '-1'; s.dispatchEvent(new Event('change'))")
+    # it opens on the native CPU samples; the cooperative ones compared here
+    page.eval("const c = document.getElementById('source'); c.value = '0'; c.dispatchEvent(new Event('change'))")
     coop_b = segments(dir_b, "samples")
+    # B was recorded at 10 Hz: its heat map's rows are a tick's (or two)
+    rows_b = page.eval("state.model.recordings[1].sources[0].heatRows")
+    per_cell_b = {}
+    for cell, _ in cells(coop_b, rows_b):
+        per_cell_b[cell] = per_cell_b.get(cell, 0) + 1
+    span = range(min(per_cell_b), max(per_cell_b) + 1)
+    empty_b = sum(1 for c in span if c not in per_cell_b)
+    check(rows_b in (10, 5) and empty_b <= len(span) // 100,
+          f"B at --rate 10: {rows_b} heat map rows a second, {empty_b} of {len(span)} empty")
     base, shown = float(page.eval("document.getElementById('flame-info').dataset.baseTotal")), total(page)
     check(base == len(coop) and shown == len(coop_b),
           f"B compared with A: {shown} (B: {len(coop_b)}) against {base} (A: {len(coop)})")

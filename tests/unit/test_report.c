@@ -294,7 +294,7 @@ static void test_heat_rows_grow(void **state)
     kp_report_source_stats_get(s, &st);
     assert_int_equal(st.heat_rows, 10);
     assert_int_equal(s->heat_cells, 30);
-    assert_int_equal(st.slice_ms, 200); /* whole rows: 40 ms is not */
+    assert_int_equal(st.slice_ms, 100); /* whole rows: 40 ms is not */
     for (uint64_t c = 0; c < s->heat_cells; c++) {
         assert_int_equal(s->heat[KP_WEIGHT_SAMPLES][c], 10);
         assert_int_equal(s->heat[KP_WEIGHT_REDUCTIONS][c], 70);
@@ -327,6 +327,150 @@ static void test_heat_rows_grow(void **state)
     assert_non_null(strstr(page, "{\"sliceCells\":1,"));
     assert_null(strstr(page, "{\"sliceCells\":50,"));
     free(page);
+    kp_report_free(r);
+}
+
+/* A native CPU stack's status is its state, the frame right under its
+ * thread kind, when that is a state's name; its thread kind without one
+ * (recorded before states). The pid is the process's either way. */
+static void test_cpu_states(void **state)
+{
+    (void)state;
+    kp_report *r = kp_report_create();
+    kp_report_source *c = kp_report_get_source(r, 0, KP_REPORT_CPU);
+    kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
+    const char *stacks[][2] = {
+        {"beam.smp;scheduler;busy_wait;[vm]erts_schedule", "busy_wait"},
+        {"beam.smp;scheduler;emulator;<0.9.0>;m:f/1", "emulator"},
+        {"beam.smp;dirty_cpu;gc;<0.9.0>;[vm]erts_garbage_collect", "gc"},
+        {"beam.smp;other;other;[vm]aux_thread", "other"},
+        {"beam.smp;scheduler;<0.9.0>;m:f/1", "scheduler"},       /* no state */
+        {"beam.smp;scheduler;m:g/0;gc", "scheduler"},            /* not under the kind */
+        {"beam.smp;1_scheduler;gc;m:g/0", "1_scheduler"},        /* not a thread kind */
+        {"beam.smp;a@h;dirty_io;check_io;[vm]poll", "check_io"}, /* under the node */
+    };
+    size_t n = sizeof stacks / sizeof *stacks;
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(add(r, c, SEC, stacks[i][0], one), KP_OK);
+    /* a cooperative stack keeps its status, whatever follows it */
+    assert_int_equal(add(r, s, SEC, "beam.smp;scheduler;gc;m:f/1", one), KP_OK);
+    assert_int_equal(kp_strtab_count(r->stacks), n + 1);
+    char text[64];
+    for (size_t i = 0; i < n; i++)
+        assert_string_equal(frame(r, r->stack_status[i], text, sizeof text), stacks[i][1]);
+    assert_string_equal(frame(r, r->stack_status[n], text, sizeof text), "scheduler");
+    /* the timeline keys the processes by state */
+    assert_int_equal(c->timeline.n, 8); /* (process, state): one each, in one slice */
+    kp_status st;
+    size_t len;
+    char *page = write_page(r, &st, &len);
+    assert_int_equal(st, KP_OK);
+    assert_non_null(
+        strstr(page, "\"threadKinds\":[\"scheduler\",\"dirty_cpu\",\"dirty_io\",\"other\"]"));
+    assert_non_null(strstr(page, "\"cpuStates\":[[\"emulator\",\"emulator\","));
+    assert_non_null(strstr(page, "[\"busy_wait\",\"other\","));
+    free(page);
+    kp_report_free(r);
+}
+
+/* Ticks of `per_tick` processes every `interval` ms for `seconds` s from
+ * `phase` ms into second 100, each moved by up to `jitter` ms either way
+ * (as the agent does, by a tenth of the interval), but for the ticks of
+ * seconds `pause_from` to `pause_to`. */
+static void add_ticks(kp_report *r, kp_report_source *s, unsigned interval, unsigned phase,
+                      unsigned jitter, unsigned seconds, unsigned pause_from, unsigned pause_to)
+{
+    uint32_t x = 12345;
+    for (uint64_t t = phase; t < seconds * 1000ull; t += interval) {
+        x = x * 1103515245u + 12345u;
+        long off = jitter ? (long)(x >> 16) % (2 * (long)jitter + 1) - (long)jitter : 0;
+        uint64_t ms = (uint64_t)((long)t + off);
+        if (ms / 1000 >= pause_from && ms / 1000 < pause_to)
+            continue;
+        for (unsigned p = 0; p < 3; p++) {
+            char stack[64];
+            snprintf(stack, sizeof stack, "beam.smp;running;<0.%u.0>;w;m:f/1", 80 + p);
+            assert_int_equal(add(r, s, 100 * SEC + ms * MS, stack, one), KP_OK);
+        }
+    }
+}
+
+/* The rows a recording's heat map gets once written, and whether it has
+ * empty rows between its first and last sample (in seconds with samples). */
+static unsigned rows_of(kp_report *r, kp_report_source *s, uint64_t *empty)
+{
+    kp_status st;
+    size_t len;
+    free(write_page(r, &st, &len));
+    assert_int_equal(st, KP_OK);
+    kp_report_source_stats stats;
+    kp_report_source_stats_get(s, &stats);
+    uint64_t per_s = stats.heat_rows, first = 0, last = s->heat_cells;
+    const uint64_t *h = s->heat[KP_WEIGHT_SAMPLES];
+    while (!h[first])
+        first++;
+    while (!h[last - 1])
+        last--;
+    *empty = 0;
+    for (uint64_t i = first; i < last; i++) {
+        uint64_t sec = i / per_s, sum = 0;
+        for (uint64_t j = sec * per_s; j < (sec + 1) * per_s && j < s->heat_cells; j++)
+            sum += h[j];
+        *empty += sum && !h[i];
+    }
+    /* the sets' slices stay whole rows: the page counts them in rows */
+    assert_int_equal(s->paths.slice_cells % s->row_cells, 0);
+    assert_int_equal(s->timeline.slice_cells % s->row_cells, 0);
+    return stats.heat_rows;
+}
+
+/* A cooperative source's heat map rows are as long as its sampling
+ * interval, found in the data: a 10 Hz recording has 10 rows a second,
+ * none empty, rather than 50 of which four in five are; rows twice as
+ * long when jittered ticks straddle the rows' edges; 50 rows at 50 Hz; a
+ * pause of seconds does not make them longer. Native CPU samples keep
+ * 50 rows, however sparse. */
+static void test_rows_fit_sampling(void **state)
+{
+    (void)state;
+    const struct {
+        unsigned interval, phase, jitter, pause_to, rows;
+    } cases[] = {
+        {100, 50, 10, 0, 10}, /* 10 Hz (--rate's default), ticks mid-row */
+        {100, 47, 10, 9, 10}, /* the same with a pause from second 5 to 9 */
+        {100, 0, 10, 0, 5},   /* 10 Hz, ticks jittered across the rows' edges */
+        {20, 10, 2, 0, 50},   /* 50 Hz */
+        {250, 120, 25, 0, 2}, /* 4 Hz */
+        {200, 100, 20, 0, 5}, /* 5 Hz */
+        {1000, 500, 100, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        kp_report *r = kp_report_create();
+        kp_report_source *s = kp_report_get_source(r, 0, KP_REPORT_SAMPLES);
+        add_ticks(r, s, cases[i].interval, cases[i].phase, cases[i].jitter, 20, 5,
+                  cases[i].pause_to);
+        uint64_t empty, count = 0;
+        unsigned rows = rows_of(r, s, &empty);
+        print_message("%u ms ticks from %u ms: %u rows a second, %llu empty\n", cases[i].interval,
+                      cases[i].phase, rows, (unsigned long long)empty);
+        assert_int_equal(rows, cases[i].rows);
+        assert_int_equal(empty, 0);
+        for (uint64_t c = 0; c < s->heat_cells; c++)
+            count += s->heat[KP_WEIGHT_SAMPLES][c];
+        assert_int_equal(count, s->samples);
+        kp_report_free(r);
+    }
+    kp_report *r = kp_report_create();
+    kp_report_source *c = kp_report_get_source(r, 0, KP_REPORT_CPU);
+    for (unsigned i = 0; i < 20; i++)
+        assert_int_equal(
+            add(r, c, 100 * SEC + i * 330 * MS, "beam.smp;scheduler;emulator;m:f/1", one), KP_OK);
+    kp_status st;
+    size_t len;
+    free(write_page(r, &st, &len));
+    kp_report_source_stats stats;
+    kp_report_source_stats_get(c, &stats);
+    assert_int_equal(stats.heat_rows, 50);
     kp_report_free(r);
 }
 
@@ -417,6 +561,8 @@ int main(void)
         cmocka_unit_test_teardown(test_heat_rows_grow, reset_faults),
         cmocka_unit_test_teardown(test_processes_coarsen_apart, reset_faults),
         cmocka_unit_test_teardown(test_earlier_sample, reset_faults),
+        cmocka_unit_test_teardown(test_cpu_states, reset_faults),
+        cmocka_unit_test_teardown(test_rows_fit_sampling, reset_faults),
         cmocka_unit_test_teardown(test_page, reset_faults),
         cmocka_unit_test_teardown(test_out_of_memory, reset_faults),
     };

@@ -7,7 +7,10 @@
  * segments with metric fields) and the native CPU samples. The process is
  * a dimension of its own, not a frame: kprof's stacks begin
  *     COMM ; [node ;] status ; ... ; <0.N.S> ; name ; code...
- * (no name in native CPU samples) and the pid and the name go to a table
+ * (no name in native CPU samples; their status is the thread's state,
+ *     beam.smp ; THREAD_KIND ; STATE ; [<0.N.S> ; [label ;]] code...
+ * as kp/cpu_state.h has it, or the thread kind in stacks recorded before
+ * states) and the pid and the name go to a table
  * of processes (per recording, keyed by node and pid), the rest to ONE tree
  * of call paths (a node per distinct path from the root), shared by every
  * source, so that the page can compare any two selections node by node.
@@ -26,7 +29,9 @@
  * also sums its weights per row of its heat map: 50 rows a second (20 ms)
  * whatever the slices while the map is short, 10 then 1 past
  * `KP_REPORT_HEAT_BUDGET` rows (the slices then at least as long), so that
- * a recording of any length holds in bounded memory. A range picked on the
+ * a recording of any length holds in bounded memory. When the page is
+ * written, the cooperative samples' rows grow to their sampling interval
+ * (10 rows a second at --rate 10), found in the sample times. A range picked on the
  * heat map covers whole slices of the set drawn, so the flame graph of a
  * range always weighs what its cells hold.
  *
@@ -99,7 +104,7 @@ typedef struct {
     uint64_t samples;
     uint64_t entries, process_entries, timeline_entries;    /* of the three sets */
     unsigned slice_ms, process_slice_ms, timeline_slice_ms; /* their slices: 20, 40, 200, 1000... */
-    unsigned heat_rows; /* the heat map's rows a second: 50, 10, 1 */
+    unsigned heat_rows; /* the heat map's rows a second: 50, 25, 10, 5, 2, 1 */
     uint64_t first_ns, last_ns;
 } kp_report_source_stats;
 void kp_report_source_stats_get(const kp_report_source *source, kp_report_source_stats *stats);
@@ -111,7 +116,10 @@ typedef struct {
 
 /* Writes the report as one self-contained HTML page (no network, no external
  * file): the page's script and style, and the data, gzip-compressed and
- * base64-encoded, that it decodes in the browser. Returns KP_OK, KP_ERR_EMPTY
+ * base64-encoded, that it decodes in the browser. The cooperative sources'
+ * heat map rows are first made as long as their sampling interval (their
+ * sets' slices then whole rows); samples added after that go to those
+ * rows. Returns KP_OK, KP_ERR_EMPTY
  * when no source has a sample, KP_ERR_NOMEM, or the sink's error. The sink is
  * neither committed nor aborted. */
 kp_status kp_report_write_html(kp_report *report, const kp_report_options *options, kp_sink *sink);

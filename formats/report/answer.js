@@ -77,6 +77,7 @@ function drawAnswer() {
     const [st, v] = [...k.byState.entries()].sort((a, b) => b[1] - a[1])[0];
     return st ? k.name + ": " + whole(v, k.total) + " " + st : k.name + ": " + whole(k.total, cs.total) + " of the CPU";
   }).join(" \u00b7 ");
+  $("busy-wait").textContent = busyWaitNote(cs, m.meta.busyFlags);
   const table = $("cpu-states"), help = new Map((m.meta.cpuStates || []).map((s) => [s[0], s]));
   table.innerHTML = "";
   const head = table.createTHead().insertRow();
@@ -113,6 +114,18 @@ function drawAnswer() {
   fill("top-processes", procs, (r) => [[m.pidText(r.process) + " " + m.processName(r.process)], [pct(r.v, cs.total), 1],
     [[...r.byStatus.entries()].sort((a, b) => b[1] - a[1]).slice(0, 2)
       .map(([st, v]) => (st >= 0 ? m.frames[st] : "?") + " " + whole(v, r.v)).join(", ")]]);
+}
+
+/* Where busy waiting is more than a tenth of the CPU, what it is and what
+ * decides it (the node's settings when kprof record knew them); else "". */
+function busyWaitNote(cs, flags) {
+  const busy = cs.kinds.reduce((a, k) => a + (k.byState.get("busy_wait") || 0), 0);
+  if (!cs.total || busy * 10 <= cs.total) return "";
+  const per = cs.kinds.filter((k) => k.byState.get("busy_wait"))
+    .map((k) => k.name + " " + pct(k.byState.get("busy_wait"), k.total)).join(", ");
+  return "Busy waiting is " + pct(busy, cs.total) + " of the node's CPU (" + per + "): schedulers " +
+    "without work spin before they sleep. " + (flags ? "The node runs with " + flags + "; " : "") +
+    "+sbwt none +sbwtdcpu none +sbwtdio none stop the spinning, at some latency when work arrives.";
 }
 
 /* The flame graph and the heat maps of the native CPU samples, of state

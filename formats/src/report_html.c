@@ -206,6 +206,8 @@ static void build(page *p, const kp_report *r, const kp_report_options *o)
     json_str(p, o && o->title ? o->title : "kprof report");
     json_raw(p, ",\"subtitle\":");
     json_str(p, o && o->subtitle ? o->subtitle : "");
+    json_raw(p, ",\"busyFlags\":");
+    json_str(p, o && o->busy_flags ? o->busy_flags : "");
     /* what the page needs to tell a native CPU stack's state frame */
     json_raw(p, ",\"threadKinds\":[");
     for (int k = 0; k < KP_REPORT_THREAD_KINDS; k++) {

@@ -93,6 +93,7 @@ typedef struct {
     int rc;
     kp_native *native;    /* NULL: the CPU view is the cooperative one */
     char native_off[512]; /* why not, when asked for */
+    char busy_flags[256]; /* the node's busy-wait settings, for the report */
     latencies lat;
     kp_report_live *live;        /* report.html's model, fed as it samples; NULL: --no-report */
     kp_native_tap live_cpu;      /* the native samples into it */
@@ -694,6 +695,7 @@ static void finish_native(recording *r, const kp_native_stats *st, const char *c
         kp_state_summary(st->by_state, line, sizeof line);
         fprintf(stderr, "kprof: CPU by state: %s\n", line);
         kp_busy_wait_flags_of(kp_native_os_pid(r->native), flags, sizeof flags);
+        snprintf(r->busy_flags, sizeof r->busy_flags, "%s", flags);
         if (kp_busy_wait_note(st->by_state, flags, line, sizeof line))
             fprintf(stderr, "kprof: %s\n", line);
     }
@@ -753,6 +755,7 @@ static int finish(recording *r)
         rs.cpu_segments = (unsigned)native.segments.segments;
         snprintf(rs.node, sizeof rs.node, "%.255s", r->targets);
         rs.wall_minus_clock_us = r->wall_minus_clock_us;
+        snprintf(rs.busy_flags, sizeof rs.busy_flags, "%s", r->busy_flags);
         int rc = kp_report_live_write(r->live, r->dir, &rs, page, o->quiet);
         if (rc < 0)
             rc = kp_report_build(dirs, 1, page, o->quiet);

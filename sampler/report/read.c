@@ -331,7 +331,7 @@ int kp_report_write_page(kp_report *r, const char *const *dirs, const kp_report_
                  i ? " \xc2\xb7 " : "", n > 1 ? (i ? "B " : "A ") : "", base_name(dirs[i]), when,
                  (double)(ss.last_ns - ss.first_ns) / 1e9, st[i].segments + st[i].cpu_segments);
     }
-    kp_report_options o = {title, subtitle};
+    kp_report_options o = {title, subtitle, st[0].busy_flags[0] ? st[0].busy_flags : NULL};
     kp_sink *sink;
     kp_status s = kp_sink_open_file(out, KP_COMPRESS_NONE, 0, &sink);
     if (s == KP_OK) {

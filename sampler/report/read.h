@@ -18,6 +18,9 @@ typedef struct {
     /* debug files found for the recording's native code, and the unnamed
      * functions they named (cpu/debug_names.h) */
     size_t debug_files, debug_named;
+    /* the node's busy-wait settings ("+sbwt very_long ..."), where known:
+     * kprof record knows them, a report of a directory does not */
+    char busy_flags[256];
 } kp_report_read_stats;
 
 /* Reads every samples-*.perf* and cpu-*.perf* segment of `dir` (any

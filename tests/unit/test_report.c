@@ -258,7 +258,7 @@ static char *write_page(kp_report *r, kp_status *st, size_t *len)
     snprintf(path, sizeof path, "%s/report.html", dir);
     kp_sink *sink;
     assert_int_equal(kp_sink_open_file(path, KP_COMPRESS_NONE, 0, &sink), KP_OK);
-    kp_report_options o = {"a <title> & more", NULL};
+    kp_report_options o = {"a <title> & more", NULL, NULL};
     *st = kp_report_write_html(r, &o, sink);
     char *text = NULL;
     if (*st == KP_OK) {

@@ -112,6 +112,10 @@ void kp_report_source_stats_get(const kp_report_source *source, kp_report_source
 typedef struct {
     const char *title;    /* heading; NULL for "kprof report" */
     const char *subtitle; /* e.g. the node and the time; NULL for none */
+    /* the node's busy-wait settings ("+sbwt very_long +sbwtdcpu short
+     * ..."), named where the page says that busy waiting takes over a
+     * tenth of the CPU; NULL when unknown */
+    const char *busy_flags;
 } kp_report_options;
 
 /* Writes the report as one self-contained HTML page (no network, no external

@@ -36,6 +36,9 @@
 #define RESCAN_US 1000000u /* new threads, new code in the perf map, new libraries */
 #define NO_FRAME UINT32_MAX
 #define MAX_PROCS (1u << 20)
+/* Frames of a sample's code stack at most: the kernel's chain, the C
+ * frames unwound, the user chain, and the JIT caller's two */
+#define MAX_CODE (KP_KERNEL_CHAIN_MAX + KP_UNWIND_MAX + KP_CALLCHAIN_MAX + 2)
 
 typedef struct {
     kp_pid_numbers pid;
@@ -95,7 +98,7 @@ struct kp_native {
     kp_u64_map tally_index; /* tally key -> tallies[] */
     tally *tallies;
     size_t n_tallies, tallies_cap;
-    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + KP_KERNEL_CHAIN_MAX + 2];
+    uint32_t ids[MAX_CODE];
     kp_unwind *unwind; /* NULL when libdwfl refused: C leaves stay alone */
     /* segments: samples of a drain wait here until sorted by time */
     kp_segment_writer *segments;
@@ -185,7 +188,7 @@ static int is_jit(void *ctx, uint64_t pc)
 
 /* The frames of a sample, leaf first, as they are named. */
 typedef struct {
-    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + KP_KERNEL_CHAIN_MAX + 2];
+    uint32_t ids[MAX_CODE];
     size_t k;
 } frame_list;
 
@@ -447,7 +450,7 @@ static kp_status rooted_stack(kp_native *n, uint32_t stack, long proc, kp_cpu_st
 {
     size_t depth;
     const uint32_t *code = kp_stacks_get(n->stacks, stack, &depth);
-    uint32_t ids[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + KP_KERNEL_CHAIN_MAX + 7];
+    uint32_t ids[MAX_CODE + 5];
     size_t k = 0;
     ids[k++] = n->kind_frames[kind];
     ids[k++] = n->state_frames[state];
@@ -576,28 +579,32 @@ static int leaf_is_named(kp_native *n, uint32_t id)
     return !memmem(text, len, "@0x", 3);
 }
 
-/* The state of code stack `stack` (n->ids[0..depth)) on a thread of
- * `thread_class`, told once per stack and class (cpu/states.h). Returns
- * -1 when out of memory. */
+/* What a code stack says of its sample on a thread of a class: its state,
+ * and whether its leaf is named (leaf_is_named). Told once per stack and
+ * class, from n->ids[0..depth) (cpu/states.h), and cached packed as
+ * state | named << 4. Returns -1 when out of memory. */
 static int state_of(kp_native *n, uint32_t stack, size_t depth, unsigned thread_class,
-                    kp_cpu_state *state)
+                    kp_cpu_state *state, int *named_leaf)
 {
     uint64_t key = (uint64_t)stack << 4 | thread_class;
     uint32_t known;
-    if (n->states_seen == kp_states_generation(n->states) &&
-        kp_u64_map_get(&n->state_of, key, &known)) {
-        *state = (kp_cpu_state)known;
-        return 0;
+    if (n->states_seen != kp_states_generation(n->states) ||
+        !kp_u64_map_get(&n->state_of, key, &known)) {
+        kp_state_frame frames[MAX_CODE];
+        for (size_t i = 0; i < depth; i++)
+            frames[i].text = kp_frames_symbol(n->frames, n->ids[i], &frames[i].len);
+        kp_cpu_state told = kp_states_classify(n->states, thread_class, frames, depth);
+        if (n->states_seen != kp_states_generation(n->states)) {
+            kp_u64_map_clear(&n->state_of); /* a wait loop learned */
+            n->states_seen = kp_states_generation(n->states);
+        }
+        known = (uint32_t)told | (uint32_t)(depth && leaf_is_named(n, n->ids[depth - 1])) << 4;
+        if (kp_u64_map_put(&n->state_of, key, known) != 0)
+            return -1;
     }
-    kp_state_frame frames[KP_CALLCHAIN_MAX + KP_UNWIND_MAX + KP_KERNEL_CHAIN_MAX + 2];
-    for (size_t i = 0; i < depth; i++)
-        frames[i].text = kp_frames_symbol(n->frames, n->ids[i], &frames[i].len);
-    *state = kp_states_classify(n->states, thread_class, frames, depth);
-    if (n->states_seen != kp_states_generation(n->states)) {
-        kp_u64_map_clear(&n->state_of); /* a wait loop learned */
-        n->states_seen = kp_states_generation(n->states);
-    }
-    return kp_u64_map_put(&n->state_of, key, (uint32_t)*state);
+    *state = (kp_cpu_state)(known & 15);
+    *named_leaf = (int)(known >> 4);
+    return 0;
 }
 
 static int on_sample(void *ctx, const kp_cpu_sample *s)
@@ -616,8 +623,9 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
     size_t depth = name_frames(n, s, &has_c_p, &c_p);
     uint32_t stack;
     kp_cpu_state state;
+    int named_leaf;
     if (kp_stacks_intern(n->stacks, n->ids, depth, &stack) != KP_OK ||
-        state_of(n, stack, depth, kp_states_thread_class(kind, thread), &state) != 0)
+        state_of(n, stack, depth, kp_states_thread_class(kind, thread), &state, &named_leaf) != 0)
         return n->failed = 1;
     long proc = -1;
     kp_pid_numbers pid = {0, 0};
@@ -632,7 +640,7 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
         (n->segments && queue(n, s, stack, proc, state, kind) != 0))
         return n->failed = 1;
     n->stats.by_state[kind][state]++;
-    n->stats.named_leaf += depth && leaf_is_named(n, n->ids[depth - 1]);
+    n->stats.named_leaf += (uint64_t)named_leaf;
     if (n->o.observer) {
         kp_native_sample seen = {n->frames, n->ids, depth, kind, state, proc >= 0, pid};
         n->o.observer->fn(n->o.observer->ctx, &seen);

@@ -10,10 +10,15 @@
  * `c++filt` and perf use, for the Itanium ABI that g++ and clang follow. */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
+/* The length snprintf, returning `n`, left in a buffer of `len` bytes. */
+static size_t written(int n, size_t len)
+{
+    return n < 0 || !len ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+}
+
 static size_t put(char *out, size_t out_len, const char *text)
 {
-    int n = snprintf(out, out_len, "%s", text);
-    return n < 0 ? 0 : (size_t)n < out_len ? (size_t)n : out_len ? out_len - 1 : 0;
+    return written(snprintf(out, out_len, "%s", text), out_len);
 }
 
 /* Cuts a demangled function's parameter list and the qualifiers after it
@@ -72,13 +77,13 @@ size_t kp_demangle(const char *name, char *out, size_t out_len)
 size_t kp_native_frame_text(const kp_native_symbol *sym, char *out, size_t out_len)
 {
     int vm = strcmp(sym->module, "beam.smp") == 0;
-    int n = snprintf(out, out_len, "[%s]", vm ? "vm" : sym->module);
-    size_t at = n < 0 ? 0 : (size_t)n < out_len ? (size_t)n : out_len ? out_len - 1 : 0;
+    size_t at = written(snprintf(out, out_len, "[%s]", vm ? "vm" : sym->module), out_len);
+    int n;
     if (sym->name)
         return at + kp_demangle(sym->name, out + at, out_len - at);
     if (sym->function_start)
         n = snprintf(out + at, out_len - at, "%s@0x%" PRIx64, sym->module, sym->function_start);
     else
         n = snprintf(out + at, out_len - at, "%s@0x%" PRIx64 "?", sym->module, sym->offset);
-    return at + (n < 0 ? 0 : (size_t)n < out_len - at ? (size_t)n : out_len - at - 1);
+    return at + written(n, out_len - at);
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_check.h"
 #include "kp/folded.h"
 #include "kp/sink.h"
 #include "kp/source.h"
@@ -23,22 +24,6 @@
 /* Decompressed bytes read from one input at most: a few bytes of zstd can
  * expand to gigabytes, and the fuzzer wants thousands of inputs a second. */
 #define FUZZ_MAX_TEXT (8u << 20)
-
-#define FUZZ_CHECK(cond)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                       \
-        }                                                                                  \
-    } while (0)
-
-/* Undefined behaviour is a finding too: with -fsanitize=undefined, stop at
- * the first report instead of printing it and going on. */
-const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void)
-{
-    return "halt_on_error=1:print_stacktrace=1";
-}
 
 static int fuzz_null_fd = -1;
 static char *fuzz_out;

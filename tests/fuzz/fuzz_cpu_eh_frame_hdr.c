@@ -8,21 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
 #include "cpu/eh_frame_hdr.h"
-
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                       \
-        }                                                                                  \
-    } while (0)
-
-const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void)
-{
-    return "halt_on_error=1:print_stacktrace=1";
-}
 
 /* For a table in the layout linkers write (version 1, a 4-byte
  * eh_frame_ptr, a udata4 count, datarel sdata4 entries) whose entries are
@@ -74,12 +61,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint64_t addr = at + (uint64_t)(int64_t)rel, start = 0, expected = 0;
         int found = kp_eh_frame_hdr_find(hdr, len, at, addr, &start) == 0;
         if (found)
-            CHECK(start <= addr);
+            FUZZ_CHECK(start <= addr);
         /* a sorted table of the layout linkers write: the search is the
          * greatest start at or below the address, found by a plain scan */
         int oracle = linear_find(hdr, len, at, addr, &expected);
         if (oracle >= 0)
-            CHECK(found == oracle && (!found || start == expected));
+            FUZZ_CHECK(found == oracle && (!found || start == expected));
     }
     free(hdr);
     return 0;

@@ -11,29 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_check.h"
 #include "cpu/kernel_symbols.h"
-
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                       \
-        }                                                                                  \
-    } while (0)
-
-const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void)
-{
-    return "halt_on_error=1:print_stacktrace=1";
-}
 
 static void check_word(const char *s)
 {
-    CHECK(s != NULL);
+    FUZZ_CHECK(s != NULL);
     size_t n = strlen(s);
-    CHECK(n > 0 && n <= KP_KERNEL_SYMBOL_MAX);
+    FUZZ_CHECK(n > 0 && n <= KP_KERNEL_SYMBOL_MAX);
     for (size_t i = 0; i < n; i++)
-        CHECK((unsigned char)s[i] > ' ' && s[i] != 0x7f);
+        FUZZ_CHECK((unsigned char)s[i] > ' ' && s[i] != 0x7f);
 }
 
 static void look_up(const kp_kernel_symbols *ks, uint64_t addr)
@@ -41,24 +28,24 @@ static void look_up(const kp_kernel_symbols *ks, uint64_t addr)
     kp_kernel_symbol s;
     if (!kp_kernel_symbols_find(ks, addr, &s))
         return;
-    CHECK(!kp_kernel_symbols_hidden(ks));
-    CHECK(s.start <= addr && addr - s.start == s.offset);
+    FUZZ_CHECK(!kp_kernel_symbols_hidden(ks));
+    FUZZ_CHECK(s.start <= addr && addr - s.start == s.offset);
     check_word(s.name);
     if (s.module) {
         check_word(s.module);
-        CHECK(strchr(s.module, ']') == NULL);
+        FUZZ_CHECK(strchr(s.module, ']') == NULL);
     }
     kp_kernel_symbol again;
-    CHECK(kp_kernel_symbols_find(ks, s.start, &again));
-    CHECK(again.start == s.start && again.offset == 0 && again.name == s.name &&
-          again.module == s.module);
+    FUZZ_CHECK(kp_kernel_symbols_find(ks, s.start, &again));
+    FUZZ_CHECK(again.start == s.start && again.offset == 0 && again.name == s.name &&
+               again.module == s.module);
     if (s.start > 0 && kp_kernel_symbols_find(ks, s.start - 1, &again))
-        CHECK(again.start < s.start);
+        FUZZ_CHECK(again.start < s.start);
     static char frame[2 * KP_KERNEL_SYMBOL_MAX + 16];
     int n = kp_kernel_symbols_frame_name(&s, frame, sizeof frame);
     size_t want = strlen("[kernel]") + strlen(s.name) + (s.module ? strlen(s.module) + 1 : 0);
-    CHECK(n >= 0 && (size_t)n == want && strlen(frame) == want);
-    CHECK(kp_kernel_symbols_frame_name(&s, frame, want) == -1);
+    FUZZ_CHECK(n >= 0 && (size_t)n == want && strlen(frame) == want);
+    FUZZ_CHECK(kp_kernel_symbols_frame_name(&s, frame, want) == -1);
 }
 
 static int hex_digit(uint8_t c)
@@ -70,13 +57,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *text = (const char *)data;
     kp_kernel_symbols *ks = kp_kernel_symbols_parse(text, size);
-    CHECK(ks != NULL);
+    FUZZ_CHECK(ks != NULL);
     size_t lines = 1;
     for (size_t i = 0; i < size; i++)
         lines += data[i] == '\n';
-    CHECK(kp_kernel_symbols_count(ks) + kp_kernel_symbols_malformed(ks) <= lines);
+    FUZZ_CHECK(kp_kernel_symbols_count(ks) + kp_kernel_symbols_malformed(ks) <= lines);
     if (kp_kernel_symbols_hidden(ks))
-        CHECK(kp_kernel_symbols_count(ks) == 0);
+        FUZZ_CHECK(kp_kernel_symbols_count(ks) == 0);
     look_up(ks, 0);
     look_up(ks, UINT64_MAX);
     for (size_t i = 0; i < size; i++) {

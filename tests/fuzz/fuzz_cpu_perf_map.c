@@ -13,40 +13,29 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fuzz_check.h"
 #include "cpu/perf_map.h"
-
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                       \
-        }                                                                                  \
-    } while (0)
-
-const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void)
-{
-    return "halt_on_error=1:print_stacktrace=1";
-}
 
 static void check_entry(const kp_perf_map *m, const kp_jit_symbol *s, uint64_t addr)
 {
-    CHECK(s->size > 0 && s->start <= UINT64_MAX - s->size);
-    CHECK(s->start <= addr && addr - s->start < s->size);
-    CHECK(kp_perf_map_find(m, s->start) == s);
-    CHECK(kp_perf_map_find(m, s->start + s->size - 1) == s);
-    CHECK(s->start == 0 || kp_perf_map_find(m, s->start - 1) != s);
-    CHECK(s->text != NULL && s->text[s->text_len] == '\0');
-    CHECK(s->text_len <= KP_PERF_MAP_MAX_LINE);
+    FUZZ_CHECK(s->size > 0 && s->start <= UINT64_MAX - s->size);
+    FUZZ_CHECK(s->start <= addr && addr - s->start < s->size);
+    FUZZ_CHECK(kp_perf_map_find(m, s->start) == s);
+    FUZZ_CHECK(kp_perf_map_find(m, s->start + s->size - 1) == s);
+    FUZZ_CHECK(s->start == 0 || kp_perf_map_find(m, s->start - 1) != s);
+    FUZZ_CHECK(s->text != NULL && s->text[s->text_len] == '\0');
+    FUZZ_CHECK(s->text_len <= KP_PERF_MAP_MAX_LINE);
     switch (s->kind) {
     case KP_JIT_ERLANG:
     case KP_JIT_PROLOGUE:
-        CHECK(s->module != NULL && s->function != NULL);
-        CHECK(s->arity <= 255);
-        CHECK((size_t)s->module_len + s->function_len < s->text_len);
+        FUZZ_CHECK(s->module != NULL && s->function != NULL);
+        FUZZ_CHECK(s->arity <= 255);
+        FUZZ_CHECK((size_t)s->module_len + s->function_len < s->text_len);
         break;
-    case KP_JIT_RUNTIME: CHECK(s->module == NULL && s->function == NULL && s->arity == 0); break;
-    default: CHECK(!"kind");
+    case KP_JIT_RUNTIME:
+        FUZZ_CHECK(s->module == NULL && s->function == NULL && s->arity == 0);
+        break;
+    default: FUZZ_CHECK(!"kind");
     }
 }
 
@@ -58,13 +47,13 @@ static int hex_digit(uint8_t c)
 static void look_up(const kp_perf_map *a, const kp_perf_map *b, uint64_t addr)
 {
     const kp_jit_symbol *sa = kp_perf_map_find(a, addr), *sb = kp_perf_map_find(b, addr);
-    CHECK((sa == NULL) == (sb == NULL));
+    FUZZ_CHECK((sa == NULL) == (sb == NULL));
     if (!sa)
         return;
     check_entry(a, sa, addr);
     check_entry(b, sb, addr);
-    CHECK(sa->start == sb->start && sa->size == sb->size && sa->kind == sb->kind);
-    CHECK(sa->text_len == sb->text_len && memcmp(sa->text, sb->text, sa->text_len) == 0);
+    FUZZ_CHECK(sa->start == sb->start && sa->size == sb->size && sa->kind == sb->kind);
+    FUZZ_CHECK(sa->text_len == sb->text_len && memcmp(sa->text, sb->text, sa->text_len) == 0);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -82,30 +71,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     kp_perf_map *once = kp_perf_map_create(), *grown = kp_perf_map_create();
     int fd = memfd_create("fuzz_perf_map", MFD_CLOEXEC);
-    CHECK(once && grown && fd >= 0);
+    FUZZ_CHECK(once && grown && fd >= 0);
     int added = kp_perf_map_add_text(once, text, whole);
-    CHECK(added >= 0 && kp_perf_map_count(once) <= (size_t)added);
+    FUZZ_CHECK(added >= 0 && kp_perf_map_count(once) <= (size_t)added);
 
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     long total = 0;
     for (size_t off = 0;; off += piece) {
         int n = kp_perf_map_refresh(grown, path);
-        CHECK(n >= 0);
+        FUZZ_CHECK(n >= 0);
         total += n;
         if (off >= len)
             break;
         size_t k = len - off < piece ? len - off : piece;
-        CHECK(write(fd, text + off, k) == (ssize_t)k);
+        FUZZ_CHECK(write(fd, text + off, k) == (ssize_t)k);
     }
-    CHECK(total == added);
-    CHECK(kp_perf_map_count(grown) == kp_perf_map_count(once));
-    CHECK(kp_perf_map_malformed(grown) == kp_perf_map_malformed(once));
+    FUZZ_CHECK(total == added);
+    FUZZ_CHECK(kp_perf_map_count(grown) == kp_perf_map_count(once));
+    FUZZ_CHECK(kp_perf_map_malformed(grown) == kp_perf_map_malformed(once));
 
     /* the rest of the text, its last line without '\n' included */
     kp_perf_map *all = kp_perf_map_create();
-    CHECK(all != NULL);
-    CHECK(kp_perf_map_add_text(all, text, len) >= added);
+    FUZZ_CHECK(all != NULL);
+    FUZZ_CHECK(kp_perf_map_add_text(all, text, len) >= added);
 
     for (size_t i = 0; i < len; i++) {
         if (!hex_digit(data[1 + i]) || (i > 0 && hex_digit(data[i])))

@@ -7,6 +7,9 @@
 %%%     check_io);
 %%%   trickle: a light timer-driven load, for a node started with
 %%%     +sbwt very_long, whose schedulers then spin for work (busy wait).
+%%%     Eight timers, each waking a peer: one alone often leaves both on
+%%%     one scheduler, which then waits in poll rather than spinning, and
+%%%     the node's whole CPU is then a few hundred samples.
 %%% main/2 starts one and writes the ready file; msacc/1 measures.
 -module(kpt_states).
 -export([main/2, msacc/1]).
@@ -36,7 +39,7 @@ start(socket) ->
                end)
      end || _ <- [1, 2, 3, 4]];
 start(trickle) ->
-    spawn(fun() -> trickle() end).
+    [spawn(fun() -> trickle() end) || _ <- lists:seq(1, 8)].
 
 spin(N) -> spin((N * 7 + 3) rem 1000003).
 
@@ -55,9 +58,18 @@ ping(C) ->
     ping(C).
 
 trickle() ->
-    receive after 2 -> ok end,
-    _ = lists:sum(lists:seq(1, 50)),
-    trickle().
+    Peer = spawn(fun() -> peer() end),
+    trickle(Peer).
+
+trickle(Peer) ->
+    receive after 1 -> ok end,
+    Peer ! {self(), lists:sum(lists:seq(1, 50))},
+    receive done -> ok end,
+    trickle(Peer).
+
+peer() ->
+    receive {From, _} -> From ! done end,
+    peer().
 
 %% @doc Microstate accounting over the next `Ms` milliseconds, as
 %% "TYPE/STATE/MICROSECONDS;" items summed over the threads of each type

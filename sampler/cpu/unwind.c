@@ -11,7 +11,20 @@
 
 /* DWARF register numbers of x86-64 (the psABI's): what the sample's
  * registers are to the CFI. */
-enum { DW_RBX = 3, DW_RBP = 6, DW_RSP = 7, DW_R12 = 12, DW_R13 = 13, DW_R15 = 15, DW_RIP = 16 };
+enum {
+    DW_RBX = 3,
+    DW_RBP = 6,
+    DW_RSP = 7,
+    DW_R12 = 12,
+    DW_R13 = 13,
+    DW_R14 = 14,
+    DW_R15 = 15,
+    DW_RIP = 16
+};
+
+/* kp_unwind_result.regs' order */
+static const unsigned saved_regs[KP_UNWIND_SAVED] = {DW_RBX, DW_RBP, DW_R12,
+                                                     DW_R13, DW_R14, DW_R15};
 
 struct kp_unwind {
     Dwfl *dwfl;
@@ -134,14 +147,25 @@ static int on_frame(Dwfl_Frame *state, void *arg)
      * past the CFI by frame-pointer guessing */
     if (!leaf && !dwfl_addrmodule(u->dwfl, at))
         return DWARF_CB_ABORT;
-    out->pcs[out->n_pcs++] = pc;
+    size_t k = out->n_pcs++;
+    out->pcs[k] = pc;
+    out->sps[k] = sp;
+    for (unsigned i = 0; i < KP_UNWIND_SAVED; i++) {
+        Dwarf_Word v;
+        if (dwfl_frame_reg(state, saved_regs[i], &v) == 0) {
+            out->regs[k][i] = v;
+            out->regs_known[k] |= (uint8_t)(1u << i);
+        }
+    }
     return out->n_pcs == KP_UNWIND_MAX ? DWARF_CB_ABORT : DWARF_CB_OK;
 }
 
 int kp_unwind_sample(kp_unwind *u, const kp_cpu_sample *s, kp_unwind_is_jit is_jit, void *ctx,
                      kp_unwind_result *out)
 {
-    memset(out, 0, sizeof *out);
+    out->n_pcs = 0;
+    out->reached_jit = out->r13_known = out->r15_known = out->rbp_known = 0;
+    memset(out->regs_known, 0, sizeof out->regs_known);
     if (!s->user_regs || !s->stack || s->stack_size < 8)
         return 0;
     u->sample = s;

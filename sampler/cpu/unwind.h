@@ -27,6 +27,10 @@ typedef struct kp_unwind kp_unwind;
  * garbage collector or the copying of a term are a few to a dozen frames. */
 #define KP_UNWIND_MAX 64
 
+/* The callee-saved registers a C frame keeps across its calls (rbx, rbp,
+ * r12-r15): where a frame's live pointers are, besides its stack slots. */
+#define KP_UNWIND_SAVED 6
+
 /* Whether `pc` is JIT code (the perf map has it). */
 typedef int (*kp_unwind_is_jit)(void *ctx, uint64_t pc);
 
@@ -35,6 +39,13 @@ typedef struct {
      * (pointing after their call). */
     uint64_t pcs[KP_UNWIND_MAX];
     size_t n_pcs;
+    /* Each C frame's stack pointer at its pc (its frame spans sps[k] up to
+     * sps[k + 1]), and its callee-saved registers (rbx, rbp, r12..r15 in
+     * that order) as the CFI restores them; bit i of regs_known[k] says
+     * whether regs[k][i] is known. */
+    uint64_t sps[KP_UNWIND_MAX];
+    uint64_t regs[KP_UNWIND_MAX][KP_UNWIND_SAVED];
+    uint8_t regs_known[KP_UNWIND_MAX];
     /* A frame in JIT code was reached: its pc (a return address, after the
      * call into the C code), and its registers as the C frames restore
      * them: rsp always, r13, r15 and rbp when the CFI tells them

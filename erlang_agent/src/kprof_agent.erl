@@ -67,12 +67,13 @@
 %%% files; the OTP matrix loads them).
 -module(kprof_agent).
 
--export([modules/0, start/2, stop/0, labels/1]).
+-export([modules/0, start/2, stop/0, labels/1, ports/0]).
 %% spawned
 -export([agent_init/3, guard_init/4, stacker/1]).
 
 -define(MAX_MFAS, 100000).
 -define(MAX_TOP, 100000).
+-define(MAX_PORTS, 4096).
 %% A round of ticks lasts at most this long, so that `stop' and a vanished
 %% C node are noticed and replies stay small; ticks at most this often.
 -define(MAX_ROUND_US, 10000000).
@@ -722,6 +723,25 @@ labels(Numbers) when is_list(Numbers), length(Numbers) =< 10000 ->
                            N >= 0, N < 1 bsl 28, S >= 0, S < 1 bsl 28,
                            Pid <- [c:pid(0, N, S)], is_process_alive(Pid),
                            {Kind, Text} <- [process_label(Pid)]].
+
+%% @doc The node's ports, at most 4,096, each as its name (what
+%% `erlang:port_info/2' calls `name': "tcp_inet", "efile", a spawned
+%% command, cut to 200 bytes) and the local process it is connected to.
+%% kprof learns from them where a port keeps these two in the node's
+%% memory, to give native CPU samples in port work their port and
+%% process. Ports closing meanwhile are left out.
+-spec ports() -> [{binary(), pid()}].
+ports() ->
+    [{port_name(Chars), C} || P <- lists:sublist(erlang:ports(), ?MAX_PORTS),
+                              {name, Chars} <- [erlang:port_info(P, name)],
+                              {connected, C} <- [erlang:port_info(P, connected)],
+                              node(C) =:= node()].
+
+port_name(Chars) ->
+    case unicode:characters_to_binary(Chars) of
+        Bin when is_binary(Bin) -> binary:part(Bin, 0, min(byte_size(Bin), 200));
+        _ -> <<"?">>
+    end.
 
 %% A registered name, else the initial call (proc_lib's when there is one).
 process_label(P) ->

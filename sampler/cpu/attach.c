@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "kp/alloc.h"
 #include "cpu/current_process.h"
 #include "node/agent.h"
 #include "node/locate.h"
@@ -148,6 +149,11 @@ static int calibrate(kp_native *native, kp_node *node, unsigned table_bits, char
     return rc;
 }
 
+/* How long a fresh sampler is given to meet port work, and to learn from
+ * it (each try reads the node's ports again, see port_owner.h). */
+#define PORT_SEEN_MS 200
+#define PORT_WAIT_MS 1500
+
 kp_native *kp_native_attach(kp_node *node, long own_pid, unsigned rate_hz,
                             const kp_segment_config *segments, const kp_native_observer *observer,
                             const kp_native_tap *tap, unsigned frame_flags, char *err,
@@ -201,6 +207,16 @@ kp_native *kp_native_attach(kp_node *node, long own_pid, unsigned rate_hz,
         kp_native_free(native);
         return NULL;
     }
+    /* a node busy with port work shows it within a few samples: its ports
+     * are learned now, not at the caller's first pauses between rounds (a
+     * second apart), which would leave those seconds' port work ownerless */
+    for (int ms = 0; ms < PORT_WAIT_MS; ms += POLL_MS) {
+        if (kp_native_learn_ports(native, node) != 0)
+            break; /* learned, or cannot be */
+        if (ms >= PORT_SEEN_MS && !kp_native_port_tasks_seen(native))
+            break; /* no port work here */
+        nap_ms(POLL_MS);
+    }
     return native;
 }
 
@@ -232,4 +248,40 @@ int kp_native_name_processes(kp_native *native, kp_node *node)
     pid_list l = {nums, serials, 0, 10000};
     kp_native_each_process(native, add_pid, &l);
     return kp_agent_labels(node, nums, serials, l.n, label, native);
+}
+
+/* The node's ports, gathered for one call. */
+typedef struct {
+    kp_port_fact *facts;
+    char (*names)[KP_PORT_NAME_MAX];
+    size_t n, cap;
+} port_list;
+
+static int add_port(void *ctx, const char *name, size_t len, uint32_t num, uint32_t serial)
+{
+    port_list *l = ctx;
+    if (l->n == l->cap)
+        return 0;
+    /* what a sample can compare: the name cut as kprof reads it */
+    size_t kept = len < KP_PORT_NAME_MAX ? len : KP_PORT_NAME_MAX;
+    memcpy(l->names[l->n], name, kept);
+    l->facts[l->n] = (kp_port_fact){l->names[l->n], kept, {num, serial}};
+    l->n++;
+    return 0;
+}
+
+#define MAX_PORT_FACTS 4096 /* the agent's bound */
+
+int kp_native_learn_ports(kp_native *native, kp_node *node)
+{
+    if (!kp_native_ports_wanted(native))
+        return 0;
+    port_list l = {kp_calloc(MAX_PORT_FACTS, sizeof *l.facts),
+                   kp_calloc(MAX_PORT_FACTS, sizeof *l.names), 0, MAX_PORT_FACTS};
+    int rc = -1;
+    if (l.facts && l.names && kp_agent_ports(node, add_port, &l) == 0)
+        rc = kp_native_port_facts(native, l.facts, l.n);
+    kp_free(l.facts);
+    kp_free(l.names);
+    return rc;
 }

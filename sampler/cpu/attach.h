@@ -35,4 +35,14 @@ kp_native *kp_native_attach(kp_node *node, long own_pid, unsigned rate_hz,
  * then stay unnamed). */
 int kp_native_name_processes(kp_native *native, kp_node *node);
 
+/* While samples in port tasks wait to learn where a port keeps its
+ * connected process and name (kp_native_ports_wanted), asks the agent for
+ * the node's ports and teaches them to the sampler; else does nothing.
+ * Called from the caller's loop where no answer of the agent is on its
+ * way (between rounds of ticks). Returns 1 when learned now, 0 when
+ * nothing was wanted or not learned yet, -1 when the node could not be
+ * asked or learning gave up (the caller goes on: port work then stays
+ * with the bare scheduler). */
+int kp_native_learn_ports(kp_native *native, kp_node *node);
+
 #endif

@@ -22,6 +22,7 @@
 #include "cpu/kernel_symbols.h"
 #include "cpu/native_names.h"
 #include "cpu/perf_map.h"
+#include "cpu/port_owner.h"
 #include "cpu/states.h"
 #include "cpu/symbols.h"
 #include "cpu/unwind.h"
@@ -100,6 +101,14 @@ struct kp_native {
     size_t n_tallies, tallies_cap;
     uint32_t ids[MAX_CODE];
     kp_unwind *unwind; /* NULL when libdwfl refused: C leaves stay alone */
+    /* port tasks: the frame of erts_port_task_execute, and the words of a
+     * sample's that may hold its Port (none: not a port task) */
+    uint32_t port_task_frame;
+    uint64_t port_words[KP_PORT_CANDIDATES];
+    size_t n_port_words;
+    pthread_mutex_t ports_lock; /* over `ports`: the caller's thread teaches it */
+    kp_port_owner *ports;       /* NULL until the first port task */
+    uint64_t ports_asked_us;    /* when facts came last: asked at most 10 times a second */
     /* segments: samples of a drain wait here until sorted by time */
     kp_segment_writer *segments;
     kp_perf_writer *perf;
@@ -318,6 +327,7 @@ static size_t name_frames(kp_native *n, const kp_cpu_sample *s, int *has_c_p, ui
 {
     frame_list f = {.k = 0};
     *has_c_p = 0;
+    n->n_port_words = 0;
     if (s->in_kernel && n->kernel && s->n_kernel_chain) {
         /* leaf first; past the leaf, return addresses moved back into
          * their call */
@@ -355,6 +365,8 @@ static size_t name_frames(kp_native *n, const kp_cpu_sample *s, int *has_c_p, ui
         for (size_t i = 0; i < r.n_pcs; i++) {
             uint32_t id = frame_of(n, i == 0 ? r.pcs[i] : r.pcs[i] - 1);
             push(&f, id == NO_FRAME ? n->unmapped_frame : id);
+            if (id == n->port_task_frame && !n->n_port_words)
+                n->n_port_words = kp_port_owner_candidates(s, &r, i, n->port_words);
         }
         if (r.reached_jit) {
             n->stats.unwound++;
@@ -607,6 +619,61 @@ static int state_of(kp_native *n, uint32_t stack, size_t depth, unsigned thread_
     return 0;
 }
 
+static int read_node(void *ctx, const uint64_t *addrs, size_t n, uint64_t *words, unsigned char *ok)
+{
+    const kp_native *native = ctx;
+    return kp_current_process_terms(native->o.os_pid, addrs, n, words, ok);
+}
+
+/* The port a port task's sample ran (its [port]NAME frame) and the process
+ * it is connected to, from the words name_frames kept. Returns 1 when
+ * told, 0 when not (no Port found, offsets not learned yet), -1 when out
+ * of memory. */
+static int port_of(kp_native *n, uint32_t *port_frame, kp_pid_numbers *connected)
+{
+    pthread_mutex_lock(&n->ports_lock);
+    if (!n->ports)
+        n->ports = kp_port_owner_create(&n->o.layout, read_node, n);
+    uint64_t port;
+    char name[KP_PORT_NAME_MAX + 1], text[KP_PORT_NAME_MAX + 8];
+    int rc = n->ports ? 0 : -1;
+    if (rc == 0 && kp_port_owner_find(n->ports, n->port_words, n->n_port_words, &port) == 1 &&
+        kp_port_owner_describe(n->ports, port, connected, name, sizeof name) == 0) {
+        snprintf(text, sizeof text, "[port]%s", name);
+        rc = intern_text(n, text, "port", port_frame) == 0 ? 1 : -1;
+    }
+    pthread_mutex_unlock(&n->ports_lock);
+    return rc;
+}
+
+#define PORTS_ASK_US 100000u
+
+int kp_native_ports_wanted(kp_native *n)
+{
+    pthread_mutex_lock(&n->ports_lock);
+    int wanted = n->ports && kp_port_owner_wants_facts(n->ports) &&
+                 kp_now_us() - n->ports_asked_us >= PORTS_ASK_US;
+    pthread_mutex_unlock(&n->ports_lock);
+    return wanted;
+}
+
+int kp_native_port_tasks_seen(kp_native *n)
+{
+    pthread_mutex_lock(&n->ports_lock);
+    int seen = n->ports != NULL;
+    pthread_mutex_unlock(&n->ports_lock);
+    return seen;
+}
+
+int kp_native_port_facts(kp_native *n, const kp_port_fact *facts, size_t count)
+{
+    pthread_mutex_lock(&n->ports_lock);
+    int rc = n->ports ? kp_port_owner_learn(n->ports, facts, count) : 0;
+    n->ports_asked_us = kp_now_us();
+    pthread_mutex_unlock(&n->ports_lock);
+    return rc;
+}
+
 static int on_sample(void *ctx, const kp_cpu_sample *s)
 {
     kp_native *n = ctx;
@@ -621,6 +688,21 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
     int has_c_p;
     uint64_t c_p = 0;
     size_t depth = name_frames(n, s, &has_c_p, &c_p);
+    /* a port task: its port named above the code, and the sample counted
+     * to the process the port is connected to */
+    uint32_t port_frame = NO_FRAME;
+    kp_pid_numbers owner;
+    int owned = 0;
+    if (n->n_port_words) {
+        n->stats.port_tasks++;
+        if ((owned = port_of(n, &port_frame, &owner)) < 0)
+            return n->failed = 1;
+        if (owned && depth < MAX_CODE) {
+            memmove(n->ids + 1, n->ids, depth * sizeof *n->ids);
+            n->ids[0] = port_frame;
+            depth++;
+        }
+    }
     uint32_t stack;
     kp_cpu_state state;
     int named_leaf;
@@ -633,9 +715,12 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
     if (has_c_p && kp_current_process_read(n->o.os_pid, &n->o.layout, &c_p, 1, &pid, &ok) > 0 &&
         ok) {
         proc = proc_of(n, pid);
-        if (proc >= 0)
-            n->stats.attributed++;
+    } else if (owned) {
+        pid = owner;
+        proc = proc_of(n, pid);
+        n->stats.port_owned += proc >= 0;
     }
+    n->stats.attributed += proc >= 0;
     if (count(n, tally_key(stack, proc, state, kind)) != 0 ||
         (n->segments && queue(n, s, stack, proc, state, kind) != 0))
         return n->failed = 1;
@@ -690,6 +775,8 @@ static int setup_frames(kp_native *n)
         if (intern_text(n, kp_cpu_state_name((kp_cpu_state)k), "state", &n->state_frames[k]) != 0)
             return -1;
     return intern_text(n, "[kernel]", "kernel", &n->kernel_frame) != 0 ||
+                   intern_text(n, "[vm]erts_port_task_execute", "native", &n->port_task_frame) !=
+                       0 ||
                    intern_text(n, "[unmapped]", "native", &n->unmapped_frame) != 0
                ? -1
                : 0;
@@ -729,6 +816,7 @@ kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len
     }
     n->o = *o;
     pthread_mutex_init(&n->learn.lock, NULL);
+    pthread_mutex_init(&n->ports_lock, NULL);
     atomic_store(&n->learning, o->layout.kind == KP_PID_LAYOUT_NONE);
     /* the map as the node's own mount namespace names it */
     snprintf(n->map_path, sizeof n->map_path, "/proc/%d/root/tmp/perf-%d.map", o->os_pid,
@@ -983,6 +1071,8 @@ void kp_native_free(kp_native *n)
     kp_u64_map_free(&n->proc_index);
     kp_u64_map_free(&n->tally_index);
     pthread_mutex_destroy(&n->learn.lock);
+    pthread_mutex_destroy(&n->ports_lock);
+    kp_port_owner_free(n->ports);
     kp_free(n->procs);
     kp_free(n->tallies);
     kp_free(n);

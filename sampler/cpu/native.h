@@ -19,6 +19,7 @@
 
 #include "cpu/current_process.h"
 #include "cpu/perf_events.h"
+#include "cpu/port_owner.h"
 #include "kp/cpu_state.h"
 #include "kp/intern.h"
 #include "kp/segment.h"
@@ -112,6 +113,21 @@ void kp_native_learn_progress(kp_native *native, unsigned *spin_samples, unsigne
 int kp_native_learn(kp_native *native, const kp_pid_numbers *spinners, size_t n_spinners,
                     unsigned table_bits, char *err, size_t err_len);
 
+/* 1 when samples in port tasks wait for the node's ports to learn where
+ * a port keeps its connected process and name (cpu/port_owner.h), and the
+ * last facts came 100 ms ago or more: the caller then asks the
+ * agent and calls kp_native_port_facts (kp_native_learn_ports does).
+ * Any thread. */
+int kp_native_ports_wanted(kp_native *native);
+
+/* 1 once a sample in a port task was seen. Any thread. */
+int kp_native_port_tasks_seen(kp_native *native);
+
+/* The node's ports as the agent listed them (kprof_agent:ports/0), to
+ * learn from; copied. Returns 1 when learned, 0 when not yet, -1 when given
+ * up (port work then stays with the bare scheduler). Any thread. */
+int kp_native_port_facts(kp_native *native, const kp_port_fact *facts, size_t n);
+
 /* The node's beam.smp as this host sees it. */
 int kp_native_os_pid(const kp_native *native);
 
@@ -140,6 +156,9 @@ typedef struct {
     uint64_t unwind_ns;   /* time kprof spent unwinding */
     uint64_t named_leaf;  /* kept samples whose leaf is a function named by its
                            * symbol: not FILE@0xSTART, not bare [kernel] */
+    uint64_t port_tasks;  /* kept samples in a port task (erts_port_task_execute) */
+    uint64_t port_owned;  /* of those, named with their port and its connected
+                           * process (cpu/port_owner.h) */
     /* kept samples per thread kind and state */
     uint64_t by_state[KP_THREAD_OTHER + 1][KP_CPU_STATE_COUNT];
     size_t threads;

@@ -267,3 +267,28 @@ int kp_agent_labels(kp_node *node, const uint32_t *nums, const uint32_t *serials
     ei_x_free(&reply);
     return rc;
 }
+
+int kp_agent_ports(kp_node *node, kp_port_fn fn, void *ctx)
+{
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_empty_list(&args);
+    int rc = kp_node_rpc(node, "kprof_agent", "ports", &args, &reply);
+    int i = 0, len;
+    if (rc == 0 && ei_decode_list_header(reply.buff, &i, &len) != 0)
+        rc = -1;
+    for (int k = 0; rc == 0 && k < len; k++) {
+        int arity;
+        uint32_t num, serial;
+        char name[256];
+        if (ei_decode_tuple_header(reply.buff, &i, &arity) != 0 || arity != 2 ||
+            kp_term_decode_text(reply.buff, &i, name, sizeof name) != 0 ||
+            kp_term_decode_pid_numbers(reply.buff, &i, &num, &serial) != 0 ||
+            fn(ctx, name, strlen(name), num, serial) != 0)
+            rc = -1;
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}

@@ -40,4 +40,15 @@ typedef int (*kp_label_fn)(void *ctx, uint32_t num, uint32_t serial, int registe
 int kp_agent_labels(kp_node *node, const uint32_t *nums, const uint32_t *serials, size_t n,
                     kp_label_fn fn, void *ctx);
 
+/* Called for each port listed by kp_agent_ports(): its name (`name`, not
+ * NUL-terminated) and the local process <0.num.serial> it is connected
+ * to. Returns 0 to go on. */
+typedef int (*kp_port_fn)(void *ctx, const char *name, size_t len, uint32_t num, uint32_t serial);
+
+/* Asks the agent (kprof_agent:ports/0) for the node's ports, at most
+ * 4,096, and calls `fn` for each one connected to a local process. The
+ * agent must be loaded. Returns 0, or -1 when the node could not be asked,
+ * the reply is malformed or `fn` failed. */
+int kp_agent_ports(kp_node *node, kp_port_fn fn, void *ctx);
+
 #endif

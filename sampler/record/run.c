@@ -546,6 +546,10 @@ static void sample(recording *r)
         if (await_round(r, in_flight) != 0)
             break;
         uint64_t skipped_before = r->skipped;
+        /* no round in flight: the one moment a call to the node gets its
+         * own answer */
+        if (r->native)
+            kp_native_learn_ports(r->native, &r->nodes[0].node);
         in_flight = kp_stop_requested() ? 0 : send_round(r);
         if (r->lost_node) {
             r->lost = "sending a request";
@@ -691,6 +695,12 @@ static void finish_native(recording *r, const kp_native_stats *st, const char *c
             fprintf(stderr, "kprof: CPU: kernel frames stay [kernel]: %s\n", kernel);
         else if (!kernel)
             fprintf(stderr, "kprof: CPU: kernel frames named from /proc/kallsyms\n");
+        if (st->port_tasks)
+            fprintf(stderr,
+                    "kprof: CPU: %llu samples in port tasks, %.0f%% of them counted to the "
+                    "process their port is connected to, under a [port]NAME frame\n",
+                    (unsigned long long)st->port_tasks,
+                    100.0 * (double)st->port_owned / (double)st->port_tasks);
         char line[1024], flags[256];
         kp_state_summary(st->by_state, line, sizeof line);
         fprintf(stderr, "kprof: CPU by state: %s\n", line);

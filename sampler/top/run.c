@@ -262,6 +262,8 @@ static int loop(session *t)
                     return MALFORMED;
             if (t->native && t->name_wanted)
                 name_processes(t);
+            if (t->native)
+                kp_native_learn_ports(t->native, &t->node);
             if (send_round(t) != 0)
                 return LOST;
         } else if (kp_now_us() - asked > (uint64_t)t->per_round * t->tick_us + 10000000u) {

@@ -12,7 +12,7 @@
 %%%     the node's whole CPU is then a few hundred samples.
 %%% main/2 starts one and writes the ready file; msacc/1 measures.
 -module(kpt_states).
--export([main/2, msacc/1]).
+-export([main/2, msacc/1, socket_owners/0]).
 
 -spec main(string(), erlang | gc | socket | trickle) -> no_return().
 main(Ready, Load) ->
@@ -70,6 +70,16 @@ trickle(Peer) ->
 peer() ->
     receive {From, _} -> From ! done end,
     peer().
+
+%% @doc The processes the node's TCP sockets are connected to, as
+%% "<0.N.S>" texts joined by commas (no space: erl_call's answer is read
+%% without them).
+-spec socket_owners() -> string().
+socket_owners() ->
+    Owners = [pid_to_list(Owner) || P <- erlang:ports(),
+                                    erlang:port_info(P, name) =:= {name, "tcp_inet"},
+                                    {connected, Owner} <- [erlang:port_info(P, connected)]],
+    lists:flatten(lists:join(",", Owners)).
 
 %% @doc Microstate accounting over the next `Ms` milliseconds, as
 %% "TYPE/STATE/MICROSECONDS;" items summed over the threads of each type

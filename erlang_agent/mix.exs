@@ -53,6 +53,7 @@ defmodule Kprof.MixProject do
       description: @app[:description],
       applications: @app[:applications],
       registered: @app[:registered],
+      mod: @app[:mod],
       env: @app[:env]
     ]
   end

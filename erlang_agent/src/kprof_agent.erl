@@ -108,13 +108,15 @@
 %% @doc The modules kprof loads into a node: this sampling agent and its
 %% selection (kprof_select), tier tracing (kprof_tiers), the request-marking
 %% API it arms (kprof, kprof_tier_mark, kprof_http and its servers'
-%% integrations), tracing started from the node (kprof_session) and the
-%% guard that removes them all again (kprof_unload).
+%% integrations), tracing started from the node (kprof_session), the
+%% guard that removes them all again (kprof_unload), and the application's
+%% settings and start (kprof_settings, kprof_app).
 -spec modules() -> [module()].
 modules() ->
     [kprof_agent, kprof_select, kprof_tiers, kprof, kprof_tier_mark, kprof_session, kprof_http,
      kprof_httpd, kprof_cowboy, kprof_rtrace, kprof_rtrace_mark, kprof_rtrace_own,
-     kprof_rtrace_patterns, kprof_tracer, kprof_tracing, kprof_calibrate, kprof_unload].
+     kprof_rtrace_patterns, kprof_tracer, kprof_tracing, kprof_calibrate, kprof_unload,
+     kprof_settings, kprof_app].
 
 %% @doc Starts an agent serving `Owner' (a process of the C node). Fails with
 %% `{error, {busy, Node}}' when another kprof is attached, `{error, {no_process,

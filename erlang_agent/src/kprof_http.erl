@@ -65,7 +65,7 @@ identity(Method, Path) ->
 maybe_trace(Headers, Fun) ->
     case trace_requested(Headers) of
         true ->
-            Settings = application:get_env(kprof, rtrace, #{}),
+            Settings = kprof_settings:rtrace(),
             case kprof:trace_begin(#{rate_limit => maps:get(rate_limit, Settings, 1)}) of
                 {ok, Id} -> try call(Fun, Id) after kprof:trace_end() end;
                 {error, _} -> call(Fun, undefined)
@@ -81,7 +81,7 @@ call(Fun, Id) when is_function(Fun, 1) -> Fun(Id).
 %% (the rate limit is kprof_rtrace's).
 -spec trace_requested(headers()) -> boolean().
 trace_requested(Headers) ->
-    Settings = application:get_env(kprof, rtrace, #{}),
+    Settings = kprof_settings:rtrace(),
     is_map(Settings) andalso maps:get(allow, Settings, false) =:= true
         andalso asks(Headers, maps:get(header, Settings, "x-trace-request")).
 

@@ -118,8 +118,7 @@ defaults() ->
       idle_ms => 60000, linger_ms => 5000, max_processes => 16, bifs => false}.
 
 settings(Options) ->
-    Env = application:get_env(kprof, rtrace, #{}),
-    maps:merge(maps:merge(defaults(), if is_map(Env) -> Env; true -> #{} end), Options).
+    maps:merge(maps:merge(defaults(), kprof_settings:rtrace()), Options).
 
 %% @doc Starts tracing `Pid' as a new request trace, its flags set by this
 %% server (`kprof trace --pid'). Returns the trace id and its bounds (for

@@ -13,7 +13,11 @@
 -spec start(application:start_type(), term()) -> {ok, pid()} | {error, term()}.
 start(_Type, _Args) ->
     _ = kprof_settings:check(),
-    supervisor:start_link({local, kprof_sup}, ?MODULE, []).
+    case supervisor:start_link({local, kprof_sup}, ?MODULE, []) of
+        {ok, Pid} -> {ok, Pid};
+        ignore -> {error, ignore}; % init/1 never says it
+        {error, _} = Error -> Error
+    end.
 
 -spec stop(term()) -> ok.
 stop(_State) ->

@@ -348,7 +348,8 @@ ensure_started(Mode) ->
                 ticking = false :: boolean(),      % listen_tick is due
                 last_trace = 0 :: integer(),       % when a trace here last ended, ms
                 clocks = #{} :: #{node() => {integer(), non_neg_integer(), integer()}},
-                bifs :: [mfa()] | undefined}).         % see bifs/1
+                bifs :: [mfa()] | undefined,           % see bifs/1
+                first :: kprof_rtrace_first:held()}).  % traces waiting for the NIF
 
 %% `all': every loaded function (no one else had a call pattern); else
 %% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
@@ -397,10 +398,13 @@ init(Starter, Mode) ->
                             internal -> start_collector();
                             {external, Node} -> true = monitor_node(Node, true), undefined
                         end,
+            %% the collector brings the NIF soon: the first traces wait
+            {First, Over} = kprof_rtrace_first:new(Collector =/= undefined),
+            _ = [erlang:send_after(Ms, self(), Msg) || {Ms, Msg} <- [Over]],
             Starter ! {self(), started},
             loop(#state{port = Port, tcp_port = TcpPort, settings = Settings,
                         collector = Collector, guard = Guard, session = Closed,
-                        last_limited = erlang:monotonic_time(microsecond)});
+                        last_limited = erlang:monotonic_time(microsecond), first = First});
         {error, Why} ->
             exit({failed, Why})
     end.
@@ -426,10 +430,19 @@ start_collector() ->
 loop(S = #state{settings = Settings}) ->
     Idle = maps:get(idle_ms, Settings),
     receive
+        {call, From, Ref, Request = {begin_trace, _, _, _}} ->
+            case kprof_rtrace_first:holds(S#state.first, S#state.nif) of
+                true -> loop(S#state{first = kprof_rtrace_first:hold({From, Ref, Request},
+                                                                      S#state.first)});
+                false -> loop(answer(From, Ref, Request, S))
+            end;
+        {call, From, Ref, Request = {use_nif, _}} ->
+            %% connected or refused: the held traces wait no longer
+            loop(release_first(answer(From, Ref, Request, S)));
         {call, From, Ref, Request} ->
-            {Reply, S1} = handle(Request, S),
-            From ! {Ref, Reply},
-            loop(S1);
+            loop(answer(From, Ref, Request, S));
+        first_wait_over ->
+            loop(release_first(S));
         {timeout, Id} ->
             loop(finish(Id, S));
         {end_trace, Id} -> % its process cleared its own flags
@@ -464,7 +477,7 @@ loop(S = #state{settings = Settings}) ->
             loop(S);
         {Port, {exit_status, Status}} when Port =:= S#state.collector ->
             Status =:= 0 orelse logger:warning("kprof trace collector exited with ~p", [Status]),
-            loop(S#state{collector = undefined});
+            loop(release_first(S#state{collector = undefined}));
         stop ->
             shutdown(S);
         {nodedown, _} ->
@@ -579,6 +592,15 @@ handle(collector_config, S = #state{settings = Settings, tcp_port = TcpPort}) ->
       {time, erlang:monotonic_time(nanosecond)}], S};
 handle(_, S) ->
     {{error, unknown_request}, S}.
+
+answer(From, Ref, Request, S) ->
+    {Reply, S1} = handle(Request, S),
+    From ! {Ref, Reply},
+    S1.
+
+release_first(S) ->
+    {First, S1} = kprof_rtrace_first:release(S#state.first, fun handle/2, S),
+    S1#state{first = First}.
 
 %% Ids: time-based and unique, never from request data. Built without
 %% io_lib (6 us here), on the path of every traced request.

@@ -1,0 +1,50 @@
+%%% @doc The first request traced by a fresh kprof_rtrace server, after a
+%%% node starts or after a pause long enough for the server to stop: its
+%%% trace waits for the tracer NIF, so that it is followed like any other.
+%%%
+%%% A request's messages are followed only through the NIF (the trace
+%%% port has no seq_trace events), and the collector program the server
+%%% starts gives the node the NIF a few hundred milliseconds later
+%%% (kprof_rtrace:use_nif/1). A trace begun before would hold the request's
+%%% own process and none of those its messages reach. So while the NIF is
+%%% on its way, begin_trace calls are held here, and answered in order when
+%%% it comes, when the collector says it cannot have it or goes away, or
+%%% after ?WAIT_MS, whichever is first; then nothing is held again.
+-module(kprof_rtrace_first).
+
+-export([new/1, holds/2, hold/2, release/3]).
+
+%% The longest a first trace waits; kprof_rtrace's callers wait 10 s.
+-define(WAIT_MS, 5000).
+
+-type call() :: {From :: pid() | reference(), Ref :: reference(), Request :: term()}.
+-opaque held() :: {waiting, [call()]} | done.
+-export_type([held/0]).
+
+%% @doc Nothing held yet. With `CollectorStarted', calls wait for the NIF
+%% until release/3; the caller sends itself `first_wait_over' after ?WAIT_MS
+%% (the message this returns, with its delay).
+-spec new(boolean()) -> {held(), {non_neg_integer(), first_wait_over} | none}.
+new(true) -> {{waiting, []}, {?WAIT_MS, first_wait_over}};
+new(false) -> {done, none}.
+
+%% @doc Whether a begin_trace call is held now: the NIF is still on its way.
+-spec holds(held(), NifConnected :: boolean()) -> boolean().
+holds({waiting, _}, false) -> true;
+holds(_, _) -> false.
+
+%% @doc Holds a call (`{From, Ref, Request}', as kprof_rtrace's loop got it).
+-spec hold(call(), held()) -> held().
+hold(Call, {waiting, Calls}) -> {waiting, [Call | Calls]}.
+
+%% @doc Answers the held calls in the order they came, each through
+%% `Handle(Request, State) -> {Reply, State}'; nothing is held after.
+-spec release(held(), fun((term(), S) -> {term(), S}), S) -> {held(), S}.
+release({waiting, Calls}, Handle, State) ->
+    {done, lists:foldl(fun({From, Ref, Request}, S) ->
+                               {Reply, S1} = Handle(Request, S),
+                               From ! {Ref, Reply},
+                               S1
+                       end, State, lists:reverse(Calls))};
+release(done, _, State) ->
+    {done, State}.

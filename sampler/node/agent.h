@@ -1,6 +1,6 @@
 /* Loading kprof's agent into a node: every capability starts here. The
  * agent's modules are embedded in the kprof binary (node/agent_modules.h)
- * and loaded with code:load_binary/3 over the distribution when the node
+ * and loaded with code:atomic_load/1 over the distribution when the node
  * does not have this build's code, so a node needs no preparation. */
 #ifndef KP_NODE_AGENT_H
 #define KP_NODE_AGENT_H
@@ -18,7 +18,7 @@ typedef struct {
 } kp_agent;
 
 /* Makes sure the node has this kprof's agent modules (loading the embedded
- * ones with code:load_binary/3 when missing or of another version), has the
+ * ones in one code:atomic_load/1 when missing or of another version), has the
  * node's unloader (kprof_unload) keep them while this kprof is attached, and
  * reads the node's OS pid and word size; starts nothing. kp_node_close()
  * then releases them: the modules kprof loaded are unloaded, unless another

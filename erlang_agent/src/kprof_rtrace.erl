@@ -399,8 +399,7 @@ init(Starter, Mode) ->
                             {external, Node} -> true = monitor_node(Node, true), undefined
                         end,
             %% the collector brings the NIF soon: the first traces wait
-            {First, Over} = kprof_rtrace_first:new(Collector =/= undefined),
-            _ = [erlang:send_after(Ms, self(), Msg) || {Ms, Msg} <- [Over]],
+            First = kprof_rtrace_first:new(Collector =/= undefined),
             Starter ! {self(), started},
             loop(#state{port = Port, tcp_port = TcpPort, settings = Settings,
                         collector = Collector, guard = Guard, session = Closed,

@@ -22,11 +22,14 @@
 -export_type([held/0]).
 
 %% @doc Nothing held yet. With `CollectorStarted', calls wait for the NIF
-%% until release/3; the caller sends itself `first_wait_over' after ?WAIT_MS
-%% (the message this returns, with its delay).
--spec new(boolean()) -> {held(), {non_neg_integer(), first_wait_over} | none}.
-new(true) -> {{waiting, []}, {?WAIT_MS, first_wait_over}};
-new(false) -> {done, none}.
+%% until release/3, and the calling server gets `first_wait_over' after
+%% ?WAIT_MS, its cue to release them.
+-spec new(boolean()) -> held().
+new(true) ->
+    _ = erlang:send_after(?WAIT_MS, self(), first_wait_over),
+    {waiting, []};
+new(false) ->
+    done.
 
 %% @doc Whether a begin_trace call is held now: the NIF is still on its way.
 -spec holds(held(), NifConnected :: boolean()) -> boolean().

@@ -59,9 +59,9 @@ problems() ->
     top(Env, Keys) ++ rtrace_problems(Env).
 
 top(Env, Keys) ->
-    lists:append([key_problem(K, V, Keys) || {K, V} <- Env]).
+    lists:append([key_problem(K, Keys) || {K, _} <- Env]).
 
-key_problem(Key, _, Keys) ->
+key_problem(Key, Keys) ->
     case lists:keyfind(Key, 1, ?RENAMED) of
         {Old, New} ->
             case lists:member(New, Keys) of

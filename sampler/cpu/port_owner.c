@@ -85,10 +85,10 @@ size_t kp_port_owner_candidates(const kp_cpu_sample *s, const kp_unwind_result *
 
 int kp_port_owner_find(kp_port_owner *o, const uint64_t *candidates, size_t n, uint64_t *port)
 {
-    uint64_t addrs[64], words[64];
-    unsigned char ok[64];
+    uint64_t addrs[KP_PORT_CANDIDATES], words[KP_PORT_CANDIDATES];
+    unsigned char ok[KP_PORT_CANDIDATES];
     size_t k = 0;
-    for (size_t i = 0; i < n && k < 64; i++)
+    for (size_t i = 0; i < n && k < KP_PORT_CANDIDATES; i++)
         if (pointer_like(candidates[i]))
             addrs[k++] = candidates[i];
     if (k == 0)

@@ -101,7 +101,7 @@ static ERL_NIF_TERM a_trace, a_discard, a_remove, a_trace_status, a_ok, a_error,
     a_match_spec_result, a_call, a_return_to, a_in, a_out, a_gc_minor_start, a_gc_major_start,
     a_gc_minor_end, a_gc_major_end, a_spawn, a_exit, a_return_from, a_mark_module, a_begin_trace,
     a_pending, a_exception_from, a_tripped, a_too_long, a_send, a_extra, a_kprof, a_seq_trace,
-    a_receive;
+    a_receive, a_call_mark, a_follow, a_true;
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
@@ -139,6 +139,9 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     ATOM(a_kprof, "kprof");
     ATOM(a_seq_trace, "seq_trace");
     ATOM(a_receive, "receive");
+    ATOM(a_call_mark, "kprof_rtrace_call");
+    ATOM(a_follow, "follow");
+    ATOM(a_true, "true");
     return mu ? 0 : 1;
 }
 
@@ -432,13 +435,26 @@ static void seq_call(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM mfa, ERL_NIF_TER
         enif_release_binary(&ext);
 }
 
+/* The N of a traced call's request: its process's pid is its token's label
+ * (a match spec cannot build a tuple that survives the token's travel), as
+ * a number above those of {kprof, N} (at most 2^31 - 1, kprof_rtrace) and
+ * below KPT_NO_ID. phash2 is the same on every node: another node's part of
+ * the request names it by the same N. */
+static uint32_t call_label(ERL_NIF_TERM pid)
+{
+    return 0x80000000u + (uint32_t)(enif_hash(ERL_NIF_PHASH2, pid, 0) % 0x7ffffffeu);
+}
+
 /* The request trace a seq_trace label is for: N of the label {kprof, N}
- * that kprof:trace_begin/1 gives its process's token, else 0. */
+ * that kprof:trace_begin/1 gives its process's token, or the call_label of
+ * a pid label (a call kprof trace --mfa follows), else 0. */
 static uint32_t rtrace_label(ErlNifEnv *env, ERL_NIF_TERM label)
 {
     const ERL_NIF_TERM *l;
     int arity;
     unsigned n;
+    if (enif_is_pid(env, label))
+        return call_label(label);
     if (enif_get_tuple(env, label, &arity, &l) && arity == 2 && l[0] == a_kprof &&
         enif_get_uint(env, l[1], &n) && n > 0 && n != KPT_NO_ID)
         return n;
@@ -605,6 +621,26 @@ static void send_event(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM opts, int64_t 
     }
 }
 
+/* A traced call's begin mark: `*msg` {kprof_rtrace_call, Id, Bounds}
+ * becomes {Id, Bounds}, with `follow => true` replaced by its N (the
+ * caller's token is labelled with its pid: call_label). Returns 1, or 0
+ * when `*msg` is no such mark. */
+static int call_mark(ErlNifEnv *env, ERL_NIF_TERM caller, ERL_NIF_TERM *msg)
+{
+    const ERL_NIF_TERM *t;
+    int arity;
+    ERL_NIF_TERM follow, bounds;
+    if (!enif_get_tuple(env, *msg, &arity, &t) || arity != 3 || t[0] != a_call_mark ||
+        !enif_is_map(env, t[2]))
+        return 0;
+    bounds = t[2];
+    if (enif_get_map_value(env, bounds, a_follow, &follow) && follow == a_true &&
+        !enif_make_map_put(env, t[2], a_follow, enif_make_uint(env, call_label(caller)), &bounds))
+        return 0;
+    *msg = enif_make_tuple2(env, t[1], bounds);
+    return 1;
+}
+
 /* trace(Tag, State, Tracee, TraceTerm, Opts) */
 static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
@@ -630,10 +666,17 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     ERL_NIF_TERM msg;
     const ERL_NIF_TERM *t;
     int arity;
-    /* a begin or end mark: kprof_rtrace_mark's pattern gives its message */
-    int mark = kind == KPT_CALL && !seq_calls &&
-               enif_get_map_value(env, argv[4], a_match_spec_result, &msg) &&
-               enif_get_tuple(env, argv[3], &arity, &t) && arity == 3 && t[0] == a_mark_module;
+    /* a begin or end mark: kprof_rtrace_mark's pattern gives its message,
+     * or the meta pattern of a traced call (kprof_rtrace_calls) gives
+     * {kprof_rtrace_call, Id, Bounds}, a begin mark */
+    int has_msg = kind == KPT_CALL && !seq_calls &&
+                  enif_get_map_value(env, argv[4], a_match_spec_result, &msg);
+    int mark =
+        has_msg && enif_get_tuple(env, argv[3], &arity, &t) && arity == 3 && t[0] == a_mark_module;
+    if (!mark && has_msg && call_mark(env, argv[2], &msg)) {
+        mark = 1;
+        t = NULL;
+    }
     if (mark)
         spare = 0;
     uint32_t pid = pid_id(env, argv[2]);
@@ -656,9 +699,10 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
             count_drop();
         } else {
             if (room(ext.size + 32)) {
+                int begin = !t || t[1] == a_begin_trace;
                 put8(KPT_MARK);
-                put8(t[1] == a_begin_trace ? KPT_MARK_BEGIN : KPT_MARK_END);
-                set_role(pid, t[1] == a_begin_trace ? ROLE_MEMBER : ROLE_NONE);
+                put8(begin ? KPT_MARK_BEGIN : KPT_MARK_END);
+                set_role(pid, begin ? ROLE_MEMBER : ROLE_NONE);
                 put32(pid);
                 put64(ts);
                 put32((uint32_t)ext.size);

@@ -17,7 +17,9 @@
 %%% `{kprof, rtrace, #{header => Name}}'), only when the application
 %%% environment allows it (`#{allow => true}'; default: off) and at most
 %%% `rate_limit' times a second (default 1). Requests past the limit run
-%%% untraced.
+%%% untraced. `x-trace-request: slower-than=50ms' (or `2s')
+%%% traces the request and keeps its trace only when it took that long, as
+%%% the setting `slower_than_ms' does for every traced request.
 -module(kprof_http).
 
 -export([mark/3, identity/2, maybe_trace/2, trace_requested/1]).
@@ -63,15 +65,15 @@ identity(Method, Path) ->
 %% map with lowercase binary names (as cowboy gives them).
 -spec maybe_trace(headers(), fun(() -> R) | fun((binary() | undefined) -> R)) -> R.
 maybe_trace(Headers, Fun) ->
-    case trace_requested(Headers) of
-        true ->
+    case requested(Headers) of
+        false ->
+            call(Fun, undefined);
+        Options ->
             Settings = kprof_settings:rtrace(),
-            case kprof:trace_begin(#{rate_limit => maps:get(rate_limit, Settings, 1)}) of
+            case kprof:trace_begin(Options#{rate_limit => maps:get(rate_limit, Settings, 1)}) of
                 {ok, Id} -> try call(Fun, Id) after kprof:trace_end() end;
                 {error, _} -> call(Fun, undefined)
-            end;
-        false ->
-            call(Fun, undefined)
+            end
     end.
 
 call(Fun, _) when is_function(Fun, 0) -> Fun();
@@ -81,6 +83,10 @@ call(Fun, Id) when is_function(Fun, 1) -> Fun(Id).
 %% (the rate limit is kprof_rtrace's).
 -spec trace_requested(headers()) -> boolean().
 trace_requested(Headers) ->
+    requested(Headers) =/= false.
+
+%% The trace options the headers ask for, or false.
+requested(Headers) ->
     Settings = kprof_settings:rtrace(),
     is_map(Settings) andalso maps:get(allow, Settings, false) =:= true
         andalso asks(Headers, maps:get(header, Settings, "x-trace-request")).
@@ -93,8 +99,24 @@ asks(Headers, Name) ->
             end,
     case Value of
         undefined -> false;
-        V -> lists:member(string:lowercase(string:trim(iolist_to_binary(V))), [<<"true">>, <<"1">>])
+        V -> options(string:lowercase(string:trim(iolist_to_binary(V))))
     end.
+
+%% A header's value: `true', `1' or `slower-than=Duration' (a bad duration
+%% asks for nothing).
+options(<<"true">>) -> #{};
+options(<<"1">>) -> #{};
+options(<<"slower-than=", D/binary>>) when byte_size(D) =< 16 ->
+    case string:to_integer(D) of
+        {N, Unit} when is_integer(N), N > 0 ->
+            case Unit of
+                <<"ms">> -> #{slower_than_ms => N};
+                <<"s">> -> #{slower_than_ms => N * 1000};
+                _ -> false
+            end;
+        _ -> false
+    end;
+options(_) -> false.
 
 find([], _) -> undefined;
 find([{N, V} | Rest], Wanted) ->

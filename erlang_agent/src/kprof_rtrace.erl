@@ -61,7 +61,7 @@
 
 -export([begin_trace/2, begin_trace/3, end_trace/1, untrace_own/2, ended/1, defaults/0,
          collector_config/0, collector_config/1, stop/0, listen/1]).
--export([start_external/1, trace_pid/2, trace_calls/1, stop_calls/1, use_nif/1]).
+-export([start_external/1, trace_pid/2, trace_calls/2, stop_calls/1, use_nif/1]).
 %% spawned
 -export([init/2]).
 
@@ -77,6 +77,10 @@
                       linger_ms => non_neg_integer(),
                       %% processes a request's messages reach, followed per trace
                       max_processes => non_neg_integer(),
+                      %% the trace is written only when the request took this
+                      %% long, from its begin to its end (the collector drops
+                      %% the others); 0: always
+                      slower_than_ms => non_neg_integer(),
                       %% BIF calls as frames of their own (see arm/2): read
                       %% from the application environment when patterns are
                       %% armed, not per trace
@@ -95,7 +99,7 @@
 %% seq_trace token, when its messages are followed (kprof:trace_begin/1).
 -type bounds() :: #{max_events := pos_integer(), max_duration_ms := pos_integer(),
                     max_processes => non_neg_integer(), follow => pos_integer(),
-                    name => term()}.
+                    slower_than_us => non_neg_integer(), name => term()}.
 -export_type([settings/0, bounds/0]).
 
 -define(FLAGS, [call, return_to, arity, running, garbage_collection, procs, set_on_spawn,
@@ -106,6 +110,13 @@
 %% request is the request's.
 -define(FOLLOW_FLAGS, [call, return_to, arity, running, garbage_collection, send, procs,
                        set_on_spawn, monotonic_timestamp]).
+%% What clearing another process's flags leaves it until the send pattern
+%% is gone, so that its tracer stays: the send pattern's `trace' gives the
+%% receiver flags, letting go of the sender's lock meanwhile, and OTP 25
+%% then reads the sender's tracer; cleared by then (all its flags gone),
+%% that crashes the node (seen with `kprof trace --mfa', whose callers'
+%% flags the collector has cleared as they go on sending).
+-define(KEPT, [monotonic_timestamp]).
 -define(CALL_TIMEOUT, 10000).
 -define(WATCH_MS, 20). % also how often the NIF's buffer is flushed
 -define(MAX_LINGER_MS, 600000).
@@ -265,15 +276,25 @@ trace_pid(PidText, Options) ->
         _ -> {error, bad_pid}
     end.
 
-%% @doc For `kprof trace --mfa': from now on, every process that calls
-%% `{M, F, Arity}' is traced from that call on (a meta pattern whose match
-%% spec sets the trace flags, so the call itself starts the trace); the
-%% collector counts them and calls stop_calls/1.
--spec trace_calls(mfa()) -> ok | {error, term()}.
-trace_calls({M, F, A} = MFA) when is_atom(M), is_atom(F), is_integer(A) ->
+%% @doc For `kprof trace --mfa': from now on, every process that makes a call
+%% of `{M, F, Arity}' that `--match' takes is traced from that call on (a
+%% meta pattern whose match spec sets the trace flags, so the call itself
+%% starts the trace: kprof_rtrace_calls), and, with `follow', so are the
+%% processes its messages reach. The collector counts the calls and calls
+%% stop_calls/1. `Options': `match' (text, see kprof_rtrace_calls:selection/2),
+%% `follow' and the bounds each trace gets (max_events, max_duration_ms,
+%% max_processes). Returns how the calls are traced: through the NIF and
+%% followed, through the NIF in their own process only, or through the
+%% trace port (no NIF here), with what the user should know; or the error,
+%% `{usage, Text}' for a bad `match'.
+-spec trace_calls(mfa(), #{atom() => term()}) ->
+          {ok, follow | alone | port} | {ok, alone | follow, string()}
+          | {error, {usage, binary()} | term()}.
+trace_calls({M, F, A} = MFA, Options) when is_atom(M), is_atom(F), is_integer(A),
+                                           is_map(Options) ->
     case whereis(?MODULE) of
         undefined -> {error, not_started};
-        Server -> call(Server, {trace_calls, MFA})
+        Server -> call(Server, {trace_calls, MFA, Options})
     end.
 
 %% @doc Stops tracing new calls of `MFA'.
@@ -527,7 +548,7 @@ handle({begin_trace, Pid, Options, By}, S0 = #state{traces = Traces}) ->
     end;
 handle({end_trace, Id}, S) ->
     {ok, finish(Id, S)};
-handle({trace_calls, {M, F, A} = MFA}, S = #state{port = Port, session = Session}) ->
+handle({trace_calls, {M, F, A} = MFA, Options}, S = #state{port = Port, session = Session}) ->
     Exists = case code:ensure_loaded(M) of
                  {module, M} -> lists:member({F, A}, erlang:get_module_info(M, functions));
                  _ -> no_module
@@ -536,31 +557,36 @@ handle({trace_calls, {M, F, A} = MFA}, S = #state{port = Port, session = Session
     %% tracer traces are excluded (the match spec's `trace' would take them
     %% from their tracer): both only in the shared session
     Foreign = foreign_processes(Session, Port),
-    case {Exists, kprof_tracing:info(Session, MFA, meta), length(Foreign) > ?MAX_FOREIGN} of
-        {no_module, _, _} ->
+    Selection = kprof_rtrace_calls:selection(maps:get(match, Options, <<>>), A),
+    case {Exists, kprof_tracing:info(Session, MFA, meta), length(Foreign) > ?MAX_FOREIGN,
+          Selection} of
+        {no_module, _, _, _} ->
             {{error, {no_such_module, M}}, S};
-        {false, _, _} ->
+        {false, _, _, _} ->
             {{error, {no_such_function, M, F, A}}, S};
-        {true, {meta, Other}, _} when Other =/= false ->
+        {true, {meta, Other}, _, _} when Other =/= false ->
             {{error, {already_meta_traced, MFA, Other}}, S};
-        {true, _, true} ->
+        {true, _, true, _} ->
             {{error, {too_many_processes_traced_by_another_tracer, length(Foreign)}}, S};
-        {true, _, false} ->
+        {true, _, false, {error, Why}} -> % the user's --match
+            {{error, {usage, unicode:characters_to_binary(Why)}}, S};
+        {true, _, false, {ok, Taken}} ->
             case arm_calls(S) of
                 Why when is_list(Why) ->
                     {{error, Why}, S};
                 S0 ->
                     S1 = tell_guard(S0#state{calls = [MFA | S0#state.calls]}),
-                    %% the call sets the flags on its process and tells the
-                    %% collector (its meta event starts the trace); its
-                    %% return ends it
                     Meta = meta_session(S1),
+                    Follow = maps:get(follow, Options, true) =:= true,
+                    How = calls_how(S1, Meta, Follow),
+                    Bounds = maps:put(call, 1, maps:with([max_events, max_duration_ms,
+                                                          max_processes], Options)),
                     Flags = kprof_tracing:action_flags(Meta, ?FLAGS),
-                    _ = kprof_tracing:function(Meta, MFA,
-                                               [{'_', [{'=/=', {self}, P} || P <- Foreign],
-                                                 [{trace, [], Flags}, {return_trace}]}],
-                                               [meta]),
-                    {ok, S1}
+                    _ = kprof_tracing:function(
+                          Meta, MFA,
+                          kprof_rtrace_calls:spec(Taken, Flags, Foreign, {How, Bounds}),
+                          [meta]),
+                    {calls_reply(How, Follow), S1}
             end
     end;
 handle({stop_calls, MFA}, S) ->
@@ -624,7 +650,9 @@ start_trace(Pid, By, Settings, S = #state{traces = Traces}) ->
             Timer = erlang:send_after(maps:get(max_duration_ms, Settings), self(),
                                       {timeout, Id}),
             T = #trace{id = Id, root = Pid, timer = Timer},
-            Bounds = maps:with([max_events, max_duration_ms, max_processes, name], Settings),
+            Bounds = slower_than(Settings,
+                                 maps:with([max_events, max_duration_ms, max_processes, name],
+                                           Settings)),
             %% the label's N: unique in the cluster, as a request's token
             %% carries it to other nodes, whose own traces have theirs
             No = erlang:phash2({node(), Seq, erlang:unique_integer()}, ?MAX_NO) + 1,
@@ -635,6 +663,12 @@ start_trace(Pid, By, Settings, S = #state{traces = Traces}) ->
         false ->
             {{error, cannot_trace_process}, release_idle(S1)}
     end.
+
+%% `slower_than_ms' as the collector reads it, in the bounds.
+slower_than(#{slower_than_ms := Ms}, Bounds) when is_integer(Ms), Ms > 0 ->
+    Bounds#{slower_than_us => Ms * 1000};
+slower_than(_, Bounds) ->
+    Bounds.
 
 %% The tracer of `Pid' when it is someone else's, else `false' (always, in
 %% kprof's own session).
@@ -665,16 +699,21 @@ is_kprof_tracer({kprof_tracer, _}, _) -> true;
 is_kprof_tracer(_, _) -> false.
 
 %% Clears kprof's flags on `Pid' if kprof traces it (another tracer's
-%% process keeps its flags; a process of another node got none here).
-untrace(Pid, Session, Port) when node(Pid) =:= node() ->
+%% process keeps its flags; a process of another node got none here); on
+%% another process than the caller, all but ?KEPT.
+untrace(Pid, Session, Port) ->
+    untrace(Pid, Session, Port,
+            if Pid =:= self() -> [send | ?FLAGS]; true -> [send | ?FLAGS] -- ?KEPT end).
+
+untrace(Pid, Session, Port, Flags) when node(Pid) =:= node() ->
     case kprof_tracing:info(Session, Pid, tracer) of
         {tracer, Tracer} when Tracer =/= [] ->
             _ = is_kprof_tracer(Tracer, Port) andalso
-                kprof_tracing:process(Session, Pid, false, [send | ?FLAGS]),
+                kprof_tracing:process(Session, Pid, false, Flags),
             ok;
         _ -> ok
     end;
-untrace(_, _, _) ->
+untrace(_, _, _, _) ->
     ok.
 
 %% Every process kprof traces: its tracer is kprof's. That includes the
@@ -682,17 +721,27 @@ untrace(_, _, _) ->
 %% set_on_spawn), which no list here holds; run only when every trace
 %% stops at once. In the shared session, one pass over the processes, each
 %% checked for kprof's tracer; in kprof's own every flag is kprof's, and
-%% one call clears them all.
+%% one call clears them all. All but ?KEPT: clear_kept/2 clears those.
 untrace_all(Session, Port) ->
+    untrace_all(Session, Port, [send | ?FLAGS] -- ?KEPT).
+
+untrace_all(Session, Port, Flags) ->
     _ = case kprof_tracing:shared(Session) of
-            true -> [untrace(P, Session, Port) || P <- erlang:processes()];
-            false -> kprof_tracing:process(Session, all, false, [send | ?FLAGS])
+            true -> [untrace(P, Session, Port, Flags) || P <- erlang:processes()];
+            false -> kprof_tracing:process(Session, all, false, Flags)
         end,
     ok.
 
+%% The flags untrace/3 keeps on other processes go once the send pattern
+%% is gone (disarm_owned/2): see ?KEPT.
+clear_kept(Session, Port) ->
+    untrace_all(Session, Port, ?KEPT).
+
 %% The processes following reached (the collector lists them, `all' past
 %% ?MAX_REACHED) keep the flags the send pattern gave them until no trace
-%% runs: only then can no request's message be on its way to one of them,
+%% runs and no calls are traced (`--mfa''s calls, which follow too, are
+%% the collector's: their end is not known here): only then can no
+%% request's message be on its way to one of them,
 %% giving it the flags anew while they are taken away. Not longer: an idle
 %% followed process's calls each cost it the VM's call tracing and the
 %% NIF's enabled/3 (kept until the next trace, three servers added 30 us to
@@ -705,7 +754,8 @@ add_reached(Pids, S = #state{reached = R}) ->
         false -> S#state{reached = Pids ++ R}
     end.
 
-untrace_reached(S = #state{traces = Traces, reached = R, port = Port, session = Session})
+untrace_reached(S = #state{traces = Traces, reached = R, port = Port, session = Session,
+                           calls = []})
   when map_size(Traces) =:= 0, R =/= [] ->
     _ = case R of
             all -> untrace_all(Session, Port);
@@ -729,31 +779,50 @@ stop_meta(MFA, Session, Port) ->
         _ -> 0
     end.
 
-%% Armed for `--mfa', whose traces go through the trace port, as its
-%% collector expects of the processes it adopts (their meta events carry no
-%% time). kprof's own session has one tracer: an idle one with the NIF is
-%% replaced; a busy one makes `--mfa' wait. The state, or why not.
-arm_calls(S = #state{armed = false, session = Session}) ->
-    case kprof_tracing:shared(Session) of
-        true -> arm(S);
-        false -> arm(S, S#state.port)
-    end;
-arm_calls(S = #state{session = Session, port = Port}) ->
-    case {kprof_tracing:shared(Session) orelse kprof_tracing:tracer(Session) =:= Port,
+%% Armed for `--mfa': through the NIF once it serves (a call's trace then
+%% begins with a mark and may follow its messages), else through the trace
+%% port (the collector starts a trace at the call's meta event, which
+%% carries no time). kprof's own session has one tracer: an idle one that
+%% is not the one wanted is replaced; a busy one makes `--mfa' wait. The
+%% state, or why not.
+arm_calls(S = #state{armed = false}) ->
+    arm(S);
+arm_calls(S = #state{session = Session}) ->
+    case {kprof_tracing:shared(Session) orelse kprof_tracing:tracer(Session) =:= tracer(S),
           maps:size(S#state.traces), S#state.calls} of
         {true, _, _} -> arm(S);
-        {false, 0, []} -> arm(disarm(S#state{linger = undefined}), Port);
-        _ -> "request traces run through kprof's tracer NIF; trace calls when they end"
+        {false, 0, []} -> arm(disarm(S#state{linger = undefined}));
+        _ -> "request traces run through the node's trace port; trace calls when they end"
     end.
 
-%% The session of `--mfa''s meta pattern. The shared session's is the trace
-%% port, as kprof_trace's collector expects of the processes it adopts; in
-%% kprof's own, the session's tracer.
-meta_session(#state{session = Session, port = Port}) ->
+%% The session of `--mfa''s meta pattern: in the shared session, one whose
+%% tracer is the one new traces get; in kprof's own, that session.
+meta_session(S = #state{session = Session}) ->
     case kprof_tracing:shared(Session) of
-        true -> kprof_tracing:open(kprof_rtrace, Port);
+        true -> kprof_tracing:open(kprof_rtrace, tracer(S));
         false -> Session
     end.
+
+%% How `--mfa''s calls are traced (see kprof_rtrace_calls:spec/4): marks
+%% need the NIF as the meta tracer, following its send pattern too.
+calls_how(S, Meta, Follow) ->
+    case {kprof_tracing:tracer(Meta) =:= ?NIF, Follow andalso following(S)} of
+        {false, _} -> port;
+        {true, true} ->
+            case kprof_rtrace_calls:user_tokens() of
+                false -> follow;
+                true -> follow_unlabelled
+            end;
+        {true, false} -> alone
+    end.
+
+calls_reply(alone, true) ->
+    {ok, alone, "another tracer holds the node's send pattern or its system seq tracer"};
+calls_reply(follow_unlabelled, _) ->
+    {ok, follow, "not those of a process that holds a seq_trace token (this node's processes "
+                 "hold some of another seq_trace user's)"};
+calls_reply(How, _) ->
+    {ok, How}.
 
 %% Once the NIF serves: new traces in the shared session go through it at
 %% once; kprof's own session, whose tracer is fixed, is closed if it is
@@ -804,7 +873,8 @@ guard_wait(Server, Ref, Port, Session, Owned, Calls) ->
                     %% no longer traced); the NIF tracer outlives it
                     untrace_all(Session, Port),
                     [stop_meta(MFA, Session, Port) || MFA <- Calls],
-                    disarm_owned(Session, Owned);
+                    disarm_owned(Session, Owned),
+                    clear_kept(Session, Port);
                 false ->
                     _ = kprof_tracing:close(Session),
                     element(3, Owned) andalso release_seq_tracer(),
@@ -953,7 +1023,12 @@ follow_spec(Server, Session, Port) ->
             %% a local pid, or a registered name (`Name ! Msg')
             Names = [N || P <- Foreign, {registered_name, N} <- [process_info(P, registered_name)]],
             Left = [{'=/=', '$1', X} || X <- [Server, ?MODULE | Foreign ++ Names]],
-            Body = [{trace, '$1', [], ?FOLLOW_FLAGS}, {message, {get_seq_token}}],
+            %% the tracer named: unnamed, the action takes the sender's,
+            %% which is none while another process clears its flags (the
+            %% collector's untrace of a --mfa call's process as it sends):
+            %% OTP 25 then crashes in trace_send
+            Flags = kprof_tracing:action_flags(Session, ?FOLLOW_FLAGS),
+            Body = [{trace, '$1', [], Flags}, {message, {get_seq_token}}],
             %% to another node (a pid, or {Name, Node}): only said, for
             %% the trace to wait for that node's part
             Said = [{message, {get_seq_token}}],
@@ -994,7 +1069,7 @@ disarm(S = #state{armed = false}) -> S;
 disarm(S = #state{session = Session, owned = {_, _, Follow}}) ->
     %% the system seq tracer is no session's: kprof's own closing leaves it
     _ = case kprof_tracing:shared(Session) of
-            true -> disarm_owned(Session, S#state.owned);
+            true -> disarm_owned(Session, S#state.owned), clear_kept(Session, S#state.port);
             false -> Follow andalso release_seq_tracer()
         end,
     Closed = kprof_tracing:close(Session),
@@ -1022,8 +1097,10 @@ disarm_owned(Session, {Set, OnLoad, true}) ->
     %% the send pattern first: no process is followed any more; one someone
     %% set since is theirs
     _ = case kprof_tracing:info(Session, send, match_spec) of
-            {match_spec, [{['$1', '_'], _, [{trace, '$1', [], ?FOLLOW_FLAGS} | _]} | _]} ->
-                kprof_tracing:send(Session, true);
+            {match_spec, [{['$1', '_'], _, [{trace, '$1', [], Flags} | _]} | _]} ->
+                %% kprof's, with the tracer it names (follow_spec/3)
+                [F || F <- Flags, is_atom(F)] =:= ?FOLLOW_FLAGS
+                    andalso kprof_tracing:send(Session, true);
             _ -> ok
         end,
     release_seq_tracer(),

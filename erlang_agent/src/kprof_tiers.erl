@@ -50,7 +50,7 @@
 -module(kprof_tiers).
 
 -export([start/2, start/3, stop/0, parse_text/1, normalize/1, report/0, open_trace_port/1,
-         clear_tokens/0]).
+         clear_tokens/0, kprof_token/1]).
 %% spawned
 -export([agent_init/3, guard_init/4]).
 
@@ -518,13 +518,16 @@ clear_tokens() ->
                            "without a token", [length(Ours), length(Others)])
     end.
 
-%% kprof's tokens: labelled with a pid (the request's process, see
-%% entry_spec/2), with no trace flags, or, from a request trace, {kprof, N}
-%% with the `receive' flag or none (kprof:trace_begin/1).
+%% @doc kprof's tokens: labelled with a pid (the request's process, see
+%% entry_spec/2, or a call `kprof trace --mfa' follows: kprof_rtrace_calls),
+%% or, from a request trace, {kprof, N} (kprof:trace_begin/1); with no trace
+%% flags, or only the `receive' flag (request traces').
 -define(SEQ_RECEIVE_FLAG, 2). % the `receive' flag in a token's flags
+-spec kprof_token(tuple()) -> boolean().
 kprof_token({Flags, {kprof, N}, _Serial, _From, _LastCnt}) ->
     is_integer(N) andalso (Flags =:= 0 orelse Flags =:= ?SEQ_RECEIVE_FLAG);
-kprof_token({0, Label, _Serial, _From, _LastCnt}) -> is_pid(Label);
+kprof_token({Flags, Label, _Serial, _From, _LastCnt}) ->
+    is_pid(Label) andalso (Flags =:= 0 orelse Flags =:= ?SEQ_RECEIVE_FLAG);
 kprof_token(_) -> false.
 
 -define(FLAGS, [call, arity, monotonic_timestamp]).

@@ -60,7 +60,8 @@ static int decode_mfa(const char *buf, int *i, kp_trace_event *ev)
     return 0;
 }
 
-/* {Id, #{max_events => N, max_duration_ms => N, follow => N, ...}} */
+/* {Id, #{max_events => N, max_duration_ms => N, follow => N, call => 1,
+ * slower_than_us => N, ...}} */
 static int decode_begin(const char *buf, int *i, kp_trace_event *ev)
 {
     int arity, n;
@@ -86,6 +87,10 @@ static int decode_begin(const char *buf, int *i, kp_trace_event *ev)
             ev->max_processes = v;
         else if (strcmp(key, "follow") == 0 && v < UINT32_MAX)
             ev->trace_no = (uint32_t)v;
+        else if (strcmp(key, "call") == 0)
+            ev->call = v == 1;
+        else if (strcmp(key, "slower_than_us") == 0)
+            ev->slower_than_us = v;
     }
     return 0;
 }

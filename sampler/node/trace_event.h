@@ -60,8 +60,13 @@ typedef struct {
     kp_rtrace_cut cut;                    /* END sent by the node's server: why it cut */
     uint64_t max_events, max_duration_ms; /* BEGIN; 0 = the collector's default */
     uint64_t max_processes;               /* BEGIN: followed at most; 0 = default */
-    int64_t ts_ns;                        /* 0 when the event has none (meta events) */
-    uint32_t dropped;                     /* KP_TRACE_OTHER from the NIF: events it dropped */
+    /* BEGIN: kept only when it lasts this long (0: always) */
+    uint64_t slower_than_us;
+    /* BEGIN of a traced call (kprof trace --mfa through the NIF): the
+     * call's return_from ends it */
+    int call;
+    int64_t ts_ns;    /* 0 when the event has none (meta events) */
+    uint32_t dropped; /* KP_TRACE_OTHER from the NIF: events it dropped */
     /* SEQ_CALL: the seq_trace token's label when a pid, and the identity of
      * a call that opens a request (external term format, valid during the
      * callback; NULL for a call inside a request) */

@@ -17,6 +17,11 @@
  * readings, and the sums the writers make of them, within int64_t. */
 #define CLOCK_LIMIT ((int64_t)1 << 61)
 
+static uint64_t us_to_ns(uint64_t us)
+{
+    return us > UINT64_MAX / 1000 ? UINT64_MAX : us * 1000;
+}
+
 kp_rtrace *kp_rtrace_create(const kp_rtrace_options *o, const kp_rtrace_handler *h)
 {
     kp_rtrace *rtrace = kp_calloc(1, sizeof *rtrace);
@@ -90,6 +95,10 @@ static void finish(kp_rtrace *rtrace, uint32_t k)
                         .clocks = t->clocks,
                         .n_clocks = t->n_clocks};
     kp_rtrace_follow_release(rtrace, k);
+    /* from its start to its return or end mark: the time its caller saw */
+    int64_t took = (t->returned ? t->returned : t->last) - t->start;
+    int dropped =
+        !t->cut && t->slower_than_ns && !kp_rtrace_longer_than(took + 1, t->slower_than_ns);
     if (rtrace->h.on_done) {
         kp_rtrace_done done = {.id = t->id,
                                .pids = t->pids,
@@ -98,7 +107,8 @@ static void finish(kp_rtrace *rtrace, uint32_t k)
                                .origin = t->origin[0] ? t->origin : NULL,
                                .no = t->no,
                                .remote_in = t->remote_in,
-                               .n_remote_in = t->n_remote_in};
+                               .n_remote_in = t->n_remote_in,
+                               .dropped = dropped};
         rtrace->h.on_done(rtrace->h.ctx, &done);
     }
     if (rtrace->h.on_reached && (rtrace->n_reached || rtrace->reached_all))
@@ -243,8 +253,9 @@ void kp_rtrace_sweep(kp_rtrace *rtrace, int64_t now_ns)
 }
 
 int kp_rtrace_adopt(kp_rtrace *rtrace, const char *module, const char *function, unsigned arity,
-                    uint64_t max_traces)
+                    uint64_t max_traces, uint64_t slower_than_us)
 {
+    rtrace->adopt_slower_than_ns = us_to_ns(slower_than_us);
     rtrace->adopting = 1;
     snprintf(rtrace->adopt_fn.module, sizeof rtrace->adopt_fn.module, "%s", module);
     snprintf(rtrace->adopt_fn.function, sizeof rtrace->adopt_fn.function, "%s", function);
@@ -264,35 +275,94 @@ static int same_fn(const kp_trace_event *a, const kp_trace_event *b)
            strcmp(a->function, b->function) == 0;
 }
 
-/* A process that called the adopted function: its own trace, under a frame
- * for that function. */
-static proc *adopt(kp_rtrace *rtrace, const kp_trace_event *ev)
+/* The trace of a call of the adopted function that `ev` begins (at
+ * `ev->ts_ns`, 0 for a meta event; followed as trace `no`, 0: not): its
+ * own, under a frame for that function. */
+static void open_call(kp_rtrace *rtrace, const kp_trace_event *ev, uint32_t no)
 {
-    /* only the meta event of the call itself (no time of ours) starts one:
-     * events a finished call's process sends before its flags are cleared
-     * must not */
-    if (!rtrace->adopting || rtrace->adopted >= rtrace->max_adopted || ev->ts_ns ||
-        ev->kind != KP_TRACE_CALL || !same_fn(ev, &rtrace->adopt_fn))
-        return NULL;
+    if (rtrace->adopted >= rtrace->max_adopted)
+        return;
     char id[64];
     snprintf(id, sizeof id, "%s.%u.%llu", "CALL", ev->pid.num,
              (unsigned long long)rtrace->adopted + 1);
-    if (open_trace(rtrace, id, &ev->pid, 0, 0, 0, 1, 0, 0) != 0)
-        return NULL;
+    if (open_trace(rtrace, id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms, !ev->ts_ns,
+                   no, ev->max_processes) != 0)
+        return;
     rtrace->adopted++;
     proc *p = kp_rtrace_proc_of(rtrace, &ev->pid);
-    if (p)
-        kp_rtrace_push(rtrace, p, &rtrace->adopt_fn);
-    return NULL; /* this event has no time: the next one starts the clock */
+    if (!p)
+        return;
+    trace *t = &rtrace->traces[p->trace];
+    t->call_depth = 1;
+    t->slower_than_ns = rtrace->adopt_slower_than_ns;
+    kp_rtrace_push(rtrace, p, &rtrace->adopt_fn);
+}
+
+/* `p` (NULL: no trace holds it) calls the adopted function, as `ev` says:
+ * a mark through the NIF (BEGIN with `call`), or through the trace port a
+ * meta CALL (no time of ours; the next event starts the clock). A call of
+ * the function inside a traced one of its process deepens that one. Other
+ * events of a process that is not in a trace (a finished call's, before
+ * its flags are cleared) start nothing. */
+static void adopt(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev)
+{
+    int meta = ev->kind == KP_TRACE_CALL && !ev->ts_ns && same_fn(ev, &rtrace->adopt_fn);
+    if (!rtrace->adopting || !(meta || (ev->kind == KP_TRACE_BEGIN && ev->call)))
+        return;
+    if (!p || p->followed) {
+        open_call(rtrace, ev, ev->kind == KP_TRACE_BEGIN ? ev->trace_no : 0);
+        return;
+    }
+    trace *t = &rtrace->traces[p->trace];
+    if (t->call_depth && pack(&t->root) == pack(&ev->pid))
+        t->call_depth++;
+}
+
+/* Trace `k` ended at node time `ts` (0: not known): it is finished, or, if
+ * its messages went to other nodes, at the latest PART_GRACE_NS from here,
+ * once their parts are in. */
+static void end_trace(kp_rtrace *rtrace, uint32_t k, int64_t ts)
+{
+    trace *t = &rtrace->traces[k];
+    t->returned = ts ? ts : t->last;
+    if (!t->remote) {
+        finish(rtrace, k);
+        return;
+    }
+    t->ending = 1;
+    t->end_by = t->returned + PART_GRACE_NS;
+}
+
+/* The return_from of the adopted function in the root of its trace: the
+ * call's trace ends when its outermost call returns. 0, or -1 (as
+ * kp_rtrace_event). */
+static int call_returned(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev)
+{
+    uint32_t k = p->trace;
+    trace *t = &rtrace->traces[k];
+    if (!t->call_depth || pack(&ev->pid) != pack(&t->root) || !same_fn(ev, &rtrace->adopt_fn))
+        return 0;
+    if (ev->ts_ns && kp_rtrace_timed_event(rtrace, p, k, ev->ts_ns))
+        return finish_cut(rtrace, k);
+    if (--t->call_depth == 0)
+        end_trace(rtrace, k, ev->ts_ns);
+    return 0;
 }
 
 int kp_rtrace_event(kp_rtrace *rtrace, const kp_trace_event *ev)
 {
     if (ev->ts_ns > CLOCK_LIMIT || ev->ts_ns < -CLOCK_LIMIT)
         return 0; /* no node's clock: see CLOCK_LIMIT */
+    if (ev->kind == KP_TRACE_BEGIN && ev->call) {
+        adopt(rtrace, kp_rtrace_proc_of(rtrace, &ev->pid), ev);
+        return 0;
+    }
     if (ev->kind == KP_TRACE_BEGIN) {
-        open_trace(rtrace, ev->id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms, 0,
-                   ev->trace_no, ev->max_processes);
+        proc *p;
+        if (open_trace(rtrace, ev->id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms, 0,
+                       ev->trace_no, ev->max_processes) == 0 &&
+            (p = kp_rtrace_proc_of(rtrace, &ev->pid)))
+            rtrace->traces[p->trace].slower_than_ns = us_to_ns(ev->slower_than_us);
         return 0;
     }
     if (ev->kind == KP_TRACE_END && ev->cut) { /* the node cut it: by id, from its server */
@@ -319,19 +389,16 @@ int kp_rtrace_event(kp_rtrace *rtrace, const kp_trace_event *ev)
     }
     if (ev->kind == KP_TRACE_LABEL)
         return 0; /* of a process no trace holds */
-    if (!p && ev->kind != KP_TRACE_RETURN_FROM)
-        p = adopt(rtrace, ev);
-    if (!p)
-        return 0;                           /* not (or no longer) part of a trace */
-    if (ev->kind == KP_TRACE_RETURN_FROM) { /* meta: no time; ends an adopted trace */
-        k = p->trace;
-        if (rtrace->adopting && pack(&ev->pid) == pack(&rtrace->traces[k].root) &&
-            same_fn(ev, &rtrace->adopt_fn))
-            finish(rtrace, k);
+    if (ev->kind == KP_TRACE_CALL && !ev->ts_ns) {
+        adopt(rtrace, p, ev); /* a meta event, through the trace port */
         return 0;
     }
+    if (!p)
+        return 0; /* not (or no longer) part of a trace */
+    if (ev->kind == KP_TRACE_RETURN_FROM)
+        return call_returned(rtrace, p, ev);
     if (!ev->ts_ns)
-        return 0; /* another meta event (a nested call of the function) */
+        return 0; /* no time of ours: nothing to count */
     k = p->trace;
     trace *t = &rtrace->traces[k];
     if (kp_rtrace_timed_event(rtrace, p, k, ev->ts_ns))
@@ -349,14 +416,8 @@ int kp_rtrace_event(kp_rtrace *rtrace, const kp_trace_event *ev)
             kp_rtrace_remove_proc(rtrace, &ev->pid);
         break;
     case KP_TRACE_END:
-        if (strcmp(ev->id, t->id) == 0 && t->remote) {
-            /* its messages went to other nodes: written once their parts
-             * are in, or at the latest PART_GRACE_NS from here */
-            t->ending = 1;
-            t->end_by = ev->ts_ns + PART_GRACE_NS;
-        } else if (strcmp(ev->id, t->id) == 0) {
-            finish(rtrace, k);
-        }
+        if (strcmp(ev->id, t->id) == 0)
+            end_trace(rtrace, k, ev->ts_ns);
         break;
     default: kp_rtrace_set_state(p, ev->kind); break;
     }

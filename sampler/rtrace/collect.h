@@ -60,6 +60,9 @@ typedef struct {
     uint32_t no;
     const kp_rtrace_remote_in *remote_in; /* messages taken in from other nodes */
     size_t n_remote_in;
+    /* faster than its threshold (--slower-than, or the bounds' slower_than_us):
+     * not to be written, its processes' flags cleared all the same */
+    int dropped;
 } kp_rtrace_done;
 
 typedef struct {
@@ -91,12 +94,16 @@ void kp_rtrace_free(kp_rtrace *rtrace);
  * trace is then cut). */
 int kp_rtrace_event(kp_rtrace *rtrace, const kp_trace_event *ev);
 
-/* Traces of calls of one function (kprof trace --mfa): a process not in a
- * trace that sends events starts a trace of its own, under a first frame
- * for the function, until `max_traces` have started; the return_from of
- * that function ends it. Returns 0, or -1 when out of memory. */
+/* Traces of calls of one function (kprof trace --mfa), until `max_traces`
+ * have started, each under a first frame for the function, from the call
+ * until it returns (its return_from; a call of the function inside it
+ * does not end it). Through the NIF a call begins with a mark (a BEGIN
+ * with `call`), whose trace may follow the call's messages; through the
+ * trace port, at the call's meta event (a CALL without time) of a process
+ * no trace holds. A trace shorter than `slower_than_us` (0: none) is
+ * dropped (kp_rtrace_done.dropped). Returns 0, or -1 when out of memory. */
 int kp_rtrace_adopt(kp_rtrace *rtrace, const char *module, const char *function, unsigned arity,
-                    uint64_t max_traces);
+                    uint64_t max_traces, uint64_t slower_than_us);
 
 /* How many traces adoption has started. */
 uint64_t kp_rtrace_adopted(const kp_rtrace *rtrace);

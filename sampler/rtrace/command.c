@@ -12,11 +12,13 @@
 
 static const char trace_usage[] =
     "Usage: kprof trace --node NODE --pid PID [--duration T] [--output DIR]\n"
-    "       kprof trace --node NODE --mfa M:F/A [--count K] [--duration T] [--output DIR]\n"
+    "       kprof trace --node NODE --mfa M:F/A [--match HEAD] [--slower-than T]\n"
+    "                   [--no-follow] [--count K] [--duration T] [--output DIR]\n"
     "\n"
     "Traces everything one process does (and the processes it spawns), or\n"
-    "the next K calls of a function (each in whatever process makes it, from\n"
-    "the call to its return), and writes each trace as an eflame-compatible\n"
+    "the next K calls of a function, each from the call to its return in\n"
+    "whatever process makes it and in the processes its messages reach (as\n"
+    "request traces are followed), and writes each trace as an eflame-compatible\n"
     "folded file (microseconds, `sleep` for time scheduled out), its flame\n"
     "graph for a web browser and a perf-script file of its timeline:\n"
     "DIR/TIME-ID.folded, DIR/TIME-ID.svg and DIR/TIME-ID.perf. Trace patterns\n"
@@ -32,6 +34,15 @@ static const char trace_usage[] =
     "  -p, --pid PID            the process to trace, e.g. '<0.123.0>'\n"
     "  -m, --mfa M:F/A          trace calls of this function, e.g. kv:handle/2\n"
     "                           (Elixir: MyApp.KV.handle/2)\n"
+    "      --match HEAD         only calls whose arguments match HEAD, a match\n"
+    "                           head as dbg:tp takes it, e.g. \"['_', {get, '_'}]\",\n"
+    "                           or a fun as dbg:fun2ms takes it, e.g.\n"
+    "                           \"fun([K, _]) when is_binary(K) -> true end\"\n"
+    "                           (a record is written as its tuple)\n"
+    "      --slower-than T      write only the calls that took T or longer, from\n"
+    "                           call to return (every call is traced; the others\n"
+    "                           are dropped); --count then counts those written\n"
+    "      --no-follow          trace each call in its own process only\n"
     "  -c, --count K            how many calls [1]\n"
     "  -d, --duration T         how long (with --mfa: at most) [5s]\n"
     "  -o, --output DIR         where the files go [.]\n"
@@ -47,12 +58,23 @@ static const char trace_usage[] =
     "Exit status: 0 success, 1 a trace could not be written, 2 usage error,\n"
     "3 malformed trace stream, 4 node unreachable, busy or lost.\n";
 
-enum { OPT_SESSION = 1000, OPT_COOKIE, OPT_CONNECT, OPT_ERLANG_NAMES };
+enum {
+    OPT_SESSION = 1000,
+    OPT_COOKIE,
+    OPT_CONNECT,
+    OPT_ERLANG_NAMES,
+    OPT_MATCH,
+    OPT_SLOWER,
+    OPT_NO_FOLLOW
+};
 
 static const struct option trace_options[] = {
     {"node", required_argument, NULL, 'n'},
     {"pid", required_argument, NULL, 'p'},
     {"mfa", required_argument, NULL, 'm'},
+    {"match", required_argument, NULL, OPT_MATCH},
+    {"slower-than", required_argument, NULL, OPT_SLOWER},
+    {"no-follow", no_argument, NULL, OPT_NO_FOLLOW},
     {"count", required_argument, NULL, 'c'},
     {"duration", required_argument, NULL, 'd'},
     {"output", required_argument, NULL, 'o'},
@@ -115,6 +137,27 @@ static int parse_target(int opt, const char *arg, kp_rtrace_run_options *o)
     }
 }
 
+/* Which calls of --mfa and how: --match, --slower-than, --no-follow.
+ * Returns as parse_target does. */
+static int parse_calls(int opt, const char *arg, kp_rtrace_run_options *o)
+{
+    switch (opt) {
+    case OPT_MATCH:
+        if (strlen(arg) > 4096)
+            return kp_bad_value("--match", "(longer than 4096 characters)",
+                                "a match head such as \"['_', {get, '_'}]\"");
+        o->match = arg;
+        return KP_EXIT_OK;
+    case OPT_SLOWER:
+        if (kp_parse_duration(arg, &o->slower_than_us) != 0 || o->slower_than_us == 0 ||
+            o->slower_than_us > 3600000000u)
+            return kp_bad_value("--slower-than", arg, "a duration such as 50ms or 2s, up to 1h");
+        return KP_EXIT_OK;
+    case OPT_NO_FOLLOW: o->no_follow = 1; return KP_EXIT_OK;
+    default: return -1;
+    }
+}
+
 /* How much and where: --count, --duration, --output, --erlang-names. Returns as
  * parse_target does. */
 static int parse_bounds(int opt, const char *arg, kp_rtrace_run_options *o)
@@ -164,6 +207,11 @@ static int check_options(const kp_rtrace_run_options *o)
             "what to trace? add --pid '<0.123.0>' or --mfa module:function/arity (one of them)");
         return KP_EXIT_USAGE;
     }
+    if (!o->mfa && (o->match || o->slower_than_us || o->no_follow)) {
+        kp_error("--match, --slower-than and --no-follow choose calls of --mfa: add --mfa "
+                 "module:function/arity");
+        return KP_EXIT_USAGE;
+    }
     return KP_EXIT_OK;
 }
 
@@ -180,6 +228,8 @@ int kp_cmd_trace(int argc, char **argv)
             return KP_EXIT_OK;
         }
         int rc = parse_target(opt, optarg, &o);
+        if (rc < 0)
+            rc = parse_calls(opt, optarg, &o);
         if (rc < 0)
             rc = parse_bounds(opt, optarg, &o);
         if (rc < 0)

@@ -44,6 +44,7 @@ typedef struct {
     unsigned port;
     uint64_t written, failed;
     int started; /* this run started request tracing in the node: it stops it */
+    int usage;   /* the node refused an option's value (--match) */
 } run;
 
 /* {rtrace_part_out, No, Origin, Part} at buf[*index] (see send_part). */
@@ -113,16 +114,9 @@ static void send_pids(run *r, const char *tag, const erlang_pid *pids, size_t n,
     ei_x_free(&x);
 }
 
-/* A trace ended: writes its files, then asks kprof_rtrace to clear the
- * flags of its processes (its root's are cleared by the root itself); a
- * part of another node's trace goes there instead. */
-static void on_done(void *ctx, const kp_rtrace_done *done)
+/* Writes the files of a trace and says where, or why not. */
+static void write_trace(run *r, const kp_rtrace_done *done)
 {
-    run *r = ctx;
-    if (done->origin) {
-        send_part(r, done);
-        return;
-    }
     char folded[4400], why[4600] = "";
     if (kp_rtrace_write_files(done->data, r->dir, done->id, folded, sizeof folded, why,
                               sizeof why) == KP_OK) {
@@ -133,6 +127,21 @@ static void on_done(void *ctx, const kp_rtrace_done *done)
         printf("kprof: trace %s not written: %s\n", done->id, why);
     }
     fflush(stdout);
+}
+
+/* A trace ended: writes its files, then asks kprof_rtrace to clear the
+ * flags of its processes (its root's are cleared by the root itself); a
+ * part of another node's trace goes there instead. */
+static void on_done(void *ctx, const kp_rtrace_done *done)
+{
+    run *r = ctx;
+    if (done->origin) {
+        send_part(r, done);
+        return;
+    }
+    /* faster than --slower-than, or one past --count of them: not written */
+    if (!done->dropped && !(r->o->slower_than_us && r->written + r->failed >= r->o->count))
+        write_trace(r, done);
     /* the process that began a trace clears its own flags (it may already
      * run its next trace); a traced call's process is cleared here */
     size_t first = r->o->mfa ? 0 : 1;
@@ -286,32 +295,88 @@ static int start_external(run *r, char *err, size_t err_len)
     return 0;
 }
 
-/* kprof_rtrace:trace_calls({M, F, A}) or stop_calls/1; 0 when it said ok */
-static int calls_rpc(run *r, const char *fun, char *err, size_t err_len)
+/* {M, F, A} of --mfa at x's index */
+static void encode_mfa(ei_x_buff *x, const kp_rtrace_run_options *o)
+{
+    ei_x_encode_tuple_header(x, 3);
+    ei_x_encode_atom(x, o->mfa_module);
+    ei_x_encode_atom(x, o->mfa_function);
+    ei_x_encode_ulong(x, o->mfa_arity);
+}
+
+/* What kprof_rtrace:trace_calls/2 said: `ok` and how calls are traced
+ * (printed), or why not (into err). 0 when it said ok. */
+static int calls_said(run *r, const ei_x_buff *reply, char *err, size_t err_len)
+{
+    int i = 0, arity = 0;
+    char tag[MAXATOMLEN] = "", how[MAXATOMLEN] = "", why[512] = "";
+    if (ei_decode_tuple_header(reply->buff, &i, &arity) == 0 && arity == 2 &&
+        ei_decode_atom(reply->buff, &i, tag) == 0 && strcmp(tag, "error") == 0 &&
+        ei_decode_tuple_header(reply->buff, &i, &arity) == 0 && arity == 2 &&
+        ei_decode_atom(reply->buff, &i, tag) == 0 && strcmp(tag, "usage") == 0 &&
+        kp_term_decode_text(reply->buff, &i, why, sizeof why) == 0) {
+        snprintf(err, err_len, "%s", why); /* names the option and what to write */
+        r->usage = 1;
+        return -1;
+    }
+    i = 0;
+    if (ei_decode_tuple_header(reply->buff, &i, &arity) != 0 || arity < 2 ||
+        ei_decode_atom(reply->buff, &i, tag) != 0 || strcmp(tag, "ok") != 0 ||
+        ei_decode_atom(reply->buff, &i, how) != 0) {
+        char s[512];
+        snprintf(err, err_len, "cannot trace calls of %s on %s: %s", r->o->mfa, r->node.target,
+                 kp_term_text(reply->buff, 0, "(no reply)", s, sizeof s));
+        return -1;
+    }
+    if (arity == 3)
+        kp_term_text(reply->buff, i, "", why, sizeof why);
+    const char *mode = strcmp(how, "follow") == 0
+                           ? "each in its process and those its messages reach"
+                           : "each in its own process only";
+    fprintf(stderr, "kprof: tracing calls of %s, %s%s%s\n", r->o->mfa, mode, why[0] ? ": " : "",
+            why);
+    return 0;
+}
+
+/* kprof_rtrace:trace_calls({M, F, A}, Options). 0 when it said ok. */
+static int trace_calls(run *r, char *err, size_t err_len)
+{
+    const kp_rtrace_run_options *o = r->o;
+    ei_x_buff args, reply;
+    ei_x_new(&args);
+    ei_x_new(&reply);
+    ei_x_encode_list_header(&args, 2);
+    encode_mfa(&args, o);
+    ei_x_encode_map_header(&args, 3);
+    ei_x_encode_atom(&args, "match");
+    ei_x_encode_binary(&args, o->match ? o->match : "", o->match ? (long)strlen(o->match) : 0);
+    ei_x_encode_atom(&args, "follow");
+    ei_x_encode_boolean(&args, !o->no_follow);
+    ei_x_encode_atom(&args, "max_duration_ms");
+    ei_x_encode_ulong(&args, (unsigned long)(o->duration_us / 1000 + 1000));
+    ei_x_encode_empty_list(&args);
+    int rc = kp_node_rpc(&r->node, "kprof_rtrace", "trace_calls", &args, &reply);
+    if (rc == 0)
+        rc = calls_said(r, &reply, err, err_len);
+    else
+        snprintf(err, err_len, "lost the connection to %s", r->node.target);
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}
+
+/* kprof_rtrace:stop_calls({M, F, A}); the reply is not read */
+static void stop_calls(run *r)
 {
     ei_x_buff args, reply;
     ei_x_new(&args);
     ei_x_new(&reply);
     ei_x_encode_list_header(&args, 1);
-    ei_x_encode_tuple_header(&args, 3);
-    ei_x_encode_atom(&args, r->o->mfa_module);
-    ei_x_encode_atom(&args, r->o->mfa_function);
-    ei_x_encode_ulong(&args, r->o->mfa_arity);
+    encode_mfa(&args, r->o);
     ei_x_encode_empty_list(&args);
-    int rc = kp_node_rpc(&r->node, "kprof_rtrace", fun, &args, &reply);
-    int i = 0;
-    char tag[MAXATOMLEN] = "";
-    if (rc == 0 && (ei_decode_atom(reply.buff, &i, tag) != 0 || strcmp(tag, "ok") != 0)) {
-        char s[512];
-        snprintf(err, err_len, "cannot trace calls of %s on %s: %s", r->o->mfa, r->node.target,
-                 kp_term_text(reply.buff, 0, "(no reply)", s, sizeof s));
-        rc = -1;
-    } else if (rc != 0) {
-        snprintf(err, err_len, "lost the connection to %s", r->node.target);
-    }
+    kp_node_rpc(&r->node, "kprof_rtrace", "stop_calls", &args, &reply);
     ei_x_free(&args);
     ei_x_free(&reply);
-    return rc;
 }
 
 /* --pid: begin a trace of that process */
@@ -357,11 +422,13 @@ static int loop(run *r, int64_t deadline)
 {
     kp_trace_port_handler h = {.ctx = r, .on_event = on_event, .on_drop = on_drop};
     int calls_stopped = 0;
-    char err[1024];
     while (!kp_stop_requested() && kp_now_ns() < deadline) {
-        if (r->o->mfa && kp_rtrace_adopted(r->rtrace) >= r->o->count) {
-            if (!calls_stopped) { /* enough calls started: no new ones */
-                calls_rpc(r, "stop_calls", err, sizeof err);
+        /* enough calls started, or, with --slower-than, written */
+        uint64_t done =
+            r->o->slower_than_us ? r->written + r->failed : kp_rtrace_adopted(r->rtrace);
+        if (r->o->mfa && done >= r->o->count) {
+            if (!calls_stopped) { /* no new ones */
+                stop_calls(r);
                 calls_stopped = 1;
             }
             if (kp_rtrace_running(r->rtrace) == 0)
@@ -458,13 +525,15 @@ static int start_calls(run *r, char *err, size_t err_len)
 {
     const kp_rtrace_run_options *o = r->o;
     int rc = start_external(r, err, err_len);
-    if (rc == 0 &&
-        kp_rtrace_adopt(r->rtrace, o->mfa_module, o->mfa_function, o->mfa_arity, o->count)) {
+    /* with --slower-than, as many as come: --count bounds those written */
+    uint64_t max = o->slower_than_us ? UINT64_MAX : o->count;
+    if (rc == 0 && kp_rtrace_adopt(r->rtrace, o->mfa_module, o->mfa_function, o->mfa_arity, max,
+                                   o->slower_than_us)) {
         snprintf(err, err_len, "out of memory");
         rc = -1;
     }
     if (rc == 0)
-        rc = calls_rpc(r, "trace_calls", err, err_len);
+        rc = trace_calls(r, err, err_len);
     return rc;
 }
 
@@ -514,8 +583,7 @@ static int collect(run *r, const char *id)
         kp_error("the trace stream from %s is malformed or broken", r->node.target);
         code = KP_EXIT_DATA;
     } else if (o->mfa) {
-        char err[4096]; /* ignored: the traces end here all the same */
-        calls_rpc(r, "stop_calls", err, sizeof err);
+        stop_calls(r);
         if (kp_rtrace_running(r->rtrace)) /* calls still running at the end */
             kp_rtrace_close(r->rtrace, NULL, KP_RTRACE_CUT_MAX_DURATION);
     } else if (!o->session) {
@@ -523,6 +591,10 @@ static int collect(run *r, const char *id)
     }
     kp_rtrace_close(r->rtrace, NULL,
                     o->session ? KP_RTRACE_CUT_COLLECTOR_STOPPED : KP_RTRACE_COMPLETE);
+    if (o->mfa && o->slower_than_us)
+        fprintf(stderr, "kprof: %llu calls traced, %llu as slow as --slower-than\n",
+                (unsigned long long)kp_rtrace_adopted(r->rtrace),
+                (unsigned long long)(r->written + r->failed));
     if (!o->session && !r->failed && r->written == 0)
         kp_warn("no trace was written");
     return code;
@@ -571,7 +643,7 @@ int kp_rtrace_run(const kp_rtrace_run_options *o)
         code = KP_EXIT_FAILURE;
     } else if (start_tracing(&r, id, sizeof id, err, sizeof err) != 0) {
         kp_error("%s", err);
-        code = KP_EXIT_NODE;
+        code = r.usage ? KP_EXIT_USAGE : KP_EXIT_NODE;
     } else {
         code = collect(&r, id);
     }

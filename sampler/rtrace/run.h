@@ -14,8 +14,11 @@ typedef struct {
     const char *mfa; /* "m:f/a": trace the next `count` calls of it */
     char mfa_module[256], mfa_function[256];
     unsigned mfa_arity;
-    uint64_t count;
-    uint64_t duration_us; /* of a --pid trace; at most, for --mfa */
+    const char *match;       /* --match: which calls (kprof_rtrace_calls:selection/2) */
+    int no_follow;           /* --no-follow: a call's trace holds its own process only */
+    uint64_t slower_than_us; /* --slower-than: only calls that took this long are written */
+    uint64_t count;          /* calls traced; with slower_than_us, calls written */
+    uint64_t duration_us;    /* of a --pid trace; at most, for --mfa */
     const char *output_dir;
     int erlang_names; /* --erlang-names: Elixir frames as Elixir.Mod:fun/1 */
 } kp_rtrace_run_options;

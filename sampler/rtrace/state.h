@@ -52,6 +52,11 @@ typedef struct {
     uint64_t max_followed;
     erlang_pid *followed; /* processes its messages reached, taken in */
     size_t n_followed, cap_followed;
+    /* a traced call (kprof trace --mfa): calls of the function its root is
+     * in (it ends when the first returns); 0: not a call's trace */
+    unsigned call_depth;
+    uint64_t slower_than_ns; /* written only when it lasts this long; 0: always */
+    int64_t returned;        /* when its call returned or its end mark came; 0: not yet */
 } trace;
 
 typedef struct {
@@ -87,6 +92,7 @@ struct kp_rtrace {
     int adopting;
     kp_trace_event adopt_fn;
     uint64_t adopted, max_adopted;
+    uint64_t adopt_slower_than_ns; /* the adopted calls' slower_than_ns */
 };
 
 static inline uint64_t pack(const erlang_pid *p)

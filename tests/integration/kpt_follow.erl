@@ -10,7 +10,7 @@
 
 -export([main/1, req/3, handle/1, load_start/1, load_stop/0, servers/0,
          traced_work/0, untraced_work/0, worker_work/0, concurrent/1, flags_left/0,
-         traced_servers/0]).
+         traced_servers/0, slow_pair/0]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
 %% @doc Starts the servers and the pool, then writes `Ready'.
@@ -104,6 +104,16 @@ concurrent(N) ->
                 end) || _ <- lists:seq(1, N)],
     Ids = [receive {P, Id} -> Id after 30000 -> timeout end || P <- Ps],
     lists:flatten(lists:join(",", [binary_to_list(I) || I <- Ids, is_binary(I)])).
+
+%% @doc Two traced requests that keep their trace only past 20 ms: a fast
+%% one, then one made slow; "FastId,SlowId".
+-spec slow_pair() -> string().
+slow_pair() ->
+    Id = fun() -> binary_to_list(kprof:trace_id()) end,
+    Fast = kprof:trace_request(#{slower_than_ms => 20}, fun() -> ok = handle(traced), Id() end),
+    Slow = kprof:trace_request(#{slower_than_ms => 20},
+                               fun() -> ok = handle(traced), timer:sleep(30), Id() end),
+    Fast ++ "," ++ Slow.
 
 %% @doc "clean", or the processes that still carry trace flags or a
 %% seq_trace token, whether the send pattern is still set, kprof's session

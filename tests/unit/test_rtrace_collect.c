@@ -27,6 +27,7 @@ typedef struct {
     int n_written;
     char last_id[64];
     size_t last_pids;
+    int n_dropped; /* faster than their threshold: not written */
 } fixture;
 
 /* the handler writes each trace, as `kprof trace` does */
@@ -34,6 +35,10 @@ static void on_done(void *ctx, const kp_rtrace_done *done)
 {
     fixture *f = ctx;
     char why[4600] = "";
+    if (done->dropped) {
+        f->n_dropped++;
+        return;
+    }
     assert_int_equal(kp_rtrace_write_files(done->data, f->dir, done->id,
                                            f->written[f->n_written % 8], sizeof f->written[0], why,
                                            sizeof why),
@@ -243,7 +248,7 @@ static void sub_microsecond_parts_count_one(void **state)
 static void adopted_calls_start_and_end_with_the_function(void **state)
 {
     fixture *f = *state;
-    assert_int_equal(kp_rtrace_adopt(f->rtrace, "kv", "request", 1, 1), 0);
+    assert_int_equal(kp_rtrace_adopt(f->rtrace, "kv", "request", 1, 1, 0), 0);
     ev(f, KP_TRACE_CALL, 50, "other:fun/0", 10 * US); /* not the call: not adopted */
     assert_int_equal(kp_rtrace_running(f->rtrace), 0);
     ev(f, KP_TRACE_CALL, 50, "kv:request/1", 0); /* the meta call event: no time */
@@ -308,6 +313,67 @@ static const char *timeline_of(const char *folded)
     static char json[4400];
     snprintf(json, sizeof json, "%.*s.trace.json", (int)(strlen(folded) - 7), folded);
     return slurp(json);
+}
+
+/* a traced call's begin mark through the NIF (BEGIN with `call`) */
+static void call_begin(fixture *f, unsigned p, uint32_t no, int64_t ts)
+{
+    kp_trace_event e;
+    memset(&e, 0, sizeof e);
+    e.kind = KP_TRACE_BEGIN;
+    e.call = 1;
+    e.pid = pid(p);
+    e.ts_ns = ts;
+    e.trace_no = no;
+    snprintf(e.id, sizeof e.id, "call");
+    assert_int_equal(kp_rtrace_event(f->rtrace, &e), 0);
+}
+
+/* kprof trace --mfa through the NIF: the call's mark begins its trace,
+ * which follows its message into a server; a call of the function inside
+ * it does not end it; its outermost return does, with the time up to it */
+static void a_call_mark_begins_a_followed_trace(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(kp_rtrace_adopt(f->rtrace, "kv", "request", 1, 5, 0), 0);
+    call_begin(f, 50, 0x80000007u, 10 * US);
+    ev(f, KP_TRACE_CALL, 50, "kv:parse/1", 20 * US); /* 10 us in request */
+    send_to(f, 50, 60, 0x80000007u, 30 * US);        /* 10 us in parse */
+    receive_from(f, 60, 50, 0x80000007u, 40 * US);
+    ev(f, KP_TRACE_CALL, 60, "srv:work/0", 40 * US);
+    ev(f, KP_TRACE_CALL, 60, "srv:loop/1", 70 * US); /* 30 us of work */
+    idle(f, 60, 70 * US);
+    ev(f, KP_TRACE_RETURN_TO, 50, "kv:request/1", 80 * US); /* 50 in parse */
+    call_begin(f, 50, 0x80000007u, 85 * US);                /* a nested call */
+    ev(f, KP_TRACE_RETURN_FROM, 50, "kv:request/1", 90 * US);
+    assert_int_equal(kp_rtrace_running(f->rtrace), 1);
+    ev(f, KP_TRACE_RETURN_FROM, 50, "kv:request/1", 100 * US); /* 20 more in request */
+    assert_int_equal(kp_rtrace_running(f->rtrace), 0);
+    assert_int_equal(f->n_written, 1);
+    assert_string_equal(f->last_id, "CALL.50.1");
+    assert_string_equal(slurp(f->written[0]), "<0.50.0>;kv:request/1 30\n"
+                                              "<0.50.0>;kv:request/1;kv:parse/1 60\n"
+                                              "<0.60.0>;srv:work/0 30\n");
+}
+
+/* --slower-than: only the calls that took that long, from call to return */
+static void calls_faster_than_the_threshold_are_dropped(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(kp_rtrace_adopt(f->rtrace, "kv", "request", 1, 10, 100), 0);
+    call_begin(f, 50, 0, 0);
+    ev(f, KP_TRACE_RETURN_FROM, 50, "kv:request/1", 99 * US); /* 99 us: dropped */
+    call_begin(f, 51, 0, 200 * US);
+    ev(f, KP_TRACE_RETURN_FROM, 51, "kv:request/1", 300 * US); /* 100 us: kept */
+    /* through the trace port, the time is that of its first and last events */
+    ev(f, KP_TRACE_CALL, 52, "kv:request/1", 0);
+    ev(f, KP_TRACE_CALL, 52, "kv:parse/1", 400 * US);
+    ev(f, KP_TRACE_RETURN_TO, 52, "kv:request/1", 450 * US);
+    ev(f, KP_TRACE_RETURN_FROM, 52, "kv:request/1", 0); /* 50 us: dropped */
+    assert_int_equal(f->n_dropped, 2);
+    assert_int_equal(f->n_written, 1);
+    assert_string_equal(f->last_id, "CALL.51.2");
+    assert_int_equal(kp_rtrace_adopted(f->rtrace), 3);
 }
 
 /* A server serves trace 1, then trace 2, then an untraced request: each
@@ -558,6 +624,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_server_two_traces_hold_goes_with_the_last, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(a_part_from_another_node_is_merged, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_call_mark_begins_a_followed_trace, setup, teardown),
+        cmocka_unit_test_setup_teardown(calls_faster_than_the_threshold_are_dropped, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

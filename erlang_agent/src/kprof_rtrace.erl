@@ -350,7 +350,10 @@ ensure_started(Mode) ->
                 armed = false :: boolean(), seq = 0 :: non_neg_integer(),
                 last_limited = 0 :: integer(), % when the bucket was last filled, us
                 tokens = 1.0e9 :: float(),      % full: min(Burst, ...) caps it
-                calls = [] :: [mfa()],           % traced by trace_calls/1
+                calls = [] :: [mfa()],           % traced by trace_calls/2
+                %% calls were followed: their traces, the collector's, may
+                %% wait for the processes they reached (see add_reached/2)
+                calls_followed = false :: boolean(),
                 baseline = 0 :: non_neg_integer(), % system memory when armed
                 nif = false :: boolean(),          % kprof_tracer is connected
                 flush_timer = false :: boolean(),  % a retry of flush/1 is due
@@ -586,7 +589,9 @@ handle({trace_calls, {M, F, A} = MFA, Options}, S = #state{port = Port, session 
                           Meta, MFA,
                           kprof_rtrace_calls:spec(Taken, Flags, Foreign, {How, Bounds}),
                           [meta]),
-                    {calls_reply(How, Follow), S1}
+                    {calls_reply(How, Follow),
+                     S1#state{calls_followed = S1#state.calls_followed orelse How =/= port
+                                                        andalso How =/= alone}}
             end
     end;
 handle({stop_calls, MFA}, S) ->
@@ -739,9 +744,10 @@ clear_kept(Session, Port) ->
 
 %% The processes following reached (the collector lists them, `all' past
 %% ?MAX_REACHED) keep the flags the send pattern gave them until no trace
-%% runs and no calls are traced (`--mfa''s calls, which follow too, are
-%% the collector's: their end is not known here): only then can no
-%% request's message be on its way to one of them,
+%% runs and no calls were followed (`--mfa''s traces are the collector's,
+%% and may wait for a process they reached to take in their message: the
+%% processes they reached keep their flags until kprof stops): only then
+%% can no request's message be on its way to one of them,
 %% giving it the flags anew while they are taken away. Not longer: an idle
 %% followed process's calls each cost it the VM's call tracing and the
 %% NIF's enabled/3 (kept until the next trace, three servers added 30 us to
@@ -755,7 +761,7 @@ add_reached(Pids, S = #state{reached = R}) ->
     end.
 
 untrace_reached(S = #state{traces = Traces, reached = R, port = Port, session = Session,
-                           calls = []})
+                           calls = [], calls_followed = false})
   when map_size(Traces) =:= 0, R =/= [] ->
     _ = case R of
             all -> untrace_all(Session, Port);

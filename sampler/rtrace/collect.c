@@ -17,6 +17,8 @@
  * readings, and the sums the writers make of them, within int64_t. */
 #define CLOCK_LIMIT ((int64_t)1 << 61)
 
+static void end_trace(kp_rtrace *rtrace, uint32_t k, int64_t ts, int drained);
+
 static uint64_t us_to_ns(uint64_t us)
 {
     return us > UINT64_MAX / 1000 ? UINT64_MAX : us * 1000;
@@ -117,8 +119,12 @@ static void finish(kp_rtrace *rtrace, uint32_t k)
     rtrace->n_reached = 0;
     rtrace->reached_all = 0;
     kp_u64_map_clear(&rtrace->reached_set);
-    for (size_t p = 0; p < t->n_pids; p++)
-        kp_rtrace_remove_proc(rtrace, &t->pids[p]);
+    for (size_t p = 0; p < t->n_pids; p++) {
+        /* not a process that has begun another trace since (draining) */
+        proc *q = kp_rtrace_proc_of(rtrace, &t->pids[p]);
+        if (q && !q->followed && q->trace == k)
+            kp_rtrace_remove_proc(rtrace, &t->pids[p]);
+    }
     kp_rtrace_trace_free(t);
 }
 
@@ -227,7 +233,9 @@ void kp_rtrace_close(kp_rtrace *rtrace, const char *id, kp_rtrace_cut cut)
     for (uint32_t k = 0; k < MAX_TRACES; k++) {
         trace *t = &rtrace->traces[k];
         if (t->used && (!id || strcmp(t->id, id) == 0)) {
-            if (!t->cut)
+            /* a draining trace's request is whole; what it waited for is
+             * left out */
+            if (!t->cut && !t->draining)
                 t->cut = cut;
             finish(rtrace, k);
         }
@@ -240,6 +248,10 @@ void kp_rtrace_sweep(kp_rtrace *rtrace, int64_t now_ns)
         trace *t = &rtrace->traces[k];
         if (t->used && t->ending && now_ns >= t->end_by) {
             finish(rtrace, k);
+            continue;
+        }
+        if (t->used && t->draining && now_ns >= t->end_by) {
+            end_trace(rtrace, k, 0, 1);
             continue;
         }
         /* a second of grace: the node's own timer stops the trace first */
@@ -282,17 +294,32 @@ static void open_call(kp_rtrace *rtrace, const kp_trace_event *ev, uint32_t no)
 {
     if (rtrace->adopted >= rtrace->max_adopted)
         return;
+    /* the number is the process's: its last call's trace may drain still;
+     * it keeps draining beside this one (two at most: an older one ends) */
+    uint32_t j = NOT_A_MEMBER;
+    if (no && kp_u64_map_get(&rtrace->by_no, no, &j)) {
+        int older = kp_rtrace_prev(rtrace, j);
+        if (!rtrace->traces[j].draining)
+            j = NOT_A_MEMBER; /* a running trace has it: this one is not followed */
+        else if (older >= 0)
+            end_trace(rtrace, (uint32_t)older, 0, 1);
+    }
     char id[64];
     snprintf(id, sizeof id, "%s.%u.%llu", "CALL", ev->pid.num,
              (unsigned long long)rtrace->adopted + 1);
     if (open_trace(rtrace, id, &ev->pid, ev->ts_ns, ev->max_events, ev->max_duration_ms, !ev->ts_ns,
-                   no, ev->max_processes) != 0)
+                   j == NOT_A_MEMBER ? no : 0, ev->max_processes) != 0)
         return;
     rtrace->adopted++;
     proc *p = kp_rtrace_proc_of(rtrace, &ev->pid);
     if (!p)
         return;
     trace *t = &rtrace->traces[p->trace];
+    if (j != NOT_A_MEMBER && rtrace->traces[j].used &&
+        kp_u64_map_put(&rtrace->by_no, no, p->trace) == 0) {
+        t->no = no;
+        t->prev = j + 1;
+    }
     t->call_depth = 1;
     t->slower_than_ns = rtrace->adopt_slower_than_ns;
     kp_rtrace_push(rtrace, p, &rtrace->adopt_fn);
@@ -309,6 +336,11 @@ static void adopt(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev)
     int meta = ev->kind == KP_TRACE_CALL && !ev->ts_ns && same_fn(ev, &rtrace->adopt_fn);
     if (!rtrace->adopting || !(meta || (ev->kind == KP_TRACE_BEGIN && ev->call)))
         return;
+    if (p && !p->followed && rtrace->traces[p->trace].draining) {
+        /* its last call's trace drains on without it (see open_call) */
+        kp_rtrace_remove_proc(rtrace, &ev->pid);
+        p = NULL;
+    }
     if (!p || p->followed) {
         open_call(rtrace, ev, ev->kind == KP_TRACE_BEGIN ? ev->trace_no : 0);
         return;
@@ -318,19 +350,30 @@ static void adopt(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev)
         t->call_depth++;
 }
 
-/* Trace `k` ended at node time `ts` (0: not known): it is finished, or, if
- * its messages went to other nodes, at the latest PART_GRACE_NS from here,
- * once their parts are in. */
-static void end_trace(kp_rtrace *rtrace, uint32_t k, int64_t ts)
+/* Trace `k` ended at node time `ts` (0: not known). While processes its
+ * messages reached still work for it (a gen_server it cast to), or have
+ * not taken them in yet, it drains: it goes on taking their time, until its
+ * duration bound, and no longer its own process's. Then it is finished, or, if its messages went to other
+ * nodes, at the latest PART_GRACE_NS from there, once their parts are in.
+ * `drained`: the draining is over (or is not waited for). */
+static void end_trace(kp_rtrace *rtrace, uint32_t k, int64_t ts, int drained)
 {
     trace *t = &rtrace->traces[k];
-    t->returned = ts ? ts : t->last;
+    if (!t->returned)
+        t->returned = ts ? ts : t->last;
+    if (!drained && !t->draining && kp_rtrace_follow_busy(rtrace, k)) {
+        t->draining = 1;
+        t->end_by = t->start + (int64_t)(t->max_duration_ns > INT64_MAX / 2 ? INT64_MAX / 4
+                                                                            : t->max_duration_ns);
+        return;
+    }
+    t->draining = 0;
     if (!t->remote) {
         finish(rtrace, k);
         return;
     }
     t->ending = 1;
-    t->end_by = t->returned + PART_GRACE_NS;
+    t->end_by = (t->last > t->returned ? t->last : t->returned) + PART_GRACE_NS;
 }
 
 /* The return_from of the adopted function in the root of its trace: the
@@ -345,7 +388,7 @@ static int call_returned(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev)
     if (ev->ts_ns && kp_rtrace_timed_event(rtrace, p, k, ev->ts_ns))
         return finish_cut(rtrace, k);
     if (--t->call_depth == 0)
-        end_trace(rtrace, k, ev->ts_ns);
+        end_trace(rtrace, k, ev->ts_ns, 0);
     return 0;
 }
 
@@ -385,7 +428,9 @@ int kp_rtrace_event(kp_rtrace *rtrace, const kp_trace_event *ev)
     uint32_t k;
     if (p && p->followed) {
         int rc = kp_rtrace_follow_event(rtrace, p, ev, &k);
-        return rc == 1 ? finish_cut(rtrace, k) : rc;
+        if (rc == 2)
+            end_trace(rtrace, k, ev->ts_ns, 1);
+        return rc == 1 ? finish_cut(rtrace, k) : rc == 2 ? 0 : rc;
     }
     if (ev->kind == KP_TRACE_LABEL)
         return 0; /* of a process no trace holds */
@@ -395,6 +440,8 @@ int kp_rtrace_event(kp_rtrace *rtrace, const kp_trace_event *ev)
     }
     if (!p)
         return 0; /* not (or no longer) part of a trace */
+    if (kp_rtrace_after_end(rtrace, p, &ev->pid))
+        return 0; /* its trace drains: what it does now is not the request's */
     if (ev->kind == KP_TRACE_RETURN_FROM)
         return call_returned(rtrace, p, ev);
     if (!ev->ts_ns)
@@ -417,7 +464,7 @@ int kp_rtrace_event(kp_rtrace *rtrace, const kp_trace_event *ev)
         break;
     case KP_TRACE_END:
         if (strcmp(ev->id, t->id) == 0)
-            end_trace(rtrace, k, ev->ts_ns);
+            end_trace(rtrace, k, ev->ts_ns, 0);
         break;
     default: kp_rtrace_set_state(p, ev->kind); break;
     }

@@ -21,10 +21,28 @@ static int follows(const trace *t, const erlang_pid *pid)
 static int working_for(kp_rtrace *rtrace, const proc *p, const erlang_pid *pid)
 {
     uint32_t k;
-    if (!p->label || !kp_u64_map_get(&rtrace->by_no, p->label, &k) ||
-        !follows(&rtrace->traces[k], pid))
+    if (!p->label)
         return -1;
-    return (int)k;
+    if (p->work) { /* the trace whose message it took in */
+        const trace *w = &rtrace->traces[p->work - 1];
+        if (w->used && w->no == p->label && follows(w, pid))
+            return (int)p->work - 1;
+    }
+    if (!kp_u64_map_get(&rtrace->by_no, p->label, &k))
+        return -1;
+    if (follows(&rtrace->traces[k], pid))
+        return (int)k;
+    int j = kp_rtrace_prev(rtrace, k);
+    return j >= 0 && follows(&rtrace->traces[j], pid) ? j : -1;
+}
+
+int kp_rtrace_prev(kp_rtrace *rtrace, uint32_t k)
+{
+    const trace *t = &rtrace->traces[k];
+    if (!t->prev)
+        return -1;
+    const trace *j = &rtrace->traces[t->prev - 1];
+    return j->used && j->draining && j->no == t->no ? (int)t->prev - 1 : -1;
 }
 
 /* Whether trace `k` holds `pid` now, or takes it in within its bound; `p`
@@ -94,7 +112,8 @@ void kp_rtrace_follow_send(kp_rtrace *rtrace, const kp_trace_event *ev)
         return;
     trace *t = &rtrace->traces[k];
     proc *s = kp_rtrace_proc_of(rtrace, &ev->pid);
-    if (!s || t->cut || !works_for(rtrace, s, &ev->pid, k))
+    if (!s || t->cut || !works_for(rtrace, s, &ev->pid, k) ||
+        kp_rtrace_after_end(rtrace, s, &ev->pid))
         return;
     if (!here) {
         t->remote = 1; /* to another node: the trace waits for its part */
@@ -115,6 +134,9 @@ void kp_rtrace_follow_send(kp_rtrace *rtrace, const kp_trace_event *ev)
             kp_rtrace_remove_proc(rtrace, &ev->child);
         return;
     }
+    t->in_flight++;
+    if (pack(&ev->pid) == pack(&t->root))
+        t->root_in_flight++;
     if (kp_rtrace_add_link(t, from, r->frames[0], ev->ts_ns, 1)) {
         r->link = (uint32_t)t->n_links;
         r->link_trace = k;
@@ -151,6 +173,7 @@ static int relabel(kp_rtrace *rtrace, proc *p, const erlang_pid *pid, uint32_t l
     if (kp_rtrace_account(rtrace, p, k >= 0 ? &rtrace->traces[k] : NULL, ts) != 0)
         return -1;
     p->label = label;
+    p->work = 0;
     return 0;
 }
 
@@ -178,14 +201,32 @@ int kp_rtrace_follow_receive(kp_rtrace *rtrace, const kp_trace_event *ev)
     proc *p = kp_rtrace_proc_of(rtrace, &ev->pid);
     if (!p || !kp_u64_map_get(&rtrace->by_no, ev->trace_no, &k))
         return 0;
+    trace *t = &rtrace->traces[k];
+    int from_root = ev->child.node[0] && pack(&ev->child) == pack(&t->root);
+    int j = kp_rtrace_prev(rtrace, k);
+    if (j >= 0 && from_root && rtrace->traces[j].root_in_flight) {
+        /* its process's last call sent it, before this call's messages */
+        k = (uint32_t)j;
+        t = &rtrace->traces[k];
+    }
+    /* from its own process, after its end, unless sent before (some are
+     * on their way): that process's token outlives a call (--mfa), its
+     * messages after it are not the call's */
+    if (t->draining && from_root && !t->root_in_flight)
+        return 0;
     if (p->followed) {
-        if (p->label != ev->trace_no && relabel(rtrace, p, &ev->pid, ev->trace_no, ev->ts_ns) != 0)
+        if ((p->label != ev->trace_no || (p->work && p->work != k + 1)) &&
+            relabel(rtrace, p, &ev->pid, ev->trace_no, ev->ts_ns) != 0)
             return -1;
+        if (follows(t, &ev->pid))
+            p->work = k + 1;
         if (working_for(rtrace, p, &ev->pid) != (int)k)
             return 0; /* a trace that did not take it in */
     } else if (p->trace != k) {
         return 0;
     }
+    t->in_flight -= t->in_flight > 0;
+    t->root_in_flight -= from_root && t->root_in_flight > 0;
     if (ev->child.node[0] && strcmp(ev->child.node, ev->pid.node) != 0)
         return remote_in(&rtrace->traces[k], p->frames[0], ev);
     arrow_in(rtrace, p, k, ev);
@@ -204,7 +245,8 @@ void kp_rtrace_follow_release(kp_rtrace *rtrace, uint32_t k)
         if (p && p->followed && p->holders-- <= 1)
             kp_rtrace_remove_proc(rtrace, &t->followed[f]);
     }
-    if (t->no)
+    uint32_t mapped;
+    if (t->no && kp_u64_map_get(&rtrace->by_no, t->no, &mapped) && mapped == k)
         kp_u64_map_del(&rtrace->by_no, t->no);
 }
 
@@ -220,6 +262,23 @@ static int anyone_working(kp_rtrace *rtrace, uint32_t k)
     return 0;
 }
 
+int kp_rtrace_after_end(kp_rtrace *rtrace, const proc *p, const erlang_pid *pid)
+{
+    const trace *t = &rtrace->traces[p->trace];
+    return !p->followed && t->draining && pack(pid) == pack(&t->root);
+}
+
+int kp_rtrace_follow_busy(kp_rtrace *rtrace, uint32_t k)
+{
+    trace *t = &rtrace->traces[k];
+    for (size_t f = 0; f < t->n_followed; f++) {
+        proc *p = kp_rtrace_proc_of(rtrace, &t->followed[f]);
+        if (p && p->followed && working_for(rtrace, p, &t->followed[f]) == (int)k)
+            return 1;
+    }
+    return t->in_flight > 0;
+}
+
 /* An event of a followed process: its stack and state always follow it;
  * its time goes to the trace it works for, if any. */
 int kp_rtrace_follow_event(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev, uint32_t *cut)
@@ -232,6 +291,10 @@ int kp_rtrace_follow_event(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev,
         if (k >= 0 && rtrace->traces[k].origin[0] && !anyone_working(rtrace, (uint32_t)k)) {
             *cut = (uint32_t)k;
             return 1;
+        }
+        if (k >= 0 && rtrace->traces[k].draining && !kp_rtrace_follow_busy(rtrace, (uint32_t)k)) {
+            *cut = (uint32_t)k;
+            return 2;
         }
         return 0;
     }

@@ -66,7 +66,7 @@ proc *kp_rtrace_new_proc(kp_rtrace *rtrace, const erlang_pid *pid, int64_t ts, i
     }
     p->trace = NOT_A_MEMBER;
     p->followed = 0;
-    p->label = p->link = p->link_trace = p->holders = 0;
+    p->label = p->work = p->link = p->link_trace = p->holders = 0;
     p->state = state;
     p->last = ts;
     p->timed = 1;

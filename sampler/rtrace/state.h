@@ -57,12 +57,23 @@ typedef struct {
     unsigned call_depth;
     uint64_t slower_than_ns; /* written only when it lasts this long; 0: always */
     int64_t returned;        /* when its call returned or its end mark came; 0: not yet */
+    /* past its end, processes its messages reached still work for it (a
+     * cast's receiver): it takes their time until they are back in their
+     * loops, or until end_by; its own process is no longer its */
+    int draining;
+    /* its messages to processes here that have not taken them in yet (of
+     * them, from its own process) */
+    uint32_t in_flight, root_in_flight;
+    /* 1 + the trace of the same number (its process's last call, --mfa)
+     * that drains while this one runs; 0: none */
+    uint32_t prev;
 } trace;
 
 typedef struct {
     uint32_t trace;   /* NOT_A_MEMBER for a followed process */
     int followed;     /* reached by a trace's message: `label` says which trace has its time */
     uint32_t label;   /* the trace whose message it took in last (no); 0: back in its loop */
+    uint32_t work;    /* 1 + that trace's index, when known (two share a no: see prev) */
     uint32_t holders; /* followed: the traces that took it in */
     uint32_t link, link_trace; /* 1 + the message link whose arrival it waits for; 0: none */
     int state;

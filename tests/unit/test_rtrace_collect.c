@@ -356,6 +356,59 @@ static void a_call_mark_begins_a_followed_trace(void **state)
                                               "<0.60.0>;srv:work/0 30\n");
 }
 
+/* A call that casts and returns: its trace waits for the receiver to take
+ * the message in and finish its work; what its process sends after the
+ * return (its token outlives the call) is not the call's. */
+static void a_cast_is_followed_past_the_return(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(kp_rtrace_adopt(f->rtrace, "kv", "cast", 1, 5, 0), 0);
+    call_begin(f, 50, 0x80000009u, 10 * US);
+    send_to(f, 50, 80, 0x80000009u, 20 * US);
+    ev(f, KP_TRACE_RETURN_FROM, 50, "kv:cast/1", 30 * US);
+    assert_int_equal(f->n_written, 0);        /* its message is on its way */
+    send_to(f, 50, 80, 0x80000009u, 40 * US); /* after the return */
+    ev(f, KP_TRACE_CALL, 50, "kv:other/0", 45 * US);
+    receive_from(f, 80, 50, 0x80000009u, 50 * US);
+    ev(f, KP_TRACE_CALL, 80, "srv:work/0", 50 * US);
+    ev(f, KP_TRACE_CALL, 80, "srv:loop/0", 70 * US);
+    idle(f, 80, 70 * US);
+    assert_int_equal(f->n_written, 1);
+    assert_string_equal(slurp(f->written[0]), "<0.50.0>;kv:cast/1 20\n<0.80.0>;srv:work/0 20\n");
+    receive_from(f, 80, 50, 0x80000009u, 80 * US); /* the later message: no trace's */
+    ev(f, KP_TRACE_CALL, 80, "srv:work/0", 80 * US);
+    assert_int_equal(kp_rtrace_running(f->rtrace), 0);
+}
+
+/* Two calls of one process cast to a busy server: the first's trace
+ * drains while the second's runs (one number, their process's), and each
+ * gets the server's work for its own message. */
+static void two_calls_of_one_process_drain_apart(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(kp_rtrace_adopt(f->rtrace, "kv", "cast", 1, 5, 0), 0);
+    call_begin(f, 50, 0x8000000bu, 10 * US);
+    send_to(f, 50, 80, 0x8000000bu, 20 * US);
+    ev(f, KP_TRACE_RETURN_FROM, 50, "kv:cast/1", 30 * US);
+    call_begin(f, 50, 0x8000000bu, 40 * US);
+    send_to(f, 50, 80, 0x8000000bu, 45 * US);
+    ev(f, KP_TRACE_RETURN_FROM, 50, "kv:cast/1", 50 * US);
+    assert_int_equal(kp_rtrace_running(f->rtrace), 2);
+    receive_from(f, 80, 50, 0x8000000bu, 60 * US); /* the first call's */
+    ev(f, KP_TRACE_CALL, 80, "srv:work/0", 60 * US);
+    ev(f, KP_TRACE_CALL, 80, "srv:loop/0", 70 * US);
+    idle(f, 80, 70 * US);
+    assert_int_equal(f->n_written, 1);
+    assert_string_equal(f->last_id, "CALL.50.1");
+    assert_string_equal(slurp(f->written[0]), "<0.50.0>;kv:cast/1 20\n<0.80.0>;srv:work/0 10\n");
+    receive_from(f, 80, 50, 0x8000000bu, 80 * US); /* the second's */
+    ev(f, KP_TRACE_CALL, 80, "srv:work/0", 80 * US);
+    ev(f, KP_TRACE_CALL, 80, "srv:loop/0", 95 * US);
+    idle(f, 80, 95 * US);
+    assert_int_equal(f->n_written, 2);
+    assert_string_equal(slurp(f->written[1]), "<0.50.0>;kv:cast/1 10\n<0.80.0>;srv:work/0 15\n");
+}
+
 /* --slower-than: only the calls that took that long, from call to return */
 static void calls_faster_than_the_threshold_are_dropped(void **state)
 {
@@ -447,8 +500,11 @@ static void at_most_max_processes_are_followed(void **state)
     ev(f, KP_TRACE_CALL, 41, "a:e/0", 300 * US); /* 200 us in a:b */
     ev(f, KP_TRACE_CALL, 42, "c:f/0", 400 * US);
     end(f, 10, "F3", 500 * US);
+    assert_int_equal(f->n_written, 0); /* 41 works for it still: it drains */
+    idle(f, 41, 550 * US);
     assert_string_equal(slurp(f->written[0]), "<0.10.0> 500\n"
-                                              "<0.41.0>;a:b/0 200\n");
+                                              "<0.41.0>;a:b/0 200\n"
+                                              "<0.41.0>;a:b/0;a:e/0 250\n");
 }
 
 /* A process followed for another trace's request begins its own trace:
@@ -525,7 +581,12 @@ static void a_server_two_traces_hold_goes_with_the_last(void **state)
     receive_from(f, 70, 30, 8, 510 * US);
     ev(f, KP_TRACE_CALL, 70, "s:c/0", 520 * US);
     end(f, 30, "F9", 600 * US);
-    assert_string_equal(slurp(f->written[2]), "<0.30.0> 600\n<0.70.0> 10\n");
+    /* the server works on past the end: the trace takes its time until
+     * it is back in its loop */
+    assert_int_equal(f->n_written, 2);
+    ev(f, KP_TRACE_CALL, 30, "own:after/0", 620 * US); /* not the trace's any more */
+    idle(f, 70, 650 * US);
+    assert_string_equal(slurp(f->written[2]), "<0.30.0> 600\n<0.70.0> 10\n<0.70.0>;s:c/0 130\n");
 }
 
 /* Across nodes: node B's collector makes its part of a trace of node A
@@ -625,6 +686,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(a_part_from_another_node_is_merged, setup, teardown),
         cmocka_unit_test_setup_teardown(a_call_mark_begins_a_followed_trace, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_cast_is_followed_past_the_return, setup, teardown),
+        cmocka_unit_test_setup_teardown(two_calls_of_one_process_drain_apart, setup, teardown),
         cmocka_unit_test_setup_teardown(calls_faster_than_the_threshold_are_dropped, setup,
                                         teardown),
     };

@@ -17,6 +17,26 @@ identity_test_() ->
      ?_assertEqual(<<"GET /search">>, kprof_http:identity("GET", "search")),
      ?_assertEqual(3 + 2 + 64, byte_size(kprof_http:identity("GET", [$/ | lists:duplicate(500, $x)])))].
 
+%% the header's values: `true', `1', `slower-than=Duration' (ms or s)
+trace_requested_test() ->
+    Old = application:get_env(kprof, rtrace),
+    application:set_env(kprof, rtrace, #{allow => true}),
+    Asks = fun(V) -> kprof_http:trace_requested([{"X-Trace-Request", V}]) end,
+    try
+        ?assertEqual([true, true, true, true, true],
+                     [Asks(V) || V <- ["true", " 1", "slower-than=50ms", "Slower-Than=2s",
+                                       <<"slower-than=1ms">>]]),
+        ?assertEqual([false, false, false, false, false],
+                     [Asks(V) || V <- ["no", "slower-than=x", "slower-than=5m",
+                                       "slower-than=0ms", "slower-than"]]),
+        ?assertNot(kprof_http:trace_requested([{"other", "true"}]))
+    after
+        case Old of
+            {ok, V} -> application:set_env(kprof, rtrace, V);
+            undefined -> application:unset_env(kprof, rtrace)
+        end
+    end.
+
 mark_without_tracing_runs_the_fun_test() ->
     ?assertEqual(42, kprof_http:mark(<<"GET">>, <<"/">>, fun() -> 42 end)).
 

@@ -264,8 +264,10 @@ static int anyone_working(kp_rtrace *rtrace, uint32_t k)
 
 int kp_rtrace_after_end(kp_rtrace *rtrace, const proc *p, const erlang_pid *pid)
 {
+    if (p->followed || p->trace >= MAX_TRACES) /* a followed process is no trace's own */
+        return 0;
     const trace *t = &rtrace->traces[p->trace];
-    return !p->followed && t->draining && pack(pid) == pack(&t->root);
+    return t->draining && pack(pid) == pack(&t->root);
 }
 
 int kp_rtrace_follow_busy(kp_rtrace *rtrace, uint32_t k)

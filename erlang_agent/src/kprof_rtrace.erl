@@ -590,8 +590,8 @@ handle({trace_calls, {M, F, A} = MFA, Options}, S = #state{port = Port, session 
                           kprof_rtrace_calls:spec(Taken, Flags, Foreign, {How, Bounds}),
                           [meta]),
                     {calls_reply(How, Follow),
-                     S1#state{calls_followed = S1#state.calls_followed orelse How =/= port
-                                                        andalso How =/= alone}}
+                     S1#state{calls_followed = S1#state.calls_followed orelse
+                                  lists:member(How, [follow, follow_unlabelled])}}
             end
     end;
 handle({stop_calls, MFA}, S) ->

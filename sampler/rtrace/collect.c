@@ -352,10 +352,11 @@ static void adopt(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev)
 
 /* Trace `k` ended at node time `ts` (0: not known). While processes its
  * messages reached still work for it (a gen_server it cast to), or have
- * not taken them in yet, it drains: it goes on taking their time, until its
- * duration bound, and no longer its own process's. Then it is finished, or, if its messages went to other
- * nodes, at the latest PART_GRACE_NS from there, once their parts are in.
- * `drained`: the draining is over (or is not waited for). */
+ * not taken them in yet, it drains: it goes on taking their time, until
+ * its duration bound, and no longer its own process's. Then it is
+ * finished, or, if its messages went to other nodes, at the latest
+ * PART_GRACE_NS from there, once their parts are in. `drained`: the
+ * draining is over (or is not waited for). */
 static void end_trace(kp_rtrace *rtrace, uint32_t k, int64_t ts, int drained)
 {
     trace *t = &rtrace->traces[k];
@@ -427,10 +428,12 @@ int kp_rtrace_event(kp_rtrace *rtrace, const kp_trace_event *ev)
     proc *p = kp_rtrace_proc_of(rtrace, &ev->pid);
     uint32_t k;
     if (p && p->followed) {
-        int rc = kp_rtrace_follow_event(rtrace, p, ev, &k);
-        if (rc == 2)
-            end_trace(rtrace, k, ev->ts_ns, 1);
-        return rc == 1 ? finish_cut(rtrace, k) : rc == 2 ? 0 : rc;
+        switch (kp_rtrace_follow_event(rtrace, p, ev, &k)) {
+        case 0: return 0;
+        case 1: return finish_cut(rtrace, k);
+        case 2: end_trace(rtrace, k, ev->ts_ns, 1); return 0; /* drained */
+        default: return -1;
+        }
     }
     if (ev->kind == KP_TRACE_LABEL)
         return 0; /* of a process no trace holds */

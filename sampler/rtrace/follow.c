@@ -272,13 +272,7 @@ int kp_rtrace_after_end(kp_rtrace *rtrace, const proc *p, const erlang_pid *pid)
 
 int kp_rtrace_follow_busy(kp_rtrace *rtrace, uint32_t k)
 {
-    trace *t = &rtrace->traces[k];
-    for (size_t f = 0; f < t->n_followed; f++) {
-        proc *p = kp_rtrace_proc_of(rtrace, &t->followed[f]);
-        if (p && p->followed && working_for(rtrace, p, &t->followed[f]) == (int)k)
-            return 1;
-    }
-    return t->in_flight > 0;
+    return rtrace->traces[k].in_flight > 0 || anyone_working(rtrace, k);
 }
 
 /* An event of a followed process: its stack and state always follow it;

@@ -52,7 +52,8 @@ cleanup() {
       [ -s "$f" ] && { log "--- $(basename "$f"):"; tail -n 30 "$f" >&2; }
     done
   fi
-  rm -rf "$work"
+  # KPT_KEEP=1 keeps a failed test's files, to look at what it saw
+  if [ "$rc" -ne 0 ] && [ -n "${KPT_KEEP:-}" ]; then log "kept $work"; else rm -rf "$work"; fi
   exit "$rc"
 }
 trap cleanup EXIT

@@ -251,10 +251,20 @@ with Browser(width=1400, height=1000) as browser:
     ra, rb = n_b // 4, n_b // 2
     drag_cells(page, g, ra, rb)
     in_b = sum(1 for c, _ in cells(coop_b, g["rows"]) if ra <= c <= rb)
-    in_a = sum(1 for c, _ in cells(coop, g["rows"]) if ra <= c <= rb)
+    # A's same seconds: the cells of A's rows that overlap the range (A's
+    # rows a second depend on how regularly it was sampled: 50, or fewer on
+    # a loaded host), widened to whole slices of A's paths (several rows
+    # when the recording outgrows its budget), as the page says
+    rows_a, sc_a, first_a = page.eval("(() => { const s = state.model.recordings[0].sources[0]; "
+                                      "return [s.heatRows, s.paths.sliceCells, s.firstSecond]; })()")
+    base_a = first_a * rows_a
+    lo = (ra * rows_a // g["rows"] + base_a) // sc_a * sc_a - base_a
+    hi = -(-(-(-(rb + 1) * rows_a // g["rows"]) + base_a) // sc_a) * sc_a - base_a
+    in_a = sum(1 for c, _ in cells(coop, rows_a) if lo <= c < hi)
     base, shown = float(page.eval("document.getElementById('flame-info').dataset.baseTotal")), total(page)
     check(shown == in_b and base == in_a and in_a > 0,
-          f"B's range {ra}-{rb}: {shown} (B: {in_b}) against {base} (A's same seconds: {in_a})")
+          f"B's range {ra}-{rb}: {shown} (B: {in_b}) against {base} (A's same seconds, its cells "
+          f"{lo}-{hi - 1} of {rows_a} a second in slices of {sc_a}: {in_a})")
     check(not page.errors, f"no script errors: {page.errors}")
 
 if failures:

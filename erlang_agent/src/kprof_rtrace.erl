@@ -373,7 +373,9 @@ ensure_started(Mode) ->
                 last_trace = 0 :: integer(),       % when a trace here last ended, ms
                 clocks = #{} :: #{node() => {integer(), non_neg_integer(), integer()}},
                 bifs :: [mfa()] | undefined,           % see bifs/1
-                first :: kprof_rtrace_first:held()}).  % traces waiting for the NIF
+                first :: kprof_rtrace_first:held(),    % traces waiting for the NIF
+                %% traces waiting for the BIFs' patterns to go
+                arming = kprof_rtrace_arming:new() :: kprof_rtrace_arming:arming()}).
 
 %% `all': every loaded function (no one else had a call pattern); else
 %% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
@@ -454,11 +456,7 @@ loop(S = #state{settings = Settings}) ->
     Idle = maps:get(idle_ms, Settings),
     receive
         {call, From, Ref, Request = {begin_trace, _, _, _}} ->
-            case kprof_rtrace_first:holds(S#state.first, S#state.nif) of
-                true -> loop(S#state{first = kprof_rtrace_first:hold({From, Ref, Request},
-                                                                      S#state.first)});
-                false -> loop(answer(From, Ref, Request, S))
-            end;
+            loop(begin_or_hold({From, Ref, Request}, S));
         {call, From, Ref, Request = {use_nif, _}} ->
             %% connected or refused: the held traces wait no longer
             loop(release_first(answer(From, Ref, Request, S)));
@@ -466,6 +464,19 @@ loop(S = #state{settings = Settings}) ->
             loop(answer(From, Ref, Request, S));
         first_wait_over ->
             loop(release_first(S));
+        {'DOWN', MRef, process, _, _} ->
+            case kprof_rtrace_arming:done(MRef, S#state.arming) of
+                {Then, Calls, Arming} -> loop(armed_fully(Then, Calls, S#state{arming = Arming}));
+                false -> loop(S)
+            end;
+        {arming_wait_over, MRef} ->
+            case kprof_rtrace_arming:wait_over(MRef, S#state.arming) of
+                {Then, Calls, Arming} -> loop(armed_fully(Then, Calls, S#state{arming = Arming}));
+                false -> loop(S)
+            end;
+        release_held ->
+            {Calls, Arming} = kprof_rtrace_arming:take_held(S#state.arming),
+            loop(lists:foldl(fun begin_or_hold/2, S#state{arming = Arming}, Calls));
         {timeout, Id} ->
             loop(finish(Id, S));
         {end_trace, Id} -> % its process cleared its own flags
@@ -585,16 +596,24 @@ handle({trace_calls, {M, F, A} = MFA, Options}, S = #state{port = Port, session 
                     Bounds = maps:put(call, 1, maps:with([max_events, max_duration_ms,
                                                           max_processes], Options)),
                     Flags = kprof_tracing:action_flags(Meta, ?FLAGS),
-                    _ = kprof_tracing:function(
-                          Meta, MFA,
-                          kprof_rtrace_calls:spec(Taken, Flags, Foreign, {How, Bounds}),
-                          [meta]),
-                    {calls_reply(How, Follow),
-                     S1#state{calls_followed = S1#state.calls_followed orelse
-                                  lists:member(How, [follow, follow_unlabelled])}}
+                    Spec = kprof_rtrace_calls:spec(Taken, Flags, Foreign, {How, Bounds}),
+                    %% the calls begin traces: once the BIFs are off
+                    Followed = S1#state.calls_followed orelse
+                        lists:member(How, [follow, follow_unlabelled]),
+                    case kprof_rtrace_arming:busy(S1#state.arming) of
+                        true ->
+                            {{later, calls_reply(How, Follow)},
+                             S1#state{calls_followed = Followed,
+                                      arming = kprof_rtrace_arming:defer_meta(
+                                                 Meta, MFA, Spec, S1#state.arming)}};
+                        false ->
+                            _ = kprof_tracing:function(Meta, MFA, Spec, [meta]),
+                            {calls_reply(How, Follow), S1#state{calls_followed = Followed}}
+                    end
             end
     end;
-handle({stop_calls, MFA}, S) ->
+handle({stop_calls, MFA}, S0) ->
+    S = S0#state{arming = kprof_rtrace_arming:drop_meta(MFA, S0#state.arming)},
     stop_meta(MFA, S#state.session, S#state.port),
     {ok, release_idle(tell_guard(S#state{calls = lists:delete(MFA, S#state.calls)}))};
 handle({use_nif, TcpPort}, S) ->
@@ -623,14 +642,45 @@ handle(collector_config, S = #state{settings = Settings, tcp_port = TcpPort}) ->
 handle(_, S) ->
     {{error, unknown_request}, S}.
 
+%% A trace waiting for the BIFs' patterns to go (start_trace/4) is held,
+%% and answered with them gone (it passed the rate limit already); so is
+%% trace_calls/2, whose meta pattern waits for them.
 answer(From, Ref, Request, S) ->
-    {Reply, S1} = handle(Request, S),
-    From ! {Ref, Reply},
-    S1.
+    case handle(Request, S) of
+        {hold, S1} ->
+            {begin_trace, Pid, Options, By} = Request,
+            Again = {begin_trace, Pid, maps:remove(rate_limit, Options), By},
+            S1#state{arming = kprof_rtrace_arming:hold({From, Ref, Again}, S1#state.arming)};
+        {{later, Reply}, S1} ->
+            S1#state{arming = kprof_rtrace_arming:defer_reply(From, Ref, Reply, S1#state.arming)};
+        {Reply, S1} ->
+            From ! {Ref, Reply},
+            S1
+    end.
 
 release_first(S) ->
-    {First, S1} = kprof_rtrace_first:release(S#state.first, fun handle/2, S),
-    S1#state{first = First}.
+    {Calls, First} = kprof_rtrace_first:release(S#state.first),
+    lists:foldl(fun begin_or_hold/2, S#state{first = First}, Calls).
+
+%% A call that begins a trace (begin_trace/2, trace_pid/2) is answered once
+%% what the trace needs is there: the NIF, when it is on its way
+%% (kprof_rtrace_first), and the patterns, BIFs off (kprof_rtrace_arming).
+begin_or_hold(Call = {From, Ref, Request}, S) ->
+    case kprof_rtrace_first:holds(S#state.first, S#state.nif) of
+        true -> S#state{first = kprof_rtrace_first:hold(Call, S#state.first)};
+        false -> answer(From, Ref, Request, S)
+    end.
+
+%% The BIFs' patterns are off, or the wait for them over: the meta
+%% patterns that begin traces are set (`--mfa''s, then its answer goes;
+%% listening's), the calls held begin their traces.
+armed_fully(Then, Calls, S) ->
+    lists:foreach(fun({meta, Session, MFA, Spec}) ->
+                          kprof_tracing:function(Session, MFA, Spec, [meta]);
+                     ({reply, From, Ref, Reply}) ->
+                          From ! {Ref, Reply}
+                  end, Then),
+    lists:foldl(fun begin_or_hold/2, arm_listen(S), Calls).
 
 %% Ids: time-based and unique, never from request data. Built without
 %% io_lib (6 us here), on the path of every traced request.
@@ -644,8 +694,14 @@ base36(N, Width) ->
     B = integer_to_binary(N, 36),
     <<(binary:copy(<<"0">>, max(0, Width - byte_size(B))))/binary, B/binary>>.
 
-start_trace(Pid, By, Settings, S = #state{traces = Traces}) ->
+start_trace(Pid, By, Settings, S) ->
     S1 = arm(S),
+    case kprof_rtrace_arming:busy(S1#state.arming) of
+        true -> {hold, S1};
+        false -> start_armed(Pid, By, Settings, S1)
+    end.
+
+start_armed(Pid, By, Settings, S1 = #state{traces = Traces}) ->
     Seq = S1#state.seq + 1,
     Id = trace_id(Seq),
     Follow = following(S1) andalso maps:get(max_processes, Settings) > 0,
@@ -961,8 +1017,12 @@ arm(S = #state{guard = Guard}, Tracer) ->
     Guard ! {owned, Session, Owned, metas(S)},
     OnLoad =/= false andalso kprof_tracing:function(Session, on_load, true, [local]),
     {Bifs, S1} = bifs(S),
-    ok = kprof_rtrace_patterns:set(Session, Set, Bifs),
-    arm_follow(S1#state{armed = true, owned = Owned, session = Session,
+    ok = kprof_rtrace_patterns:set(Session, Set),
+    Arming = case Bifs of
+                 [] -> S1#state.arming;
+                 _ -> kprof_rtrace_arming:start(Session, Set, Bifs, S1#state.arming)
+             end,
+    arm_follow(S1#state{armed = true, owned = Owned, session = Session, arming = Arming,
                         baseline = erlang:memory(system)}).
 
 %% The BIFs that get no call pattern: none with the setting `bifs', else
@@ -1072,7 +1132,14 @@ release(S = #state{settings = Settings, session = Session}) ->
 
 %% kprof's own session goes whole; in the shared one, what kprof set.
 disarm(S = #state{armed = false}) -> S;
-disarm(S = #state{session = Session, owned = {_, _, Follow}}) ->
+disarm(S0 = #state{session = Session, owned = {_, _, Follow}}) ->
+    %% the BIFs' patterns stop going first; calls held for them begin their
+    %% traces later, with patterns armed again
+    S = S0#state{arming = kprof_rtrace_arming:cancel(S0#state.arming)},
+    _ = case kprof_rtrace_arming:take_held(S#state.arming) of
+            {[], _} -> ok;
+            _ -> self() ! release_held
+        end,
     %% the system seq tracer is no session's: kprof's own closing leaves it
     _ = case kprof_tracing:shared(Session) of
             true -> disarm_owned(Session, S#state.owned), clear_kept(Session, S#state.port);
@@ -1179,6 +1246,17 @@ arm_listen(S = #state{nif = true, listened = []}) ->
         false -> S;
         true ->
             S1 = #state{session = Session} = arm(S),
+            listen_armed(S1, Session)
+    end;
+arm_listen(S) ->
+    S.
+
+%% Listening's meta patterns begin traces: once the BIFs are off
+%% (armed_fully/3 comes back to arm_listen/1).
+listen_armed(S1, Session) ->
+    case kprof_rtrace_arming:busy(S1#state.arming) of
+        true -> S1;
+        false ->
             Flags = kprof_tracing:action_flags(Session, ?FOLLOW_FLAGS),
             MS = [{'_', [{is_seq_trace}],
                    [{trace, [], Flags}, {message, {get_seq_token}}, {return_trace}]}],
@@ -1191,9 +1269,7 @@ arm_listen(S = #state{nif = true, listened = []}) ->
             S2 = tell_guard(S1#state{listened = MFAs}),
             _ = [kprof_tracing:function(Session, MFA, MS, [meta]) || MFA <- MFAs],
             S2
-    end;
-arm_listen(S) ->
-    S.
+    end.
 
 %% Past the last listen/1 by ?LISTEN_MS: the meta patterns go, and the rest
 %% with the last trace here.

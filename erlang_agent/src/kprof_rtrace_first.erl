@@ -12,7 +12,7 @@
 %%% after ?WAIT_MS, whichever is first; then nothing is held again.
 -module(kprof_rtrace_first).
 
--export([new/1, holds/2, hold/2, release/3]).
+-export([new/1, holds/2, hold/2, release/1]).
 
 %% The longest a first trace waits; kprof_rtrace's callers wait 10 s.
 -define(WAIT_MS, 5000).
@@ -40,14 +40,10 @@ holds(_, _) -> false.
 -spec hold(call(), held()) -> held().
 hold(Call, {waiting, Calls}) -> {waiting, [Call | Calls]}.
 
-%% @doc Answers the held calls in the order they came, each through
-%% `Handle(Request, State) -> {Reply, State}'; nothing is held after.
--spec release(held(), fun((term(), S) -> {term(), S}), S) -> {held(), S}.
-release({waiting, Calls}, Handle, State) ->
-    {done, lists:foldl(fun({From, Ref, Request}, S) ->
-                               {Reply, S1} = Handle(Request, S),
-                               From ! {Ref, Reply},
-                               S1
-                       end, State, lists:reverse(Calls))};
-release(done, _, State) ->
-    {done, State}.
+%% @doc The held calls, oldest first, for the caller to answer; nothing is
+%% held after.
+-spec release(held()) -> {[call()], held()}.
+release({waiting, Calls}) ->
+    {lists:reverse(Calls), done};
+release(done) ->
+    {[], done}.

@@ -7,9 +7,9 @@
 %%% <li>what a traced process runs of kprof between its flags and its marks
 %%%   (?OWN, and the trace API they call, ?TRACE_API): a trace's beginning
 %%%   and end leave no events;</li>
-%%% <li>BIFs, unless the setting `bifs' is on (the caller passes them to
-%%%   set/3): their time is their caller's (kprof_rtrace:bifs/1 says what
-%%%   that saves);</li>
+%%% <li>BIFs, unless the setting `bifs' is on (bifs_off/3 turns their
+%%%   patterns off after set/2): their time is their caller's
+%%%   (kprof_rtrace:bifs/1 says what that saves);</li>
 %%% <li>functions with someone else's call pattern, in the shared session
 %%%   before OTP 27.</li>
 %%% </ul>
@@ -17,7 +17,7 @@
 %%% into the stream.
 -module(kprof_rtrace_patterns).
 
--export([choose/1, set/3, unset/2, builtins/0]).
+-export([choose/1, set/2, bifs_off/3, unset/2, builtins/0]).
 
 %% `all': every loaded function (no one else had a call pattern); else
 %% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
@@ -37,19 +37,19 @@
                     {erlang, ensure_tracer_module_loaded, 2}, {trace, '_', '_'}]).
 
 %% @doc Sets the patterns of `Set' (choose/1's) in `Session', but on the
-%% functions of ?OWN and ?TRACE_API, and on `Bifs'; then the marks'.
--spec set(kprof_tracing:session(), armed_set(), [mfa()]) -> ok.
-set(Session, Set, Bifs) ->
+%% functions of ?OWN and ?TRACE_API; then the marks'. BIFs get the pattern
+%% too, until bifs_off/3.
+-spec set(kprof_tracing:session(), armed_set()) -> ok.
+set(Session, Set) ->
     Off = fun(What) -> kprof_tracing:function(Session, What, false, [local]) end,
     _ = case Set of
             all ->
                 _ = kprof_tracing:function(Session, {'_', '_', '_'}, true, [local]),
-                [Off(What) || What <- [{M, '_', '_'} || M <- ?OWN] ++ ?TRACE_API ++ Bifs];
+                [Off(What) || What <- [{M, '_', '_'} || M <- ?OWN] ++ ?TRACE_API];
             {Mods, MFAs} ->
                 [kprof_tracing:function(Session, {M, '_', '_'}, true, [local]) || M <- Mods],
                 [kprof_tracing:function(Session, MFA, true, [local]) || MFA <- MFAs],
-                [Off(MFA) || {M, _, _} = MFA <- ?TRACE_API ++ Bifs,
-                             lists:member(M, Mods) orelse lists:member(MFA, MFAs)]
+                [Off(MFA) || {M, _, _} = MFA <- ?TRACE_API, in_set(M, MFA, Set)]
         end,
     %% the marks carry the trace's id and bounds into the stream
     _ = [kprof_tracing:function(Session, {?MARKS, F, 1}, [{['$1'], [], [{message, '$1'}]}],
@@ -57,10 +57,27 @@ set(Session, Set, Bifs) ->
          || F <- [begin_trace, end_trace]],
     ok.
 
-%% @doc Every BIF of the loaded modules (0.75 ms here).
+%% @doc Turns off the patterns set/2 gave `Bifs'. One trace_pattern call,
+%% and so one code barrier, each: 450 of them take 5 ms in an idle node,
+%% 0.8 s in one whose schedulers are busy, several seconds on a loaded
+%% host, which is why kprof_rtrace runs this in a process of its own.
+-spec bifs_off(kprof_tracing:session(), armed_set(), [mfa()]) -> ok.
+bifs_off(Session, Set, Bifs) ->
+    _ = [kprof_tracing:function(Session, MFA, false, [local])
+         || {M, _, _} = MFA <- Bifs, Set =:= all orelse in_set(M, MFA, Set)],
+    ok.
+
+in_set(_, _, all) -> true;
+in_set(M, MFA, {Mods, MFAs}) -> lists:member(M, Mods) orelse lists:member(MFA, MFAs).
+
+%% @doc Every BIF of the loaded modules (0.75 ms here), those requests
+%% call most first (bifs_off/3 may not get to the last on a loaded host).
 -spec builtins() -> [mfa()].
 builtins() ->
-    [{M, F, A} || M <- erlang:loaded(), {F, A} <- exports(M), erlang:is_builtin(M, F, A)].
+    Hot = [erlang, ets, maps, lists, binary, persistent_term, atomics, counters],
+    Rank = fun(M) -> length(lists:takewhile(fun(H) -> H =/= M end, Hot)) end,
+    Mods = lists:sort(fun(X, Y) -> Rank(X) =< Rank(Y) end, erlang:loaded()),
+    [{M, F, A} || M <- Mods, {F, A} <- exports(M), erlang:is_builtin(M, F, A)].
 
 exports(M) ->
     try M:module_info(exports) catch error:undef -> [] end.

@@ -1,0 +1,67 @@
+%%% @doc EUnit tests of kprof_rtrace_arming: what waits for the BIFs'
+%%% patterns to go comes back in order when the helper is done or the wait
+%%% is over, a dropped meta pattern is never set, and cancelling stops the
+%%% helper at once. The helper turns off patterns in a real session of the
+%%% test node (this process's own call patterns: none are set, so turning
+%%% them off changes nothing).
+-module(kprof_arming_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+
+%% A session that sets nothing, as kprof_tracing:closed/0 gives.
+session() -> kprof_tracing:closed().
+
+bifs() -> [{erlang, phash2, 1}, {erlang, phash2, 2}, {ets, lookup, 2}].
+
+%% The helper's 'DOWN' (its monitor is the caller's).
+helper_down() ->
+    receive {'DOWN', MRef, process, _, _} -> MRef after 5000 -> error(no_down) end.
+
+done_in_order_test() ->
+    A0 = kprof_rtrace_arming:start(session(), all, bifs(), kprof_rtrace_arming:new()),
+    ?assert(kprof_rtrace_arming:busy(A0)),
+    Ref1 = make_ref(),
+    Ref2 = make_ref(),
+    A1 = kprof_rtrace_arming:hold({self(), Ref1, first}, A0),
+    A2 = kprof_rtrace_arming:defer_meta(session(), {m, f, 1}, spec1, A1),
+    A3 = kprof_rtrace_arming:defer_reply(self(), Ref2, ok, A2),
+    A4 = kprof_rtrace_arming:hold({self(), Ref2, second}, A3),
+    A5 = kprof_rtrace_arming:defer_meta(session(), {m, g, 2}, spec2, A4),
+    A6 = kprof_rtrace_arming:drop_meta({m, g, 2}, A5),
+    MRef = helper_down(),
+    ?assertEqual(false, kprof_rtrace_arming:done(make_ref(), A6)),
+    {Then, Calls, A7} = kprof_rtrace_arming:done(MRef, A6),
+    ?assertEqual([{meta, session(), {m, f, 1}, spec1}, {reply, self(), Ref2, ok}], Then),
+    ?assertEqual([{self(), Ref1, first}, {self(), Ref2, second}], Calls),
+    ?assertNot(kprof_rtrace_arming:busy(A7)),
+    flush_wait_over().
+
+%% Past the wait, what waited goes while the helper may still run; its
+%% 'DOWN' later finds nothing.
+wait_over_test() ->
+    A0 = kprof_rtrace_arming:start(session(), all, bifs(), kprof_rtrace_arming:new()),
+    A1 = kprof_rtrace_arming:hold({self(), make_ref(), held}, A0),
+    MRef = helper_down(),
+    ?assertEqual(false, kprof_rtrace_arming:wait_over(make_ref(), A1)),
+    {[], [{_, _, held}], A2} = kprof_rtrace_arming:wait_over(MRef, A1),
+    ?assertNot(kprof_rtrace_arming:busy(A2)),
+    ?assertEqual({[], [], kprof_rtrace_arming:new()}, kprof_rtrace_arming:done(MRef, A2)),
+    flush_wait_over().
+
+%% Cancelled, the helper is gone before cancel/1 returns; what was held
+%% stays, for the next arming.
+cancel_test() ->
+    Many = [{erlang, phash2, 1} || _ <- lists:seq(1, 100000)],
+    A0 = kprof_rtrace_arming:start(session(), all, Many, kprof_rtrace_arming:new()),
+    A1 = kprof_rtrace_arming:hold({self(), make_ref(), held}, A0),
+    A2 = kprof_rtrace_arming:cancel(A1),
+    ?assertNot(kprof_rtrace_arming:busy(A2)),
+    ?assertEqual([], [P || P <- processes(), P =/= self(),
+                           {initial_call, {kprof_rtrace_patterns, bifs_off, 3}} =:=
+                               process_info(P, initial_call)]),
+    {[{_, _, held}], _} = kprof_rtrace_arming:take_held(A2),
+    receive {'DOWN', _, process, _, _} = Down -> error({late, Down}) after 0 -> ok end,
+    flush_wait_over().
+
+flush_wait_over() ->
+    receive {arming_wait_over, _} -> flush_wait_over() after 0 -> ok end.

@@ -223,6 +223,26 @@ static void on_drop(void *ctx, uint32_t count)
 }
 
 /* rpc M:F(Args) returning a proplist; decodes port, dir and time. */
+/* Whether `reply` is {error, timeout}: kprof_rtrace's server gave its
+ * caller no answer in 10 s (kprof_rtrace:call/2). */
+static int timed_out(const ei_x_buff *reply)
+{
+    int i = 0, arity = 0;
+    char tag[MAXATOMLEN] = "", why[MAXATOMLEN] = "";
+    return ei_decode_tuple_header(reply->buff, &i, &arity) == 0 && arity == 2 &&
+           ei_decode_atom(reply->buff, &i, tag) == 0 && strcmp(tag, "error") == 0 &&
+           ei_decode_atom(reply->buff, &i, why) == 0 && strcmp(why, "timeout") == 0;
+}
+
+/* The one line for timed_out/1: the node, not kprof, is too slow now. */
+static void too_slow(const run *r, char *err, size_t err_len)
+{
+    snprintf(err, err_len,
+             "%s is too slow: its request-trace server gave no answer in 10 s (its schedulers or "
+             "the host are overloaded); try again when it is less busy",
+             r->node.target);
+}
+
 static int config_call(run *r, const char *mod, const char *fun, ei_x_buff *args, char *err,
                        size_t err_len)
 {
@@ -233,6 +253,9 @@ static int config_call(run *r, const char *mod, const char *fun, ei_x_buff *args
     long long time = 0;
     if (rc != 0) {
         snprintf(err, err_len, "lost the connection to %s", r->node.target);
+    } else if (timed_out(&reply)) {
+        too_slow(r, err, err_len);
+        rc = -1;
     } else if (ei_decode_list_header(reply.buff, &i, &n) != 0 || n == 0) {
         char s[512];
         snprintf(err, err_len, "request tracing did not start on %s: %s", r->node.target,
@@ -317,6 +340,10 @@ static int calls_said(run *r, const ei_x_buff *reply, char *err, size_t err_len)
         kp_term_decode_text(reply->buff, &i, why, sizeof why) == 0) {
         snprintf(err, err_len, "%s", why); /* names the option and what to write */
         r->usage = 1;
+        return -1;
+    }
+    if (timed_out(reply)) {
+        too_slow(r, err, err_len);
         return -1;
     }
     i = 0;
@@ -407,6 +434,9 @@ static int begin_pid_trace(run *r, char *id, size_t id_len, char *err, size_t er
         rc = kp_rtrace_open(r->rtrace, id, &pid, kp_now_ns() - r->offset);
         if (rc != 0)
             snprintf(err, err_len, "out of memory");
+    } else if (rc == 0 && timed_out(&reply)) {
+        too_slow(r, err, err_len);
+        rc = -1;
     } else {
         char s[512];
         snprintf(err, err_len, "cannot trace %s on %s: %s", r->o->pid, r->node.target,

@@ -169,9 +169,12 @@ action_flags(_, Flags) ->
 name(S) when is_tuple(S) -> element(1, S);
 name(S) -> S.
 
+%% From the release, not from the `trace' module: asking whether a module
+%% that OTP 25 and 26 lack can be loaded is a call to the code server, which
+%% searches the code path each time; in a node whose schedulers are busy on
+%% a loaded host, the request-trace server spent seconds there per trace.
 has_sessions() ->
-    _ = code:ensure_loaded(trace),
-    erlang:function_exported(trace, session_create, 3).
+    list_to_integer(erlang:system_info(otp_release)) >= 27.
 
 tracer_flag({Module, State}) -> {tracer, Module, State};
 tracer_flag(Port) -> {tracer, Port}.

@@ -465,15 +465,9 @@ loop(S = #state{settings = Settings}) ->
         first_wait_over ->
             loop(release_first(S));
         {'DOWN', MRef, process, _, _} ->
-            case kprof_rtrace_arming:done(MRef, S#state.arming) of
-                {Then, Calls, Arming} -> loop(armed_fully(Then, Calls, S#state{arming = Arming}));
-                false -> loop(S)
-            end;
+            loop(armed_fully(kprof_rtrace_arming:done(MRef, S#state.arming), S));
         {arming_wait_over, MRef} ->
-            case kprof_rtrace_arming:wait_over(MRef, S#state.arming) of
-                {Then, Calls, Arming} -> loop(armed_fully(Then, Calls, S#state{arming = Arming}));
-                false -> loop(S)
-            end;
+            loop(armed_fully(kprof_rtrace_arming:wait_over(MRef, S#state.arming), S));
         release_held ->
             {Calls, Arming} = kprof_rtrace_arming:take_held(S#state.arming),
             loop(lists:foldl(fun begin_or_hold/2, S#state{arming = Arming}, Calls));
@@ -673,8 +667,12 @@ begin_or_hold(Call = {From, Ref, Request}, S) ->
 
 %% The BIFs' patterns are off, or the wait for them over: the meta
 %% patterns that begin traces are set (`--mfa''s, then its answer goes;
-%% listening's), the calls held begin their traces.
-armed_fully(Then, Calls, S) ->
+%% listening's), the calls held begin their traces. `false': another
+%% monitor's 'DOWN', or a wait over for a helper gone since.
+armed_fully(false, S) ->
+    S;
+armed_fully({Then, Calls, Arming}, S0) ->
+    S = S0#state{arming = Arming},
     lists:foreach(fun({meta, Session, MFA, Spec}) ->
                           kprof_tracing:function(Session, MFA, Spec, [meta]);
                      ({reply, From, Ref, Reply}) ->

@@ -95,7 +95,8 @@ static void finish(kp_rtrace *rtrace, uint32_t k)
                         .links = t->links,
                         .n_links = t->n_links,
                         .clocks = t->clocks,
-                        .n_clocks = t->n_clocks};
+                        .n_clocks = t->n_clocks,
+                        .events = t->events};
     kp_rtrace_follow_release(rtrace, k);
     /* from its start to its return or end mark: the time its caller saw */
     int64_t took = (t->returned ? t->returned : t->last) - t->start;

@@ -51,6 +51,7 @@ typedef struct {
      * named NODE:<0.N.S>), with how their clocks were aligned */
     const kp_rtrace_clock *clocks;
     size_t n_clocks;
+    uint64_t events; /* the trace events it was built from (this node's) */
 } kp_rtrace_data;
 
 /* The folded file at `path`: each stack with its microseconds (at least 1,
@@ -74,7 +75,9 @@ kp_status kp_rtrace_write_perf(kp_rtrace_data *trace, const char *path);
  * waiting to run) and `garbage_collection` have the categories "sleep" and
  * "gc", function frames "call". Times in microseconds from the trace's
  * start. Past 200,000 intervals, slices shorter than 1/200,000 of the trace
- * are left out (their time shows in their parent). `id` names the trace. */
+ * are left out (their time shows in their parent). `id` names the trace;
+ * "otherData" holds it, the cut's reason if any, and the count of events
+ * (what the trace cost the node is about that many times 0.4 us). */
 kp_status kp_rtrace_write_timeline(const kp_rtrace_data *trace, const char *path, const char *id);
 
 /* Writes a finished trace's files into `dir` (created if missing), each

@@ -7,6 +7,7 @@
 #include <kp/buf.h>
 #include <kp/json.h>
 #include <kp/sink.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +201,9 @@ kp_status kp_rtrace_write_timeline(const kp_rtrace_data *t, const char *path, co
         text(&w, ",\"cut\":");
         string(&w, t->cut, strlen(t->cut));
     }
+    char events[48];
+    snprintf(events, sizeof events, ",\"events\":%" PRIu64, t->events);
+    text(&w, events);
     text(&w, "},\"traceEvents\":[\n{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{"
              "\"name\":");
     char title[160];

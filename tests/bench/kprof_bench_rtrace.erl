@@ -5,6 +5,7 @@
 -module(kprof_bench_rtrace).
 
 -export([main/1, disarmed/0, loop_cost/1, latency/1, memory_growth/1, f/1, tracer/0]).
+-export([http_start/0, esi/3]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -121,5 +122,27 @@ sample(Parent, Max) ->
     receive stop -> Parent ! {max, Max}
     after 50 -> sample(Parent, max(Max, erlang:memory(total)))
     end.
+
+%% @doc inets httpd on loopback, kprof_httpd first in its modules (as a
+%% user's release has it), `/b/kprof_bench_rtrace:esi' its ESI function;
+%% its port, as text.
+-spec http_start() -> string().
+http_start() ->
+    ok = application:ensure_started(inets),
+    Root = filename:basedir(user_cache, "kprof_bench_httpd"),
+    ok = filelib:ensure_dir(filename:join(Root, "x")),
+    {ok, Pid} = inets:start(httpd, [{port, 0}, {bind_address, {127, 0, 0, 1}},
+                                    {server_name, "kprof_bench"}, {server_root, Root},
+                                    {document_root, Root},
+                                    {modules, [kprof_httpd, mod_alias, mod_esi, mod_get]},
+                                    {customize, kprof_httpd},
+                                    {erl_script_alias, {"/b", [?MODULE]}}]),
+    integer_to_list(proplists:get_value(port, httpd:info(Pid))).
+
+%% @doc The ESI function: a sub-millisecond answer (a key-value GET).
+-spec esi(term(), list(), string()) -> ok | {error, term()}.
+esi(SessionID, _Env, _Input) ->
+    <<_/binary>> = kprof_kv:request(<<"GET k1">>),
+    mod_esi:deliver(SessionID, "content-type: text/plain\r\n\r\nok\n").
 
 median(L) -> lists:nth((length(L) + 1) div 2, lists:sort(L)).

@@ -183,7 +183,7 @@ static void a_request_with_a_call_a_sleep_and_a_child(void **state)
     snprintf(json, sizeof json, "%.*s.trace.json", (int)(strlen(f->written[0]) - 7), f->written[0]);
     assert_string_equal(
         slurp(json),
-        "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"trace\":\"T1\"},\"traceEvents\":[\n"
+        "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"trace\":\"T1\",\"events\":12},\"traceEvents\":[\n"
         "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"request trace T1\"}},\n"
         "{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"<0.10.0>\"}},\n"
         "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":400,\"dur\":1000,\"cat\":\"sleep\",\"name\":\"sleep\"},\n"

@@ -84,33 +84,15 @@ if [ -n "${KPT_OTP_SUITE:-}" ]; then
   container_root=$("$here/../support/otp_root" "$KPT_OTP_SUITE") ||
     fail "no Debian $KPT_OTP_SUITE root to run the node in"
   container_binds=("$work" "$(cd "$here/../.." && pwd)" "$ebin" "$(dirname "$kprof")")
-  for d in "${container_binds[@]}"; do mkdir -p "$container_root$d"; done
 fi
 
 # in_container [exec] [UNSHARE_OPTION...] -- COMMAND...: COMMAND in the
-# root, in a mount namespace of its own holding /proc and the bind mounts.
-# With exec, unshare replaces the calling shell (a subshell run with &,
-# whose $! is then unshare's pid).
+# root (tests/support/in_root). With exec, the calling shell becomes it (a
+# subshell run with &, whose $! is then unshare's pid).
 in_container() {
-  local opts=() how=
+  local how=
   [ "$1" != exec ] || { how=exec && shift; }
-  while [ "$1" != -- ]; do
-    opts+=("$1")
-    shift
-  done
-  shift
-  # shellcheck disable=SC2016 # expanded by the inner shell
-  $how unshare --mount "${opts[@]}" sh -c '
-    root=$1 binds=$2
-    shift 2
-    mount -t proc proc "$root/proc" || exit 1
-    while [ "$binds" -gt 0 ]; do
-      mount --bind "$1" "$root$1" || exit 1
-      shift
-      binds=$((binds - 1))
-    done
-    exec chroot "$root" "$@"' \
-    sh "$container_root" "${#container_binds[@]}" "${container_binds[@]}" "$@"
+  $how "$here/../support/in_root" "$container_root" "${container_binds[@]}" -- "$@"
 }
 
 # test_erlc ERLC_ARGS...: erlc of the node's release

@@ -6,7 +6,9 @@
 %%%
 %%% == How a trace runs ==
 %%% <ol>
-%%% <li>`begin_trace/3' (a call to this server) checks the bounds, arms the
+%%% <li>`begin_trace/3' (a call to this server; from OTP 25.3, while the
+%%%   patterns are armed, `begin_own/1' needs none: kprof_rtrace_ticket)
+%%%   checks the bounds, arms the
 %%%   trace patterns if no trace runs yet (local call patterns on every loaded
 %%%   function that has no call pattern of someone else, but kprof's own
 %%%   and BIFs (kprof_rtrace_patterns): they exist only while a trace
@@ -59,7 +61,8 @@
 %%% Map}' merged with the options of each call; see defaults/0.
 -module(kprof_rtrace).
 
--export([begin_trace/2, begin_trace/3, end_trace/1, untrace_own/2, ended/1, defaults/0,
+-export([begin_trace/2, begin_trace/3, begin_own/1, end_trace/1, untrace_own/2, ended/1,
+         defaults/0,
          collector_config/0, collector_config/1, stop/0, listen/1]).
 -export([start_external/1, trace_pid/2, trace_calls/2, stop_calls/1, use_nif/1]).
 %% spawned
@@ -120,6 +123,9 @@
 -define(CALL_TIMEOUT, 10000).
 -define(WATCH_MS, 20). % also how often the NIF's buffer is flushed
 -define(MAX_LINGER_MS, 600000).
+%% A begin taken with the ticket whose message has not come for this long
+%% is a process killed on its way: forgotten (kprof_rtrace_ticket:forgive/1).
+-define(FORGIVE_MS, 1000).
 
 %% @doc The settings and their defaults.
 -spec defaults() -> settings().
@@ -158,6 +164,28 @@ begin_trace(Pid, Options, By) when is_pid(Pid), is_map(Options) ->
             {error, not_the_caller};
         {error, _} = E ->
             E
+    end.
+
+%% @doc As begin_trace/3 with `self', for the calling process; from OTP 25.3
+%% without the call when the server published its ticket (see
+%% kprof_rtrace_ticket): the process then tells the server by a message,
+%% before its flags and its token, so that the message is not the trace's.
+%% A rate-limited begin (the HTTP toggles) always calls: the bucket is the
+%% server's.
+-spec begin_own(settings()) ->
+          {ok, binary(), bounds(), {kprof_tracing:session(), [atom()], port() | undefined}}
+          | {error, term()}.
+begin_own(Options) when is_map_key(rate_limit, Options) ->
+    begin_trace(self(), Options, self);
+begin_own(Options) ->
+    Settings = settings(Options),
+    case kprof_rtrace_ticket:take(maps:get(max_concurrent, Settings)) of
+        {ok, Server, {Session, Port, Following}} ->
+            {Id, Bounds, Flags} = new_trace(erlang:unique_integer([positive]), Following, Settings),
+            Server ! {begun, Id, self(), maps:get(max_duration_ms, Settings)},
+            {ok, Id, Bounds, {Session, Flags, Port}};
+        none ->
+            begin_trace(self(), Options, self)
     end.
 
 %% @doc Ends a trace begun by begin_trace/2: a call in which this server
@@ -375,7 +403,11 @@ ensure_started(Mode) ->
                 bifs :: [mfa()] | undefined,           % see bifs/1
                 first :: kprof_rtrace_first:held(),    % traces waiting for the NIF
                 %% traces waiting for the BIFs' patterns to go
-                arming = kprof_rtrace_arming:new() :: kprof_rtrace_arming:arming()}).
+                arming = kprof_rtrace_arming:new() :: kprof_rtrace_arming:arming(),
+                %% begins without a call (kprof_rtrace_ticket), and since
+                %% when one is in flight while the server waits to settle
+                ticket :: kprof_rtrace_ticket:ticket(),
+                unsettled :: {integer(), Due :: boolean()} | undefined}).
 
 %% `all': every loaded function (no one else had a call pattern); else
 %% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
@@ -429,7 +461,8 @@ init(Starter, Mode) ->
             Starter ! {self(), started},
             loop(#state{port = Port, tcp_port = TcpPort, settings = Settings,
                         collector = Collector, guard = Guard, session = Closed,
-                        last_limited = erlang:monotonic_time(microsecond), first = First});
+                        last_limited = erlang:monotonic_time(microsecond), first = First,
+                        ticket = kprof_rtrace_ticket:new()});
         {error, Why} ->
             exit({failed, Why})
     end.
@@ -452,9 +485,14 @@ start_collector() ->
             end
     end.
 
-loop(S = #state{settings = Settings}) ->
+loop(S0) ->
+    S = #state{settings = Settings} = publish(S0),
     Idle = maps:get(idle_ms, Settings),
     receive
+        {begun, Id, Pid, Ms} -> % a begin with the ticket
+            loop(begun(Id, Pid, Ms, S));
+        recheck ->
+            loop(recheck(S));
         {call, From, Ref, Request = {begin_trace, _, _, _}} ->
             loop(begin_or_hold({From, Ref, Request}, S));
         {call, From, Ref, Request = {use_nif, _}} ->
@@ -490,7 +528,10 @@ loop(S = #state{settings = Settings}) ->
         {clock, Node, Offset, Error, At} ->
             loop(S#state{clocks = (S#state.clocks)#{Node => {Offset, Error, At}}});
         {linger, Ref} when Ref =:= S#state.linger ->
-            loop(disarm(quiet(S#state{linger = undefined})));
+            case settled(S#state{linger = undefined}) of
+                {true, S1} -> loop(disarm(quiet(S1)));
+                {false, S1} -> loop(S1) % the begun trace's end releases again
+            end;
         watch ->
             loop(watch(S));
         {reached, Pids} when is_list(Pids); Pids =:= all ->
@@ -515,9 +556,10 @@ loop(S = #state{settings = Settings}) ->
         _ ->
             loop(S)
     after Idle ->
-        case maps:size(S#state.traces) of
-            0 -> shutdown(S);
-            _ -> loop(S)
+        case maps:size(S#state.traces) =:= 0 andalso settled(S) of
+            {true, S1} -> shutdown(S1);
+            {false, S1} -> loop(S1);
+            false -> loop(S)
         end
     end.
 
@@ -701,27 +743,85 @@ start_trace(Pid, By, Settings, S) ->
 
 start_armed(Pid, By, Settings, S1 = #state{traces = Traces}) ->
     Seq = S1#state.seq + 1,
-    Id = trace_id(Seq),
-    Follow = following(S1) andalso maps:get(max_processes, Settings) > 0,
-    Flags = ?FLAGS ++ [send || Follow],
+    {Id, Bounds, Flags} = new_trace(Seq, following(S1), Settings),
     case By =:= self orelse kprof_tracing:process(S1#state.session, Pid, true, Flags) =:= 1 of
         true ->
             Timer = erlang:send_after(maps:get(max_duration_ms, Settings), self(),
                                       {timeout, Id}),
             T = #trace{id = Id, root = Pid, timer = Timer},
-            Bounds = slower_than(Settings,
-                                 maps:with([max_events, max_duration_ms, max_processes, name],
-                                           Settings)),
-            %% the label's N: unique in the cluster, as a request's token
-            %% carries it to other nodes, whose own traces have theirs
-            No = erlang:phash2({node(), Seq, erlang:unique_integer()}, ?MAX_NO) + 1,
-            {{ok, Id, if Follow -> Bounds#{follow => No}; true -> Bounds end,
-              {S1#state.session, Flags, S1#state.port}},
+            {{ok, Id, Bounds, {S1#state.session, Flags, S1#state.port}},
              listen_tick(S1#state{seq = Seq, traces = Traces#{Id => T}})};
         %% gone, or traced by another tracer since the check
         false ->
             {{error, cannot_trace_process}, release_idle(S1)}
     end.
+
+%% A new trace's id, its bounds for the collector and its process's flags:
+%% its messages followed when `Following' (the send pattern is set) and
+%% `max_processes' allows any.
+new_trace(Seq, Following, Settings) ->
+    Follow = Following andalso maps:get(max_processes, Settings) > 0,
+    Bounds = slower_than(Settings,
+                         maps:with([max_events, max_duration_ms, max_processes, name], Settings)),
+    %% the label's N: unique in the cluster, as a request's token carries
+    %% it to other nodes, whose own traces have theirs
+    No = erlang:phash2({node(), Seq, erlang:unique_integer()}, ?MAX_NO) + 1,
+    {trace_id(Seq), if Follow -> Bounds#{follow => No}; true -> Bounds end,
+     ?FLAGS ++ [send || Follow]}.
+
+%% A trace begun with the ticket: the server holds it as if it had begun
+%% it (its duration's timer; the patterns stay).
+begun(Id, Pid, Ms, S = #state{traces = Traces}) ->
+    Timer = erlang:send_after(Ms, self(), {timeout, Id}),
+    Traces1 = Traces#{Id => #trace{id = Id, root = Pid, timer = Timer}},
+    listen_tick(S#state{traces = Traces1, linger = undefined,
+                        ticket = kprof_rtrace_ticket:registered(map_size(Traces1),
+                                                                S#state.ticket)}).
+
+%% The ticket is published while a trace can begin as start_armed/4 begins
+%% it: patterns armed (BIFs off), events through the NIF, the session's
+%% tracer the NIF; withdrawn otherwise. The count of traces held with it.
+publish(S = #state{armed = Armed, nif = Nif, session = Session, traces = Traces}) ->
+    Content = case Armed andalso Nif andalso not kprof_rtrace_arming:busy(S#state.arming)
+                  andalso kprof_tracing:tracer(Session) =:= ?NIF of
+                  true -> {Session, S#state.port, following(S)};
+                  false -> none
+              end,
+    S#state{ticket = kprof_rtrace_ticket:held(map_size(Traces),
+                                              kprof_rtrace_ticket:publish(Content,
+                                                                          S#state.ticket))}.
+
+%% Withdraws the ticket (publish/1 puts it back at the loop's next turn);
+%% true when no begin with it is in flight. Otherwise its message comes
+%% soon, and the server checks again in 1 ms (recheck/1).
+settled(S) ->
+    case kprof_rtrace_ticket:settled(S#state.ticket) of
+        {true, T} ->
+            {true, S#state{ticket = T, unsettled = undefined}};
+        {false, T} ->
+            Unsettled = case S#state.unsettled of
+                            undefined -> {erlang:monotonic_time(millisecond), false};
+                            U -> U
+                        end,
+            {false, S#state{ticket = T, unsettled = due(Unsettled)}}
+    end.
+
+due({Since, false}) ->
+    erlang:send_after(1, self(), recheck),
+    {Since, true};
+due(Due) ->
+    Due.
+
+%% What waited for the begins in flight runs again: the reached processes'
+%% flags, the linger.
+recheck(S = #state{unsettled = undefined}) ->
+    S;
+recheck(S = #state{unsettled = {Since, _}}) ->
+    Ticket = case erlang:monotonic_time(millisecond) - Since > ?FORGIVE_MS of
+                 true -> kprof_rtrace_ticket:forgive(S#state.ticket);
+                 false -> S#state.ticket
+             end,
+    release_idle(untrace_reached(S#state{unsettled = {Since, false}, ticket = Ticket})).
 
 %% `slower_than_ms' as the collector reads it, in the bounds.
 slower_than(#{slower_than_ms := Ms}, Bounds) when is_integer(Ms), Ms > 0 ->
@@ -814,14 +914,18 @@ add_reached(Pids, S = #state{reached = R}) ->
         false -> S#state{reached = Pids ++ R}
     end.
 
-untrace_reached(S = #state{traces = Traces, reached = R, port = Port, session = Session,
-                           calls = [], calls_followed = false})
+untrace_reached(S0 = #state{traces = Traces, reached = R, calls = [], calls_followed = false})
   when map_size(Traces) =:= 0, R =/= [] ->
-    _ = case R of
-            all -> untrace_all(Session, Port);
-            _ -> [untrace(P, Session, Port) || P <- R, is_pid(P)]
-        end,
-    S#state{reached = []};
+    case settled(S0) of
+        {true, S = #state{port = Port, session = Session}} ->
+            _ = case R of
+                    all -> untrace_all(Session, Port);
+                    _ -> [untrace(P, Session, Port) || P <- R, is_pid(P)]
+                end,
+            S#state{reached = []};
+        {false, S} ->
+            S
+    end;
 untrace_reached(S) ->
     S.
 
@@ -845,14 +949,19 @@ stop_meta(MFA, Session, Port) ->
 %% carries no time). kprof's own session has one tracer: an idle one that
 %% is not the one wanted is replaced; a busy one makes `--mfa' wait. The
 %% state, or why not.
+-define(THROUGH_PORT, "request traces run through the node's trace port; trace calls when they end").
 arm_calls(S = #state{armed = false}) ->
     arm(S);
 arm_calls(S = #state{session = Session}) ->
     case {kprof_tracing:shared(Session) orelse kprof_tracing:tracer(Session) =:= tracer(S),
           maps:size(S#state.traces), S#state.calls} of
         {true, _, _} -> arm(S);
-        {false, 0, []} -> arm(disarm(S#state{linger = undefined}));
-        _ -> "request traces run through the node's trace port; trace calls when they end"
+        {false, 0, []} ->
+            case settled(S) of
+                {true, S1} -> arm(disarm(S1#state{linger = undefined}));
+                {false, _} -> ?THROUGH_PORT
+            end;
+        _ -> ?THROUGH_PORT
     end.
 
 %% The session of `--mfa''s meta pattern: in the shared session, one whose
@@ -892,7 +1001,11 @@ nif_session(S = #state{armed = false}) ->
 nif_session(S = #state{session = Session}) ->
     case {kprof_tracing:shared(Session), maps:size(S#state.traces), S#state.calls} of
         {true, _, _} -> S#state{session = kprof_tracing:open(kprof_rtrace, tracer(S))};
-        {false, 0, []} -> disarm(S#state{linger = undefined});
+        {false, 0, []} ->
+            case settled(S) of
+                {true, S1} -> disarm(S1#state{linger = undefined});
+                {false, S1} -> S1 % at its release/1
+            end;
         _ -> S
     end.
 
@@ -1205,8 +1318,11 @@ tell_guard(S = #state{guard = Guard}) ->
     S.
 
 %% No trace runs and no calls are traced: see release/1.
-release_idle(S = #state{traces = Traces, calls = []}) when map_size(Traces) =:= 0 ->
-    release(S);
+release_idle(S0 = #state{traces = Traces, calls = []}) when map_size(Traces) =:= 0 ->
+    case settled(S0) of
+        {true, S} -> release(S);
+        {false, S} -> S % recheck/1 comes back
+    end;
 release_idle(S) ->
     S.
 

@@ -5,8 +5,10 @@
 %%% the request's path, event by event (about 0.75 us each), and is not the
 %%% request's. So the order is:
 %%% <ol>
-%%% <li>kprof_rtrace's server registers the trace (the one call), then the
-%%%   process puts its dictionary entry and its seq_trace token, untraced;</li>
+%%% <li>kprof_rtrace's server registers the trace (the one call; from OTP
+%%%   25.3, with the patterns armed, a message instead: kprof_rtrace_ticket),
+%%%   then the process puts its dictionary entry and its seq_trace token,
+%%%   untraced;</li>
 %%% <li>it sets its own flags and calls kprof_rtrace_mark:begin_trace/1,
 %%%   the trace's first event;</li>
 %%% <li>at the end it calls kprof_rtrace_mark:end_trace/1 and clears its
@@ -34,7 +36,7 @@
 begin_trace(Options) ->
     case get(?KEY) of
         undefined ->
-            case kprof_rtrace:begin_trace(self(), Options, self) of
+            case kprof_rtrace:begin_own(Options) of
                 {ok, Id, Bounds, {Session, Flags, Port}} ->
                     T = {Id, Session, Port, follow(Bounds)},
                     put(?KEY, T),

@@ -1,0 +1,124 @@
+%%% @doc Beginning a request trace without a call to kprof_rtrace's server:
+%%% the ticket. While the patterns are armed and events go through the NIF,
+%%% the server publishes in an ETS table what a trace of the calling process
+%%% needs (the session, the port, whether messages are followed); a process
+%%% that begins a trace (kprof_rtrace_own) takes it, tells the server by a
+%%% message and sets its own flags. The call it saves is 8 us with the
+%%% server awake and about 20 us with its scheduler asleep, on the path of
+%%% every traced request.
+%%%
+%%% Only from ERTS 13.2 (OTP 25.3): before it, a process traced with
+%%% `send' whose flags another process clears can crash the node in
+%%% trace_send (erlang/otp#6448, fixed by erlang/otp#6495), and a begin the
+%%% server learns of after the fact makes that reachable: the server clears
+%%% the flags of the processes a request reached when no trace runs, and
+%%% would no longer know that none does. Debian 12's OTP 25.2.3 keeps the
+%%% call.
+%%%
+%%% The server must know when no begin is on its way, to disarm or to clear
+%%% flags (settled/1). Two counters: begins in flight (taken, the server's
+%%% message not yet read) and traces the server holds. A process counts
+%%% itself in flight first, then reads the ticket again; the server
+%%% withdraws the ticket first, then reads the count: one of the two sees
+%%% the other.
+-module(kprof_rtrace_ticket).
+
+-export([new/0, new/1, supported/0, publish/2, settled/1, registered/2, held/2, forgive/1, take/1]).
+
+-define(TAB, ?MODULE).
+%% counters: 1, begins in flight; 2, traces the server holds
+-define(IN_FLIGHT, 1).
+-define(HELD, 2).
+
+%% What a trace needs: the session, the trace port (untrace_own/2), and
+%% whether its messages may be followed; or none.
+-type content() :: {kprof_tracing:session(), port() | undefined, boolean()} | none.
+-opaque ticket() :: off | {atomics:atomics_ref(), content()}.
+-export_type([ticket/0, content/0]).
+
+%% @doc For the server, in its own process (it owns the table): `off'
+%% before ERTS 13.2.
+-spec new() -> ticket().
+new() ->
+    new(supported()).
+
+%% @doc As new/0, on `true' whatever the release (the tests' way in).
+-spec new(boolean()) -> ticket().
+new(true) ->
+    ?TAB = ets:new(?TAB, [named_table, protected, {read_concurrency, true}]),
+    {atomics:new(2, [{signed, true}]), none};
+new(false) ->
+    off.
+
+%% @doc ERTS 13.2 (OTP 25.3) or later.
+-spec supported() -> boolean().
+supported() ->
+    Vsn = [list_to_integer(P) || P <- string:lexemes(erlang:system_info(version), "."),
+                                 P =/= "", lists:all(fun(C) -> C >= $0 andalso C =< $9 end, P)],
+    Vsn >= [13, 2].
+
+%% @doc The server publishes `Content' (none: withdraws the ticket); a
+%% table write only when it changed.
+-spec publish(content(), ticket()) -> ticket().
+publish(_, off) -> off;
+publish(Content, T = {_, Content}) -> T;
+publish(none, {C, _}) -> true = ets:delete(?TAB, ticket), {C, none};
+publish(Content, {C, _}) -> true = ets:insert(?TAB, {ticket, self(), C, Content}), {C, Content}.
+
+%% @doc The server withdraws the ticket; `true' when no begin is in
+%% flight: then none can begin until it publishes again.
+-spec settled(ticket()) -> {boolean(), ticket()}.
+settled(off) -> {true, off};
+settled(T0) ->
+    T = {C, none} = publish(none, T0),
+    {atomics:get(C, ?IN_FLIGHT) =< 0, T}.
+
+%% @doc The server read a begin's message and holds `Held' traces now.
+-spec registered(non_neg_integer(), ticket()) -> ticket().
+registered(_, off) -> off;
+registered(Held, T = {C, _}) ->
+    %% held first: a reader counts the trace twice for a moment, never none
+    atomics:put(C, ?HELD, Held),
+    atomics:sub(C, ?IN_FLIGHT, 1),
+    T.
+
+%% @doc The server holds `Held' traces now.
+-spec held(non_neg_integer(), ticket()) -> ticket().
+held(_, off) -> off;
+held(Held, T = {C, _}) -> atomics:put(C, ?HELD, Held), T.
+
+%% @doc A begin in flight for long is a process killed between its count
+%% and its message: it is forgotten, so that the server can settle.
+-spec forgive(ticket()) -> ticket().
+forgive(off) -> off;
+forgive(T = {C, _}) -> atomics:put(C, ?IN_FLIGHT, 0), T.
+
+%% @doc In the process that begins a trace, with `max_concurrent' `Max':
+%% the ticket's session, port and whether its messages are followed, and
+%% the server to tell; or `none' (no ticket, or `Max' traces run: the call
+%% then says why).
+-spec take(pos_integer()) ->
+          {ok, pid(), {kprof_tracing:session(), port() | undefined, boolean()}} | none.
+take(Max) ->
+    try ets:lookup(?TAB, ticket) of
+        [{ticket, _, C, _}] ->
+            case atomics:add_get(C, ?IN_FLIGHT, 1) + atomics:get(C, ?HELD) > Max of
+                true ->
+                    atomics:sub(C, ?IN_FLIGHT, 1),
+                    none;
+                false ->
+                    %% again, counted: withdrawn since, the server may be
+                    %% disarming
+                    case ets:lookup(?TAB, ticket) of
+                        [{ticket, Server, C, Content}] ->
+                            {ok, Server, Content};
+                        _ ->
+                            atomics:sub(C, ?IN_FLIGHT, 1),
+                            none
+                    end
+            end;
+        [] ->
+            none
+    catch
+        error:badarg -> none % no server
+    end.

@@ -38,7 +38,11 @@ loop_cost(N) ->
 %% @doc Which tracer a request trace gets now: "nif" (kprof_tracer) or "port".
 -spec tracer() -> string().
 tracer() ->
-    case kprof:trace_request(fun() -> erlang:trace_info(self(), tracer) end) of
+    %% kprof's own session from OTP 27, the shared one before
+    case kprof:trace_request(fun() ->
+                                     kprof_tracing:info(kprof_tracing:session_of(kprof_rtrace),
+                                                        self(), tracer)
+                             end) of
         {tracer, {kprof_tracer, _}} -> "nif";
         _ -> "port"
     end.

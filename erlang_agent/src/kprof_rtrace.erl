@@ -770,11 +770,12 @@ new_trace(Seq, Following, Settings) ->
      ?FLAGS ++ [send || Follow]}.
 
 %% A trace begun with the ticket: the server holds it as if it had begun
-%% it (its duration's timer; the patterns stay).
+%% it (its duration's timer; the patterns stay). A wait to settle starts
+%% afresh: this begin is in, one still in flight is newer.
 begun(Id, Pid, Ms, S = #state{traces = Traces}) ->
     Timer = erlang:send_after(Ms, self(), {timeout, Id}),
     Traces1 = Traces#{Id => #trace{id = Id, root = Pid, timer = Timer}},
-    listen_tick(S#state{traces = Traces1, linger = undefined,
+    listen_tick(S#state{traces = Traces1, linger = undefined, unsettled = undefined,
                         ticket = kprof_rtrace_ticket:registered(map_size(Traces1),
                                                                 S#state.ticket)}).
 

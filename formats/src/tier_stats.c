@@ -110,6 +110,13 @@ static kp_status add_identity(kp_tier_stats *s, const char *name, size_t len, ui
     return kp_strtab_intern_hashed(s->ids, name, len, hash, id, NULL);
 }
 
+const char *kp_tier_stats_identity_name(const kp_tier_stats *s, size_t identity, size_t *len)
+{
+    if (identity >= identities(s))
+        return NULL;
+    return kp_strtab_get(s->ids, (uint32_t)identity, len);
+}
+
 size_t kp_tier_stats_identity(kp_tier_stats *s, const char *identity, size_t len)
 {
     if (len == 0)

@@ -22,11 +22,7 @@ typedef struct {
     size_t n, cap;
 } proc_stack;
 
-typedef struct {
-    uint32_t fn;
-    kp_tier_pid pid;
-    int64_t start, end;
-} interval;
+typedef kp_tier_interval interval;
 
 enum { REQ_FREE, REQ_OPEN, REQ_CLOSING };
 
@@ -34,7 +30,7 @@ typedef struct {
     int state;
     uint32_t gen;
     kp_tier_pid label;
-    size_t identity;
+    size_t identity, entry_fn;
     int64_t start, end;
     int exception, truncated;
     interval *iv;
@@ -62,6 +58,9 @@ struct kp_tier_match {
     int trees_all;
     uint64_t slow_us;
     kp_tier_tree_fn tree_fn;
+    uint64_t slow_request_us;
+    kp_tier_request_fn request_fn;
+    void *request_ctx;
     void *tree_ctx;
     kp_buf tree;
 };
@@ -140,6 +139,13 @@ void kp_tier_match_trees(kp_tier_match *m, int all, uint64_t slow_us, kp_tier_tr
     m->tree_ctx = ctx;
 }
 
+void kp_tier_match_slow(kp_tier_match *m, uint64_t slow_us, kp_tier_request_fn fn, void *ctx)
+{
+    m->slow_request_us = slow_us;
+    m->request_fn = fn;
+    m->request_ctx = ctx;
+}
+
 kp_tier_match_counters kp_tier_match_counts(const kp_tier_match *m)
 {
     return m->c;
@@ -174,6 +180,7 @@ static uint32_t open_request(kp_tier_match *m, kp_tier_pid label, const kp_tier_
     q->state = REQ_OPEN;
     q->label = label;
     q->identity = identity;
+    q->entry_fn = ev->fn;
     q->start = ev->ts_ns;
     return r;
 }
@@ -309,6 +316,21 @@ static kp_status finalize(kp_tier_match *m, uint32_t r)
         st = kp_tier_stats_record(m->stats, m->n_tiers, q->identity, total, 1);
     if (m->tree_fn && (m->trees_all || (m->slow_us && total >= m->slow_us)))
         emit_tree(m, q, total);
+    if (m->request_fn && m->slow_request_us && total >= m->slow_request_us) {
+        size_t len;
+        const char *identity = kp_tier_stats_identity_name(m->stats, q->identity, &len);
+        kp_tier_request view = {.label = q->label,
+                                .entry_fn = q->entry_fn,
+                                .start = q->start,
+                                .end = q->end,
+                                .exception = q->exception,
+                                .truncated = q->truncated,
+                                .identity = identity,
+                                .identity_len = identity ? len : 0,
+                                .iv = q->iv,
+                                .n_iv = q->n_iv};
+        m->request_fn(m->request_ctx, &view);
+    }
     release_request(m, r);
     return st;
 }

@@ -85,6 +85,31 @@ typedef struct {
  * asked for trees (every request, or those at least `slow_us` long). */
 typedef void (*kp_tier_tree_fn)(void *ctx, const char *text, size_t len);
 
+/* One tier call of a request: function `fn` ran in process `pid` from
+ * `start` to `end` (the node's monotonic ns). */
+typedef struct {
+    uint32_t fn;
+    kp_tier_pid pid;
+    int64_t start, end;
+} kp_tier_interval;
+
+/* A finished request, as kp_tier_request_fn sees it (valid during the
+ * call only): its entry (or mark) function `entry_fn` ran in process
+ * `label` from `start` to `end`; its tier calls, in no particular order
+ * (at most max_intervals: `truncated` says some were left out). */
+typedef struct {
+    kp_tier_pid label;
+    size_t entry_fn;
+    int64_t start, end;
+    int exception, truncated;
+    const char *identity;
+    size_t identity_len;
+    const kp_tier_interval *iv;
+    size_t n_iv;
+} kp_tier_request;
+
+typedef void (*kp_tier_request_fn)(void *ctx, const kp_tier_request *request);
+
 typedef struct kp_tier_match kp_tier_match;
 
 /* Sensible limits: 100k processes and requests, depth 256, 10k intervals,
@@ -101,6 +126,9 @@ void kp_tier_match_free(kp_tier_match *m);
  * total is at least `slow_us` (0 = none). */
 void kp_tier_match_trees(kp_tier_match *m, int all, uint64_t slow_us, kp_tier_tree_fn fn,
                          void *ctx);
+
+/* Asks for each request at least `slow_us` long (0 = none), whole. */
+void kp_tier_match_slow(kp_tier_match *m, uint64_t slow_us, kp_tier_request_fn fn, void *ctx);
 
 /* Feeds one event. Returns KP_OK, or KP_ERR_NOMEM (the event is lost and
  * counted unattributed; the matcher stays usable). */

@@ -22,6 +22,7 @@
 #include "tiers/events.h"
 #include "tiers/match.h"
 #include "tiers/setup.h"
+#include "tiers/slow_trace.h"
 #include "node/nif_reader.h"
 
 #define MAX_TIER_FILE (1u << 20)
@@ -39,6 +40,8 @@ typedef struct {
     kp_nif_reader *nif;     /* the kprof_tracer NIF's */
     int jsonl_fd, calls_fd; /* -1 when not written */
     char jsonl_path[4200], calls_path[4200], table_path[4200];
+    char slow_dir[4200]; /* the slow requests' traces: DIR/slow, or "" */
+    unsigned slow_seq;
     /* clock: node monotonic time = local monotonic - offset (an upper bound
      * of the lag by at most the smallest one-way delay seen) */
     int64_t offset;
@@ -97,6 +100,31 @@ static void on_tree(void *ctx, const char *text, size_t len)
     tiers_run *s = ctx;
     fwrite(text, 1, len, stderr); /* asked for with print_calls or a slow threshold */
     write_all(s->calls_fd, text, len, s->calls_path);
+}
+
+/* A slow request, with -o DIR: its trace in DIR/slow, named by its
+ * identity (letters, digits, _ and - kept) and a number; the path goes
+ * where its call tree went. */
+static void on_slow(void *ctx, const kp_tier_request *r)
+{
+    tiers_run *s = ctx;
+    char id[48];
+    size_t n = 0;
+    for (size_t k = 0; k < r->identity_len && n < 32; k++) {
+        char c = r->identity[k];
+        int keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '_' || c == '-';
+        id[n++] = keep ? c : '_';
+    }
+    snprintf(id + n, sizeof id - n, "%s%u", n ? "-" : "", ++s->slow_seq);
+    char folded[4400], why[512], line[4600];
+    if (kp_tier_slow_trace_write(r, s->cfg.mfas, s->cfg.n_fns, s->slow_dir, id, folded,
+                                 sizeof folded, why, sizeof why) != KP_OK) {
+        kp_warn("cannot write the trace of a slow request into %s: %s", s->slow_dir, why);
+        return;
+    }
+    int len = snprintf(line, sizeof line, "trace %s\n", folded);
+    on_tree(s, line, len > 0 && (size_t)len < sizeof line ? (size_t)len : 0);
 }
 
 static void set_counters(tiers_run *s, int64_t now)
@@ -361,6 +389,8 @@ static int open_outputs(tiers_run *s, char *err, size_t err_len)
         snprintf(s->jsonl_path, sizeof s->jsonl_path, "%s/tiers.jsonl", dir);
         snprintf(s->table_path, sizeof s->table_path, "%s/tiers.txt", dir);
         snprintf(s->calls_path, sizeof s->calls_path, "%s/calls.log", dir);
+        if (s->cfg.slow_us)
+            snprintf(s->slow_dir, sizeof s->slow_dir, "%s/slow", dir);
     }
     if (stats_file) /* {stats_dumper, {file, Path}} */
         snprintf(s->jsonl_path, sizeof s->jsonl_path, "%s", stats_file);
@@ -482,6 +512,8 @@ static int setup(tiers_run *s, char *err, size_t err_len)
     kp_tier_match_trees(s->match, s->cfg.print_calls, s->cfg.slow_us, on_tree, s);
     if (open_outputs(s, err, err_len) != 0)
         return KP_EXIT_FAILURE;
+    if (s->slow_dir[0])
+        kp_tier_match_slow(s->match, s->cfg.slow_us, on_slow, s);
     if (s->nif)
         return KP_EXIT_OK;
     return kp_trace_port_connect(&s->stream, target, s->cfg.port, err, err_len) != 0 ? KP_EXIT_NODE

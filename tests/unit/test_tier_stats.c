@@ -117,6 +117,12 @@ static void test_other_bound(void **state)
     assert_int_equal(identity(s, "d"), other);
     assert_int_equal(identity(s, "_other"), other);
     assert_int_equal(identity(s, "a"), 0);
+    size_t len = 0;
+    const char *name = kp_tier_stats_identity_name(s, other, &len);
+    assert_non_null(name);
+    assert_memory_equal(name, "_other", 6);
+    assert_int_equal(len, 6);
+    assert_null(kp_tier_stats_identity_name(s, 3, &len)); /* none such */
     record(s, TOTAL, identity(s, "c"), 10, 1);
     record(s, TOTAL, identity(s, "d"), 30, 1);
     uint64_t count = 0;

@@ -57,6 +57,10 @@ size_t kp_tier_stats_tiers(const kp_tier_stats *s);
  * allocation failure, which adds nothing. */
 size_t kp_tier_stats_identity(kp_tier_stats *s, const char *identity, size_t len);
 
+/* The name of identity `identity` (an index kp_tier_stats_identity gave),
+ * not NUL-terminated, its length in `len`; NULL for an unknown index. */
+const char *kp_tier_stats_identity_name(const kp_tier_stats *s, size_t identity, size_t *len);
+
 /* One observation: `us` microseconds spent in `tier` by one request of
  * `identity`, over `calls` (>= 1) calls of that tier. Recorded in the current
  * interval and since start. Returns KP_OK, KP_ERR_INVAL (tier or identity out

@@ -1229,7 +1229,10 @@ following(#state{nif = Nif, owned = {_, _, Follow}}) -> Nif andalso Follow.
 %% serves, goes at once (see nif_session/1).
 release(S = #state{listen_until = Until}) when Until =/= 0 ->
     S;
-release(S = #state{settings = Settings, session = Session}) ->
+release(S0 = #state{session = Session}) ->
+    %% the application environment as it is now, as for a begin: traces
+    %% begun with the ticket did not read it here
+    S = #state{settings = Settings} = S0#state{settings = settings(#{})},
     Stale = not kprof_tracing:shared(Session) andalso kprof_tracing:tracer(Session) =/= tracer(S),
     case maps:get(linger_ms, Settings, 0) of
         _ when Stale ->

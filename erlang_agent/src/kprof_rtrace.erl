@@ -944,13 +944,15 @@ stop_meta(MFA, Session, Port) ->
         _ -> 0
     end.
 
+-define(THROUGH_PORT,
+        "request traces run through the node's trace port; trace calls when they end").
+
 %% Armed for `--mfa': through the NIF once it serves (a call's trace then
 %% begins with a mark and may follow its messages), else through the trace
 %% port (the collector starts a trace at the call's meta event, which
 %% carries no time). kprof's own session has one tracer: an idle one that
 %% is not the one wanted is replaced; a busy one makes `--mfa' wait. The
 %% state, or why not.
--define(THROUGH_PORT, "request traces run through the node's trace port; trace calls when they end").
 arm_calls(S = #state{armed = false}) ->
     arm(S);
 arm_calls(S = #state{session = Session}) ->

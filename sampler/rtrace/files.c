@@ -44,6 +44,40 @@ static uint32_t pid_number(const kp_frames *frames, uint32_t pid_frame)
     return at && (size_t)(at - s) + 3 < len ? (uint32_t)strtoul(at + 3, NULL, 10) : 0;
 }
 
+kp_status kp_rtrace_times_add(kp_rtrace_times *t, uint32_t stack, uint32_t pid_frame, int64_t start,
+                              int64_t dur)
+{
+    if (stack >= t->n_ns) {
+        size_t cap = t->n_ns ? t->n_ns * 2 : 64;
+        while (cap <= stack)
+            cap *= 2;
+        uint64_t *ns = kp_realloc_array(t->ns, cap, sizeof *ns);
+        if (!ns)
+            return KP_ERR_NOMEM;
+        memset(ns + t->n_ns, 0, (cap - t->n_ns) * sizeof *ns);
+        t->ns = ns;
+        t->n_ns = cap;
+    }
+    if (t->n_iv == t->cap_iv) {
+        size_t cap = t->cap_iv ? t->cap_iv * 2 : 256;
+        kp_rtrace_interval *iv = kp_realloc_array(t->iv, cap, sizeof *iv);
+        if (!iv)
+            return KP_ERR_NOMEM;
+        t->iv = iv;
+        t->cap_iv = cap;
+    }
+    t->ns[stack] += (uint64_t)dur;
+    t->iv[t->n_iv++] = (kp_rtrace_interval){stack, pid_frame, start, dur};
+    return KP_OK;
+}
+
+void kp_rtrace_times_free(kp_rtrace_times *t)
+{
+    kp_free(t->ns);
+    kp_free(t->iv);
+    memset(t, 0, sizeof *t);
+}
+
 kp_status kp_rtrace_write_perf(kp_rtrace_data *t, const char *path)
 {
     if (t->n_iv)

@@ -35,6 +35,22 @@ typedef struct {
     int64_t error_ns;  /* within +- this */
 } kp_rtrace_clock;
 
+/* A trace's time as it grows: ns spent per stack id, and the intervals in
+ * event order. Zeroed is empty; kp_rtrace_times_free releases it. */
+typedef struct {
+    uint64_t *ns;
+    size_t n_ns;
+    kp_rtrace_interval *iv;
+    size_t n_iv, cap_iv;
+} kp_rtrace_times;
+
+/* Process `pid_frame` spent `dur` ns from `start` in stack `stack`: added to
+ * the stack's time and as an interval. KP_OK or KP_ERR_NOMEM (nothing
+ * added). */
+kp_status kp_rtrace_times_add(kp_rtrace_times *times, uint32_t stack, uint32_t pid_frame,
+                              int64_t start, int64_t dur);
+void kp_rtrace_times_free(kp_rtrace_times *times);
+
 typedef struct {
     const kp_frames *frames;
     const kp_stacks *stacks;

@@ -327,8 +327,8 @@ static int links(merge *m)
  * stretch that holds `ts` (it waits in it for the answer), else `ts`. */
 static int64_t sent_at(const trace *t, uint32_t from, int64_t ts)
 {
-    for (size_t k = 0; k < t->n_iv; k++) {
-        const kp_rtrace_interval *v = &t->iv[k];
+    for (size_t k = 0; k < t->times.n_iv; k++) {
+        const kp_rtrace_interval *v = &t->times.iv[k];
         if (v->pid_frame == from && v->start <= ts && ts < v->start + v->dur)
             return v->start;
     }

@@ -13,8 +13,7 @@ void kp_rtrace_trace_free(trace *t)
 {
     kp_free(t->followed);
     kp_stacks_free(t->stacks);
-    kp_free(t->ns);
-    kp_free(t->iv);
+    kp_rtrace_times_free(&t->times);
     kp_free(t->pids);
     kp_free(t->links);
     kp_free(t->remote_in);
@@ -153,28 +152,7 @@ int kp_rtrace_account(kp_rtrace *rtrace, proc *p, trace *t, int64_t ts)
 
 int kp_rtrace_add_time(trace *t, uint32_t stack, uint32_t pid_frame, int64_t start, int64_t dur)
 {
-    if (stack >= t->n_ns) {
-        size_t cap = t->n_ns ? t->n_ns * 2 : 64;
-        while (cap <= stack)
-            cap *= 2;
-        uint64_t *ns = kp_realloc_array(t->ns, cap, sizeof *ns);
-        if (!ns)
-            return -1;
-        memset(ns + t->n_ns, 0, (cap - t->n_ns) * sizeof *ns);
-        t->ns = ns;
-        t->n_ns = cap;
-    }
-    if (t->n_iv == t->cap_iv) {
-        size_t cap = t->cap_iv ? t->cap_iv * 2 : 256;
-        kp_rtrace_interval *iv = kp_realloc_array(t->iv, cap, sizeof *iv);
-        if (!iv)
-            return -1;
-        t->iv = iv;
-        t->cap_iv = cap;
-    }
-    t->ns[stack] += (uint64_t)dur;
-    t->iv[t->n_iv++] = (kp_rtrace_interval){stack, pid_frame, start, dur};
-    return 0;
+    return kp_rtrace_times_add(&t->times, stack, pid_frame, start, dur) == KP_OK ? 0 : -1;
 }
 
 int kp_rtrace_timed_event(kp_rtrace *rtrace, proc *p, uint32_t k, int64_t ts)

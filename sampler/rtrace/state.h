@@ -30,10 +30,7 @@ typedef struct {
     uint64_t events, max_events, max_duration_ns;
     kp_rtrace_cut cut;
     kp_stacks *stacks;
-    uint64_t *ns; /* per stack id */
-    size_t n_ns;
-    kp_rtrace_interval *iv;
-    size_t n_iv, cap_iv;
+    kp_rtrace_times times;
     erlang_pid *pids; /* every process of the trace, root first */
     size_t n_pids, cap_pids;
     kp_rtrace_link *links; /* its spawns and messages (at most MAX_LINKS kept) */

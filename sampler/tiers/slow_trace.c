@@ -19,10 +19,7 @@ typedef struct {
     kp_frames *frames;
     kp_stacks *stacks;
     uint32_t *fn_frame; /* per function, UINT32_MAX until interned */
-    uint64_t *ns;       /* per stack id */
-    size_t n_ns;
-    kp_rtrace_interval *iv;
-    size_t n_iv, cap_iv;
+    kp_rtrace_times times;
     kp_status st;
 } builder;
 
@@ -57,32 +54,8 @@ static void stretch(builder *b, const uint32_t *ids, size_t n, int64_t from, int
         return;
     uint32_t stack;
     b->st = kp_stacks_intern(b->stacks, ids, n, &stack);
-    if (b->st != KP_OK)
-        return;
-    if (stack >= b->n_ns) {
-        size_t n_ns = (size_t)stack + 64;
-        uint64_t *ns = kp_realloc_array(b->ns, n_ns, sizeof *ns);
-        if (!ns) {
-            b->st = KP_ERR_NOMEM;
-            return;
-        }
-        memset(ns + b->n_ns, 0, (n_ns - b->n_ns) * sizeof *ns);
-        b->ns = ns;
-        b->n_ns = n_ns;
-    }
-    if (b->n_iv == b->cap_iv) {
-        size_t cap = b->cap_iv ? b->cap_iv * 2 : 64;
-        kp_rtrace_interval *iv = kp_realloc_array(b->iv, cap, sizeof *iv);
-        if (!iv) {
-            b->st = KP_ERR_NOMEM;
-            return;
-        }
-        b->iv = iv;
-        b->cap_iv = cap;
-    }
-    b->ns[stack] += (uint64_t)(to - from);
-    b->iv[b->n_iv++] =
-        (kp_rtrace_interval){.stack = stack, .pid_frame = ids[0], .start = from, .dur = to - from};
+    if (b->st == KP_OK)
+        b->st = kp_rtrace_times_add(&b->times, stack, ids[0], from, to - from);
 }
 
 /* One process's calls `v[0..n)`, sorted by start, enclosing ones first: a
@@ -148,10 +121,10 @@ kp_status kp_tier_slow_trace_write(const kp_tier_request *r, const kp_tier_mfa *
     if (b.st == KP_OK) {
         kp_rtrace_data d = {.frames = b.frames,
                             .stacks = b.stacks,
-                            .ns = b.ns,
-                            .n_ns = b.n_ns,
-                            .iv = b.iv,
-                            .n_iv = b.n_iv,
+                            .ns = b.times.ns,
+                            .n_ns = b.times.n_ns,
+                            .iv = b.times.iv,
+                            .n_iv = b.times.n_iv,
                             .start = r->start,
                             .last = last,
                             .root = {.num = (unsigned)(r->label >> 32),
@@ -166,8 +139,7 @@ out:
 done:
     kp_free(v);
     kp_free(b.fn_frame);
-    kp_free(b.ns);
-    kp_free(b.iv);
+    kp_rtrace_times_free(&b.times);
     kp_stacks_free(b.stacks);
     kp_frames_free(b.frames);
     return b.st;

@@ -86,6 +86,16 @@ enum { ROLE_NONE, ROLE_MEMBER, ROLE_FOLLOWED };
 static unsigned char pid_roles[TABLE];
 static uint16_t pid_pending[TABLE];
 static uint32_t cur_fn[TABLE], recv_fn[TABLE]; /* MFA ids; KPT_NO_ID: none */
+/* With the setting otp_calls off, OTP's modules have no call pattern but
+ * for the receive loops of its behaviours (gen_server's loop, ...), whose
+ * pattern's message is the atom kprof_loop (kprof_rtrace_patterns:set/2):
+ * such a call tells that the process is back in its loop, and is no event
+ * of the stream. A receive loop with no pattern at all (a plain process of
+ * OTP's) is back when it is scheduled out (OUT) in the function it took
+ * the message in after leaving it (`left_recv`) with no event naming its
+ * way back (a process returned there, cur_fn, may be scheduled out midway
+ * through its own work). */
+static unsigned char left_recv[TABLE];
 /* Listening for another node's traces (kprof_rtrace:listen/1): a process
  * that calls a gen_server callback with a request's token takes the
  * request in there (the meta pattern's event); its stretch ends when that
@@ -98,10 +108,10 @@ static volatile int tripped; /* read without the lock by enabled/3 */
 static size_t tripped_at;    /* bytes waiting when it tripped */
 
 static ERL_NIF_TERM a_trace, a_discard, a_remove, a_trace_status, a_ok, a_error, a_undefined,
-    a_match_spec_result, a_call, a_return_to, a_in, a_out, a_gc_minor_start, a_gc_major_start,
-    a_gc_minor_end, a_gc_major_end, a_spawn, a_exit, a_return_from, a_mark_module, a_begin_trace,
-    a_pending, a_exception_from, a_tripped, a_too_long, a_send, a_extra, a_kprof, a_seq_trace,
-    a_receive, a_call_mark, a_follow, a_true;
+    a_match_spec_result, a_kprof_loop, a_call, a_return_to, a_in, a_out, a_gc_minor_start,
+    a_gc_major_start, a_gc_minor_end, a_gc_major_end, a_spawn, a_exit, a_return_from, a_mark_module,
+    a_begin_trace, a_pending, a_exception_from, a_tripped, a_too_long, a_send, a_extra, a_kprof,
+    a_seq_trace, a_receive, a_call_mark, a_follow, a_true;
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
@@ -130,6 +140,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     ATOM(a_return_from, "return_from");
     ATOM(a_mark_module, "kprof_rtrace_mark");
     ATOM(a_begin_trace, "begin_trace");
+    ATOM(a_kprof_loop, "kprof_loop");
     ATOM(a_pending, "pending");
     ATOM(a_exception_from, "exception_from");
     ATOM(a_tripped, "tripped");
@@ -229,6 +240,7 @@ static void clear_tables(void)
     memset(pid_pending, 0, sizeof pid_pending);
     memset(cur_fn, 0xff, sizeof cur_fn);
     memset(recv_fn, 0xff, sizeof recv_fn);
+    memset(left_recv, 0, sizeof left_recv);
     memset(pid_remote, 0, sizeof pid_remote);
     n_followed = 0;
     n_pids = n_mfas = 0;
@@ -471,14 +483,23 @@ static uint32_t token_label(ErlNifEnv *env, ERL_NIF_TERM token)
 
 /* Every call, return and scheduling in names the function the process is
  * in. Returns 1 when a followed process working for a request calls the
- * function it took the request's message in: back in its receive loop, it
- * works for none from here (see end_stretch). */
+ * function it took the request's message in, or is scheduled out in it
+ * after leaving it with no event naming its way back (see left_recv): back
+ * in its receive loop, it works for none from here (see end_stretch). */
 static int track_fn(uint32_t pid, int kind, uint32_t fn)
 {
+    int back_unseen = kind == KPT_OUT && fn != cur_fn[pid];
     if (kind == KPT_CALL || kind == KPT_RETURN_TO || kind == KPT_IN)
         cur_fn[pid] = fn;
-    return kind == KPT_CALL && pid_roles[pid] == ROLE_FOLLOWED && !pid_remote[pid] &&
-           pid_labels[pid] && pid_labels[pid] != KPT_NO_ID && fn == recv_fn[pid] && fn != KPT_NO_ID;
+    int working = pid_roles[pid] == ROLE_FOLLOWED && !pid_remote[pid] && pid_labels[pid] &&
+                  pid_labels[pid] != KPT_NO_ID && recv_fn[pid] != KPT_NO_ID;
+    if (!working)
+        return 0;
+    if (fn != recv_fn[pid]) {
+        left_recv[pid] = 1;
+        return 0;
+    }
+    return kind == KPT_CALL || (back_unseen && left_recv[pid]);
 }
 
 /* LABEL 0: the process works for no request from `ts`. */
@@ -516,8 +537,10 @@ static void seq_receive(ErlNifEnv *env, ERL_NIF_TERM label, ERL_NIF_TERM info, i
     if (fd >= 0 && to < TABLE && pid_roles[to] != ROLE_NONE) {
         uint32_t from = enif_is_pid(env, t[2]) ? pid_id(env, t[2]) : KPT_NO_ID;
         if (pid_roles[to] == ROLE_FOLLOWED) {
-            if (pid_labels[to] != n) /* it takes up the request here */
+            if (pid_labels[to] != n) { /* it takes up the request here */
                 recv_fn[to] = cur_fn[to];
+                left_recv[to] = 0;
+            }
             pid_labels[to] = n;
             if (pid_pending[to])
                 pid_pending[to]--;
@@ -558,6 +581,7 @@ static int remote_take_in(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM token, uint
     pid_pending[pid] = 0;
     pid_labels[pid] = n;
     recv_fn[pid] = fn;
+    left_recv[pid] = 0;
     if (!n)
         return 1;
     uint32_t from = enif_is_pid(env, t[3]) ? pid_id(env, t[3]) : KPT_NO_ID;
@@ -715,7 +739,7 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         }
     } else {
         uint32_t arg = KPT_NO_ID;
-        int ends = 0;
+        int ends = 0, loop = 0;
         ERL_NIF_TERM token;
         if (kind == KPT_SPAWN) {
             /* a child of a trace's process, or of a followed one at work
@@ -728,16 +752,21 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
             }
         } else if (kind != KPT_GC_START && kind != KPT_GC_END && kind != KPT_EXIT) {
             arg = mfa_id(env, argv[3]);
-            if (kind == KPT_CALL && enif_get_map_value(env, argv[4], a_match_spec_result, &token))
-                remote_take_in(env, pid, token, arg, ts);
+            if (kind == KPT_CALL && enif_get_map_value(env, argv[4], a_match_spec_result, &token)) {
+                if (token == a_kprof_loop)
+                    loop = 1;
+                else
+                    remote_take_in(env, pid, token, arg, ts);
+            }
             ends = track_fn(pid, kind, arg);
             /* a listened callback returns: the request's stretch ends */
             if (kind == KPT_RETURN_FROM && pid_remote[pid] && pid_roles[pid] == ROLE_FOLLOWED &&
                 pid_labels[pid] && pid_labels[pid] != KPT_NO_ID && arg == recv_fn[pid])
                 ends = 1;
         }
-        if (is_idle(pid)) {
-            /* an idle followed process's call or spawn: nobody's work */
+        if (is_idle(pid) || loop) {
+            /* an idle followed process's call or spawn: nobody's work; a
+             * loop's call (kprof_loop): no frame of the stream */
         } else if (room(32)) {
             put8((unsigned)kind);
             put32(pid);

@@ -85,9 +85,14 @@
                       %% the others); 0: always
                       slower_than_ms => non_neg_integer(),
                       %% BIF calls as frames of their own (see arm/2): read
-                      %% from the application environment when patterns are
-                      %% armed, not per trace
+                      %% when patterns are armed (from the call that arms
+                      %% them, else the application environment), not per
+                      %% trace
                       bifs => boolean(),
+                      %% calls into Erlang/OTP's and Elixir's applications as
+                      %% frames of their own (else their time is their
+                      %% caller's): read when patterns are armed, as `bifs'
+                      otp_calls => boolean(),
                       %% per second, asked for by a caller (kprof_http)
                       rate_limit => number(),
                       %% a kprof attached from a shell collects
@@ -132,7 +137,8 @@
 defaults() ->
     #{dir => "/tmp/kprof-traces", max_duration_ms => 5000, max_events => 1000000,
       max_concurrent => 8, queue_size => 10000, max_backlog_mb => 64,
-      idle_ms => 60000, linger_ms => 5000, max_processes => 16, bifs => false}.
+      idle_ms => 60000, linger_ms => 5000, max_processes => 16, bifs => false,
+      otp_calls => true}.
 
 settings(Options) ->
     maps:merge(maps:merge(defaults(), kprof_settings:rtrace()), Options).
@@ -621,7 +627,7 @@ handle({trace_calls, {M, F, A} = MFA, Options}, S = #state{port = Port, session 
         {true, _, false, {error, Why}} -> % the user's --match
             {{error, {usage, unicode:characters_to_binary(Why)}}, S};
         {true, _, false, {ok, Taken}} ->
-            case arm_calls(S) of
+            case arm_calls(arming_settings(Options, S)) of
                 Why when is_list(Why) ->
                     {{error, Why}, S};
                 S0 ->
@@ -735,7 +741,7 @@ base36(N, Width) ->
     <<(binary:copy(<<"0">>, max(0, Width - byte_size(B))))/binary, B/binary>>.
 
 start_trace(Pid, By, Settings, S) ->
-    S1 = arm(S),
+    S1 = arm(arming_settings(Settings, S)),
     case kprof_rtrace_arming:busy(S1#state.arming) of
         true -> {hold, S1};
         false -> start_armed(Pid, By, Settings, S1)
@@ -953,6 +959,11 @@ stop_meta(MFA, Session, Port) ->
 %% carries no time). kprof's own session has one tracer: an idle one that
 %% is not the one wanted is replaced; a busy one makes `--mfa' wait. The
 %% state, or why not.
+%% The settings read when the patterns are armed (`bifs', `otp_calls'):
+%% those of the call that arms them, else the application environment's.
+arming_settings(Options, S = #state{settings = Settings}) ->
+    S#state{settings = maps:merge(Settings, maps:with([bifs, otp_calls], Options))}.
+
 arm_calls(S = #state{armed = false}) ->
     arm(S);
 arm_calls(S = #state{session = Session}) ->
@@ -1118,10 +1129,13 @@ arm(S = #state{armed = true}, _) ->
 arm(S = #state{guard = Guard}, Tracer) ->
     erlang:send_after(?WATCH_MS, self(), watch),
     Session = kprof_tracing:open(kprof_rtrace, Tracer),
-    Set = kprof_rtrace_patterns:choose(Session),
+    OtpCalls = maps:get(otp_calls, S#state.settings, true) =/= false,
+    Set = kprof_rtrace_patterns:choose(Session, OtpCalls),
     %% modules loaded during a trace are traced too, as eflame does, unless
-    %% someone else has a pattern for new modules
-    OnLoad = case kprof_tracing:info(Session, on_load, traced) of
+    %% someone else has a pattern for new modules, or OTP's are left out
+    %% (OTP's applications load theirs as they first serve: inets at its
+    %% first request); then a module is traced from the next arming
+    OnLoad = case OtpCalls andalso kprof_tracing:info(Session, on_load, traced) of
                  {traced, false} -> erlang:loaded();
                  _ -> false
              end,

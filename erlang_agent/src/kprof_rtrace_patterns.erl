@@ -11,13 +11,18 @@
 %%%   patterns off after set/2): their time is their caller's
 %%%   (kprof_rtrace:bifs/1 says what that saves);</li>
 %%% <li>functions with someone else's call pattern, in the shared session
-%%%   before OTP 27.</li>
+%%%   before OTP 27;</li>
+%%% <li>with the setting `otp_calls' off, the modules of Erlang/OTP's and
+%%%   Elixir's own applications (?PLATFORM_APPS): their time is their
+%%%   caller's, as a BIF's is; but the receive loops of OTP's behaviours
+%%%   (?LOOPS) get one whose message, `kprof_loop', tells the NIF that a
+%%%   followed server is back in its loop and is no frame.</li>
 %%% </ul>
 %%% The marks (kprof_rtrace_mark) get a pattern that copies their argument
 %%% into the stream.
 -module(kprof_rtrace_patterns).
 
--export([choose/1, set/2, bifs_off/3, unset/2, builtins/0]).
+-export([choose/2, set/2, bifs_off/3, unset/2, builtins/0, platform/1]).
 
 %% `all': every loaded function (no one else had a call pattern); else
 %% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
@@ -35,6 +40,24 @@
 %% pattern either (functions a release lacks are not there to set).
 -define(TRACE_API, [{erlang, trace, 3}, {erlang, trace_info, 2},
                     {erlang, ensure_tracer_module_loaded, 2}, {trace, '_', '_'}]).
+%% The functions in which OTP's behaviours wait for their next message
+%% (any arity, OTP 25 to 29): with the setting `otp_calls' off, their call
+%% is how the NIF (kprof_tracer.c, kprof_loop) learns that a followed
+%% server is back in its loop; without it, a busy server that takes one
+%% message after another without being scheduled out would never be.
+-define(LOOPS, [{gen_server, loop}, {gen_statem, loop_receive}, {gen_event, fetch_msg}]).
+-define(LOOP_SPEC, [{'_', [], [{message, kprof_loop}]}]).
+%% The applications of Erlang/OTP 25 to 29, and Elixir's: with the setting
+%% `otp_calls' off, their modules get no pattern. A request through inets
+%% httpd makes about 3,300 events in inets's own code (URI parsing, file
+%% info, chunked sending), 2.5 ms at 0.75 us each; its user's code, tens.
+-define(PLATFORM_APPS,
+        ["asn1", "common_test", "compiler", "crypto", "debugger", "dialyzer", "diameter",
+         "edoc", "eldap", "erl_docgen", "erl_interface", "erts", "et", "eunit", "ftp",
+         "inets", "jinterface", "kernel", "megaco", "mnesia", "observer", "odbc", "os_mon",
+         "parsetools", "public_key", "reltool", "runtime_tools", "sasl", "snmp", "ssh",
+         "ssl", "stdlib", "syntax_tools", "tftp", "tools", "wx", "xmerl",
+         "elixir", "eex", "ex_unit", "iex", "logger", "mix"]).
 
 %% @doc Sets the patterns of `Set' (choose/1's) in `Session', but on the
 %% functions of ?OWN and ?TRACE_API; then the marks'. BIFs get the pattern
@@ -48,7 +71,7 @@ set(Session, Set) ->
                 [Off(What) || What <- [{M, '_', '_'} || M <- ?OWN] ++ ?TRACE_API];
             {Mods, MFAs} ->
                 [kprof_tracing:function(Session, {M, '_', '_'}, true, [local]) || M <- Mods],
-                [kprof_tracing:function(Session, MFA, true, [local]) || MFA <- MFAs],
+                [kprof_tracing:function(Session, MFA, pattern(MFA, Mods), [local]) || MFA <- MFAs],
                 [Off(MFA) || {M, _, _} = MFA <- ?TRACE_API, in_set(M, MFA, Set)]
         end,
     %% the marks carry the trace's id and bounds into the stream
@@ -56,6 +79,13 @@ set(Session, Set) ->
                                 [local])
          || F <- [begin_trace, end_trace]],
     ok.
+
+%% A loop's (?LOOPS) when its module has no pattern whole (otp_calls off).
+pattern({M, F, _}, Mods) ->
+    case lists:member({M, F}, ?LOOPS) andalso not lists:member(M, Mods) of
+        true -> ?LOOP_SPEC;
+        false -> true
+    end.
 
 %% @doc Turns off the patterns set/2 gave `Bifs'. One trace_pattern call,
 %% and so one code barrier, each: 450 of them take 5 ms in an idle node,
@@ -85,23 +115,52 @@ exports(M) ->
 %% @doc What kprof's local pattern takes: every function of every loaded
 %% module but ?OWN (what {'_', '_', '_'} would take) except those with a
 %% call pattern, which are someone else's (kprof has none while no trace
-%% runs); the caller passes it to set/3 and later unset/2. A module with
+%% runs), and, when `OtpCalls' is false, but the modules of ?PLATFORM_APPS
+%% (platform/1); the caller passes it to set/3 and later unset/2. A module with
 %% none is armed in one call, since each trace_pattern/3 call costs a code
 %% barrier (20 us a function, 15-50 us a whole module, under 1 ms for
 %% {'_', '_', '_'}); a module with some, function by function. Without any,
 %% all of them in one call, and ?OWN turned off again (4 more calls). The
 %% marks are always kprof's. kprof's own session starts empty: all of them.
--spec choose(kprof_tracing:session()) -> armed_set().
-choose(Session) ->
+%% Without OTP's modules, one call a module (a hundred user modules: about
+%% 3 ms each arming).
+-spec choose(kprof_tracing:session(), boolean()) -> armed_set().
+choose(Session, OtpCalls) ->
     {module, _} = code:ensure_loaded(?MARKS),
     _ = [code:ensure_loaded(M) || M <- ?OWN],
-    Loaded = erlang:loaded(),
-    N = length(Loaded),
-    case kprof_tracing:shared(Session) andalso arm_modules(Session, Loaded) of
-        false -> all;
-        {Mods, []} when length(Mods) =:= N - length(?OWN) -> all;
-        Set -> Set
+    Loaded = case OtpCalls of
+                 true -> erlang:loaded();
+                 false -> [M || {M, Path} <- code:all_loaded(), not platform(Path)]
+             end,
+    Shared = kprof_tracing:shared(Session),
+    case {OtpCalls, Shared andalso arm_modules(Session, Loaded)} of
+        {true, false} -> all;
+        {true, {Mods, []}} when length(Mods) =:= length(Loaded) - length(?OWN) -> all;
+        {true, {_, _} = Set} -> Set;
+        {false, false} ->
+            {[?MARKS | [M || M <- Loaded, M =/= ?MARKS, not lists:member(M, ?OWN)]], loops(Session)};
+        {false, {Mods, MFAs}} ->
+            {Mods, loops(Session) ++ MFAs}
     end.
+
+%% The functions of ?LOOPS, but those with someone else's pattern.
+loops(Session) ->
+    [MFA || {M, F} <- ?LOOPS, {_, F1, _} = MFA <- module_functions(M), F1 =:= F,
+            kprof_tracing:info(Session, MFA, traced) =:= {traced, false}].
+
+
+%% @doc Whether a module loaded from `Path' (code:which/1's) is of
+%% Erlang/OTP or Elixir (?PLATFORM_APPS): preloaded, or in the `ebin' of an
+%% application directory named so (`stdlib-4.3', `elixir'), wherever it is
+%% installed, a release's `lib' included.
+-spec platform(file:filename() | atom()) -> boolean().
+platform(preloaded) ->
+    true;
+platform(Path) when is_list(Path) ->
+    AppDir = filename:basename(filename:dirname(filename:dirname(Path))),
+    lists:member(hd(string:split(AppDir, "-")), ?PLATFORM_APPS);
+platform(_) -> % cover_compiled, or loaded from a binary
+    false.
 
 arm_modules(Session, Loaded) ->
     lists:foldl(
@@ -163,8 +222,10 @@ foreign(Session, MFAs) ->
 is_armed(Session, MFA) ->
     is_kprofs(Session, kprof_tracing:info(Session, MFA, traced), MFA).
 
-%% kprof's pattern, given the function's `traced': local, no match spec.
+%% kprof's pattern, given the function's `traced': local, no match spec
+%% (or a loop's, ?LOOP_SPEC).
 is_kprofs(Session, {traced, local}, MFA) ->
-    kprof_tracing:info(Session, MFA, match_spec) =:= {match_spec, []};
+    lists:member(kprof_tracing:info(Session, MFA, match_spec),
+                 [{match_spec, []}, {match_spec, ?LOOP_SPEC}]);
 is_kprofs(_, _, _) -> false.
 

@@ -19,7 +19,7 @@
 %% Keys of the rtrace map: kprof_rtrace:settings() and what kprof_http
 %% reads (allow, header, rate_limit).
 -define(RTRACE_KEYS, [dir, max_duration_ms, max_events, max_concurrent, queue_size,
-                      max_backlog_mb, idle_ms, linger_ms, max_processes, bifs, rate_limit,
+                      max_backlog_mb, idle_ms, linger_ms, max_processes, bifs, otp_calls, rate_limit,
                       collector, allow, header, name, slower_than_ms]).
 %% Key names are compared on their first characters only: work stays
 %% bounded whatever a user wrote.

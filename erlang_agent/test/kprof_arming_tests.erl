@@ -3,7 +3,8 @@
 %%% is over, a dropped meta pattern is never set, and cancelling stops the
 %%% helper at once. The helper turns off patterns in a real session of the
 %%% test node (this process's own call patterns: none are set, so turning
-%%% them off changes nothing).
+%%% them off changes nothing). Also which modules the setting otp_calls
+%%% leaves out (kprof_rtrace_patterns:platform/1).
 -module(kprof_arming_tests).
 
 -include_lib("eunit/include/eunit.hrl").
@@ -65,3 +66,18 @@ cancel_test() ->
 
 flush_wait_over() ->
     receive {arming_wait_over, _} -> flush_wait_over() after 0 -> ok end.
+
+%% OTP's and Elixir's applications wherever they are installed (Debian's
+%% OTP, a release's lib, Elixir's own layout), a user's not.
+platform_test() ->
+    P = fun kprof_rtrace_patterns:platform/1,
+    ?assert(P("/usr/lib/erlang/lib/stdlib-4.3.1.1/ebin/lists.beam")),
+    ?assert(P("/opt/rel/lib/inets-9.1/ebin/httpd_request_handler.beam")),
+    ?assert(P("/usr/lib/elixir/lib/elixir/ebin/Elixir.Enum.beam")),
+    ?assert(P(preloaded)),
+    ?assert(P(code:which(gen_server))),
+    ?assertNot(P("/opt/rel/lib/my_app-1.0.0/ebin/my_app_server.beam")),
+    ?assertNot(P("/opt/rel/lib/stdlib_ext-1.0/ebin/x.beam")),
+    ?assertNot(P("/home/u/src/ebin/kv.beam")),
+    ?assertNot(P(cover_compiled)),
+    ?assertNot(P(code:which(?MODULE))).

@@ -36,7 +36,8 @@ kp_rtrace *kp_rtrace_create(const kp_rtrace_options *o, const kp_rtrace_handler 
     if (!rtrace->o.max_depth || rtrace->o.max_depth > 1000)
         rtrace->o.max_depth = 512; /* kp_rtrace_account() builds stacks on the C stack */
     rtrace->frames = kp_frames_create(o->frame_flags);
-    if (!rtrace->frames ||
+    rtrace->called = kp_strtab_create();
+    if (!rtrace->frames || !rtrace->called ||
         kp_frames_intern_pseudo(rtrace->frames, "sleep", 5, "state", &rtrace->sleep_frame) ||
         kp_frames_intern_pseudo(rtrace->frames, "garbage_collection", 18, "state",
                                 &rtrace->gc_frame)) {
@@ -61,6 +62,7 @@ void kp_rtrace_free(kp_rtrace *rtrace)
     kp_u64_map_free(&rtrace->reached_set);
     kp_free(rtrace->reached);
     kp_frames_free(rtrace->frames);
+    kp_strtab_free(rtrace->called);
     kp_free(rtrace);
 }
 

@@ -7,8 +7,9 @@
  * have no return_to, so a call to a function already on the stack goes back
  * to that frame (a server loop stays one loop; recursion shows once, as in
  * current_stacktrace), and the depth is bounded; when the function returned
- * to is not on the stack (the trace began below it) the stack restarts
- * there. The time
+ * to is not on the stack, the trace began below it and the stack restarts
+ * there; but when no CALL ever named its module, which then has no pattern
+ * (OTP's, with otp_calls off), only the returning frame ends. The time
  * between two events of a process goes to its stack at the first one.
  *
  * Following: a trace whose BEGIN has a trace_no (its process's seq_trace

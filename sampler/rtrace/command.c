@@ -11,9 +11,11 @@
 #include "rtrace/run.h"
 
 static const char trace_usage[] =
-    "Usage: kprof trace --node NODE --pid PID [--duration T] [--output DIR]\n"
+    "Usage: kprof trace --node NODE --pid PID [--no-otp-calls] [--duration T]\n"
+    "                   [--output DIR]\n"
     "       kprof trace --node NODE --mfa M:F/A [--match HEAD] [--slower-than T]\n"
-    "                   [--no-follow] [--count K] [--duration T] [--output DIR]\n"
+    "                   [--no-follow] [--no-otp-calls] [--count K] [--duration T]\n"
+    "                   [--output DIR]\n"
     "\n"
     "Traces everything one process does (and the processes it spawns), or\n"
     "the next K calls of a function, each from the call to its return in\n"
@@ -43,6 +45,9 @@ static const char trace_usage[] =
     "                           call to return (every call is traced; the others\n"
     "                           are dropped); --count then counts those written\n"
     "      --no-follow          trace each call in its own process only\n"
+    "      --no-otp-calls       no frames of Erlang/OTP's or Elixir's own modules:\n"
+    "                           their time is their callers' (far fewer events,\n"
+    "                           when this trace arms the patterns)\n"
     "  -c, --count K            how many calls [1]\n"
     "  -d, --duration T         how long (with --mfa: at most) [5s]\n"
     "  -o, --output DIR         where the files go [.]\n"
@@ -65,7 +70,8 @@ enum {
     OPT_ERLANG_NAMES,
     OPT_MATCH,
     OPT_SLOWER,
-    OPT_NO_FOLLOW
+    OPT_NO_FOLLOW,
+    OPT_NO_OTP_CALLS
 };
 
 static const struct option trace_options[] = {
@@ -75,6 +81,7 @@ static const struct option trace_options[] = {
     {"match", required_argument, NULL, OPT_MATCH},
     {"slower-than", required_argument, NULL, OPT_SLOWER},
     {"no-follow", no_argument, NULL, OPT_NO_FOLLOW},
+    {"no-otp-calls", no_argument, NULL, OPT_NO_OTP_CALLS},
     {"count", required_argument, NULL, 'c'},
     {"duration", required_argument, NULL, 'd'},
     {"output", required_argument, NULL, 'o'},
@@ -154,6 +161,7 @@ static int parse_calls(int opt, const char *arg, kp_rtrace_run_options *o)
             return kp_bad_value("--slower-than", arg, "a duration such as 50ms or 2s, up to 1h");
         return KP_EXIT_OK;
     case OPT_NO_FOLLOW: o->no_follow = 1; return KP_EXIT_OK;
+    case OPT_NO_OTP_CALLS: o->no_otp_calls = 1; return KP_EXIT_OK;
     default: return -1;
     }
 }

@@ -365,6 +365,16 @@ static int calls_said(run *r, const ei_x_buff *reply, char *err, size_t err_len)
     return 0;
 }
 
+/* With --no-otp-calls, the pair otp_calls => false of a settings map
+ * (kprof_rtrace:settings(): read when this trace arms the patterns). */
+static void encode_otp_calls(ei_x_buff *x, const kp_rtrace_run_options *o)
+{
+    if (!o->no_otp_calls)
+        return;
+    ei_x_encode_atom(x, "otp_calls");
+    ei_x_encode_boolean(x, 0);
+}
+
 /* kprof_rtrace:trace_calls({M, F, A}, Options). 0 when it said ok. */
 static int trace_calls(run *r, char *err, size_t err_len)
 {
@@ -374,7 +384,8 @@ static int trace_calls(run *r, char *err, size_t err_len)
     ei_x_new(&reply);
     ei_x_encode_list_header(&args, 2);
     encode_mfa(&args, o);
-    ei_x_encode_map_header(&args, 3);
+    ei_x_encode_map_header(&args, 3 + (o->no_otp_calls != 0));
+    encode_otp_calls(&args, o);
     ei_x_encode_atom(&args, "match");
     ei_x_encode_binary(&args, o->match ? o->match : "", o->match ? (long)strlen(o->match) : 0);
     ei_x_encode_atom(&args, "follow");
@@ -417,7 +428,8 @@ static int begin_pid_trace(run *r, char *id, size_t id_len, char *err, size_t er
     ei_x_new(&reply);
     ei_x_encode_list_header(&args, 2);
     ei_x_encode_string(&args, r->o->pid);
-    ei_x_encode_map_header(&args, 1);
+    ei_x_encode_map_header(&args, 1 + (r->o->no_otp_calls != 0));
+    encode_otp_calls(&args, r->o);
     ei_x_encode_atom(&args, "max_duration_ms");
     ei_x_encode_ulong(&args, (unsigned long)(r->o->duration_us / 1000 + 1000));
     ei_x_encode_empty_list(&args);

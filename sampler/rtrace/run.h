@@ -16,6 +16,7 @@ typedef struct {
     unsigned mfa_arity;
     const char *match;       /* --match: which calls (kprof_rtrace_calls:selection/2) */
     int no_follow;           /* --no-follow: a call's trace holds its own process only */
+    int no_otp_calls;        /* --no-otp-calls: the setting otp_calls false */
     uint64_t slower_than_us; /* --slower-than: only calls that took this long are written */
     uint64_t count;          /* calls traced; with slower_than_us, calls written */
     uint64_t duration_us;    /* of a --pid trace; at most, for --mfa */

@@ -218,10 +218,11 @@ static int frame_of(kp_rtrace *rtrace, const kp_trace_event *ev, uint32_t *id)
 
 int kp_rtrace_push(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev)
 {
-    uint32_t id;
+    uint32_t id, called;
     if (machinery(ev))
         return 0;
-    if (frame_of(rtrace, ev, &id) != 0)
+    if (frame_of(rtrace, ev, &id) != 0 ||
+        kp_strtab_intern(rtrace->called, ev->module, strlen(ev->module), &called, NULL) != KP_OK)
         return -1;
     /* A function already on the stack is entered again: taken as a tail
      * call back to it (a server loop: loop -> handle_msg -> loop ...), which
@@ -239,7 +240,7 @@ int kp_rtrace_push(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev)
 
 int kp_rtrace_pop_to(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev)
 {
-    uint32_t id;
+    uint32_t id, called;
     if (!ev->module[0])
         return 0;
     if (machinery(ev)) { /* back in kprof's code, below the request's: none of its frames */
@@ -253,6 +254,16 @@ int kp_rtrace_pop_to(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev)
         at--;
     if (at > 1) {
         p->depth = at;
+    } else if (p->depth > 2 &&
+               !kp_strtab_find(rtrace->called, ev->module, strlen(ev->module),
+                               kp_strtab_hash(ev->module, strlen(ev->module)), &called)) {
+        /* back in a module no CALL named, which has no pattern (OTP's, with
+         * the setting otp_calls off): the returning frame ends, its callers
+         * stay (a fun that lists:map called returns into lists:map_1, below
+         * the function that called lists:map). A frame that tail-called it
+         * stays too, until its function is entered again or one below it
+         * returns. */
+        p->depth--;
     } else { /* returned below where the trace began: restart the stack there */
         p->frames[1] = id;
         p->depth = 2;

@@ -8,6 +8,7 @@
 #define KP_RTRACE_STATE_H
 
 #include <kp/intern.h>
+#include <kp/strtab.h>
 #include <stdint.h>
 
 #include "common/u64_map.h"
@@ -84,6 +85,9 @@ struct kp_rtrace {
     kp_rtrace_options o;
     kp_rtrace_handler h;
     kp_frames *frames;
+    /* the modules a CALL named: theirs have call patterns, those of a
+     * function returned to that is in none have none (kp_rtrace_pop_to) */
+    kp_strtab *called;
     uint32_t sleep_frame, gc_frame;
     trace traces[MAX_TRACES];
     kp_u64_map procs;       /* packed pid -> index into ps */

@@ -10,7 +10,7 @@
 
 -export([main/1, req/3, handle/1, load_start/1, load_stop/0, servers/0,
          traced_work/0, untraced_work/0, worker_work/0, concurrent/1, flags_left/0,
-         traced_servers/0, slow_pair/0]).
+         traced_servers/0, slow_pair/0, otp_calls/1, otp_frames/1, armed/0]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
 %% @doc Starts the servers and the pool, then writes `Ready'.
@@ -159,3 +159,41 @@ handle_call(checkout, _From, {All, [W | Free]}) -> {reply, W, {All, Free}}.
 
 -spec handle_cast(term(), term()) -> {noreply, term()}.
 handle_cast({checkin, W}, {All, Free}) -> {noreply, {All, [W | lists:delete(W, Free)]}}.
+
+%% @doc Sets the request-trace setting `otp_calls' (read when the patterns
+%% are armed next).
+-spec otp_calls(boolean()) -> ok.
+otp_calls(On) ->
+    {ok, Env} = application:get_env(kprof, rtrace),
+    application:set_env(kprof, rtrace, Env#{otp_calls => On}).
+
+%% @doc Whether the request-trace patterns are armed (they linger after a
+%% trace): handle/1 has one then, in kprof's own session from OTP 27, the
+%% shared one before.
+-spec armed() -> boolean().
+armed() ->
+    Session = kprof_tracing:session_of(kprof_rtrace),
+    kprof_tracing:info(Session, {?MODULE, handle, 1}, traced) =/= {traced, false}.
+
+%% @doc "N,M": of the distinct modules of the called frames of a folded
+%% file (neither the roots, pids, nor the frames right above them, where a
+%% process's stack restarts when it returns below where its trace began),
+%% how many are loaded from OTP's own lib directory (code:lib_dir/0), and
+%% how many in all.
+-spec otp_frames(string()) -> string().
+otp_frames(Folded) ->
+    {ok, Text} = file:read_file(Folded),
+    Mods = lists:usort(
+             [binary_to_atom(hd(binary:split(Frame, <<":">>)))
+              || Line <- binary:split(Text, <<"\n">>, [global, trim_all]),
+                 [Stack | _] <- [binary:split(Line, <<" ">>)],
+                 [_Root, _First | Called] <- [binary:split(Stack, <<";">>, [global])],
+                 Frame <- Called,
+                 binary:match(Frame, <<":">>) =/= nomatch]),
+    Lib = code:lib_dir(),
+    Otp = [M || M <- Mods, lists:prefix(Lib, path(code:which(M)))],
+    lists:flatten(io_lib:format("~b,~b", [length(Otp), length(Mods)])).
+
+path(Path) when is_list(Path) -> Path;
+path(preloaded) -> code:lib_dir(); % erts's
+path(_) -> "".

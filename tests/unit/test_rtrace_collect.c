@@ -221,6 +221,40 @@ static void loops_and_returns_below_the_start(void **state)
                               "<0.20.0>;s:loop/1;s:handle/1 20\n");
 }
 
+static void returns_into_untraced_code_end_one_frame(void **state)
+{
+    fixture *f = *state;
+    begin(f, 21, "T2b", 0, 0);
+    ev(f, KP_TRACE_CALL, 21, "h:handle/1", 10 * US);
+    /* lists has no pattern (otp_calls off; no CALL named it): the fun is
+     * handle's */
+    ev(f, KP_TRACE_CALL, 21, "h:each/1", 20 * US);
+    ev(f, KP_TRACE_RETURN_TO, 21, "lists:map_1/2", 30 * US);
+    ev(f, KP_TRACE_CALL, 21, "h:each/1", 40 * US);
+    ev(f, KP_TRACE_RETURN_TO, 21, "lists:map_1/2", 50 * US);
+    end(f, 21, "T2b", 60 * US); /* back in handle: 10 us after the map */
+    const char *text = slurp(f->written[0]);
+    assert_string_equal(text, "<0.21.0> 10\n"
+                              "<0.21.0>;h:handle/1 30\n"
+                              "<0.21.0>;h:handle/1;h:each/1 20\n");
+}
+
+static void returns_below_the_start_after_a_tail_call_restart(void **state)
+{
+    fixture *f = *state;
+    begin(f, 22, "T2c", 0, 0);
+    ev(f, KP_TRACE_CALL, 22, "w:work/1", 10 * US);
+    ev(f, KP_TRACE_CALL, 22, "w:delete_work/0", 20 * US); /* work/1's tail call */
+    /* w has patterns (a CALL named it): back in its loop, below the start */
+    ev(f, KP_TRACE_RETURN_TO, 22, "w:plain_loop/0", 30 * US);
+    end(f, 22, "T2c", 40 * US);
+    const char *text = slurp(f->written[0]);
+    assert_string_equal(text, "<0.22.0> 10\n"
+                              "<0.22.0>;w:plain_loop/0 10\n"
+                              "<0.22.0>;w:work/1 10\n"
+                              "<0.22.0>;w:work/1;w:delete_work/0 10\n");
+}
+
 static void cut_past_max_events_with_a_marker(void **state)
 {
     fixture *f = *state;
@@ -674,6 +708,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(a_request_with_a_call_a_sleep_and_a_child, setup, teardown),
         cmocka_unit_test_setup_teardown(loops_and_returns_below_the_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(returns_into_untraced_code_end_one_frame, setup, teardown),
+        cmocka_unit_test_setup_teardown(returns_below_the_start_after_a_tail_call_restart, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(cut_past_max_events_with_a_marker, setup, teardown),
         cmocka_unit_test_setup_teardown(sub_microsecond_parts_count_one, setup, teardown),
         cmocka_unit_test_setup_teardown(adopted_calls_start_and_end_with_the_function, setup,

@@ -132,8 +132,7 @@ choose(Session, OtpCalls) ->
                  true -> erlang:loaded();
                  false -> [M || {M, Path} <- code:all_loaded(), not platform(Path)]
              end,
-    Shared = kprof_tracing:shared(Session),
-    case {OtpCalls, Shared andalso arm_modules(Session, Loaded)} of
+    case {OtpCalls, kprof_tracing:shared(Session) andalso arm_modules(Session, Loaded)} of
         {true, false} -> all;
         {true, {Mods, []}} when length(Mods) =:= length(Loaded) - length(?OWN) -> all;
         {true, {_, _} = Set} -> Set;
@@ -147,7 +146,6 @@ choose(Session, OtpCalls) ->
 loops(Session) ->
     [MFA || {M, F} <- ?LOOPS, {_, F1, _} = MFA <- module_functions(M), F1 =:= F,
             kprof_tracing:info(Session, MFA, traced) =:= {traced, false}].
-
 
 %% @doc Whether a module loaded from `Path' (code:which/1's) is of
 %% Erlang/OTP or Elixir (?PLATFORM_APPS): preloaded, or in the `ebin' of an

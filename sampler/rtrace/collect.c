@@ -63,6 +63,7 @@ void kp_rtrace_free(kp_rtrace *rtrace)
     kp_free(rtrace->reached);
     kp_frames_free(rtrace->frames);
     kp_strtab_free(rtrace->called);
+    kp_free(rtrace->fn_called);
     kp_free(rtrace);
 }
 

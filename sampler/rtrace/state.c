@@ -216,13 +216,35 @@ static int frame_of(kp_rtrace *rtrace, const kp_trace_event *ev, uint32_t *id)
     return kp_frames_intern_mfa(rtrace->frames, &mfa, id) == KP_OK ? 0 : -1;
 }
 
+/* Function `id` (of `module`) was called: its module goes into
+ * rtrace->called, the first time. 0, or -1 when out of memory. */
+static int note_called(kp_rtrace *rtrace, uint32_t id, const char *module)
+{
+    if (id >= rtrace->n_fn_called) {
+        size_t cap = rtrace->n_fn_called ? rtrace->n_fn_called * 2 : 256;
+        while (cap <= id)
+            cap *= 2;
+        unsigned char *seen = kp_realloc_array(rtrace->fn_called, cap, 1);
+        if (!seen)
+            return -1;
+        memset(seen + rtrace->n_fn_called, 0, cap - rtrace->n_fn_called);
+        rtrace->fn_called = seen;
+        rtrace->n_fn_called = cap;
+    }
+    uint32_t called;
+    if (!rtrace->fn_called[id] &&
+        kp_strtab_intern(rtrace->called, module, strlen(module), &called, NULL) != KP_OK)
+        return -1;
+    rtrace->fn_called[id] = 1;
+    return 0;
+}
+
 int kp_rtrace_push(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev)
 {
-    uint32_t id, called;
+    uint32_t id;
     if (machinery(ev))
         return 0;
-    if (frame_of(rtrace, ev, &id) != 0 ||
-        kp_strtab_intern(rtrace->called, ev->module, strlen(ev->module), &called, NULL) != KP_OK)
+    if (frame_of(rtrace, ev, &id) != 0 || note_called(rtrace, id, ev->module) != 0)
         return -1;
     /* A function already on the stack is entered again: taken as a tail
      * call back to it (a server loop: loop -> handle_msg -> loop ...), which
@@ -249,14 +271,13 @@ int kp_rtrace_pop_to(kp_rtrace *rtrace, proc *p, const kp_trace_event *ev)
     }
     if (frame_of(rtrace, ev, &id) != 0)
         return -1;
-    size_t at = p->depth;
+    size_t at = p->depth, len = strlen(ev->module);
     while (at > 1 && p->frames[at - 1] != id)
         at--;
     if (at > 1) {
         p->depth = at;
-    } else if (p->depth > 2 &&
-               !kp_strtab_find(rtrace->called, ev->module, strlen(ev->module),
-                               kp_strtab_hash(ev->module, strlen(ev->module)), &called)) {
+    } else if (p->depth > 2 && !kp_strtab_find(rtrace->called, ev->module, len,
+                                               kp_strtab_hash(ev->module, len), &called)) {
         /* back in a module no CALL named, which has no pattern (OTP's, with
          * the setting otp_calls off): the returning frame ends, its callers
          * stay (a fun that lists:map called returns into lists:map_1, below

@@ -86,8 +86,12 @@ struct kp_rtrace {
     kp_rtrace_handler h;
     kp_frames *frames;
     /* the modules a CALL named: theirs have call patterns, those of a
-     * function returned to that is in none have none (kp_rtrace_pop_to) */
+     * function returned to that is in none have none (kp_rtrace_pop_to);
+     * `fn_called`, per frame id, whether its module is in already, so that
+     * a call hashes its module once per function, not once per call */
     kp_strtab *called;
+    unsigned char *fn_called;
+    size_t n_fn_called;
     uint32_t sleep_frame, gc_frame;
     trace traces[MAX_TRACES];
     kp_u64_map procs;       /* packed pid -> index into ps */

@@ -83,7 +83,11 @@ container_unshare=
 if [ -n "${KPT_OTP_SUITE:-}" ]; then
   container_root=$("$here/../support/otp_root" "$KPT_OTP_SUITE") ||
     fail "no Debian $KPT_OTP_SUITE root to run the node in"
-  container_binds=("$work" "$(cd "$here/../.." && pwd)" "$ebin" "$(dirname "$kprof")")
+  # a /tmp of its own, as a container has: nodes of the same root running
+  # side by side are each pid 1 of their namespace, and would otherwise
+  # write the same /tmp/perf-1.map and /tmp/jit-1.dump
+  mkdir -m 1777 "$work/tmp"
+  container_binds=("$work/tmp:/tmp" "$work" "$(cd "$here/../.." && pwd)" "$ebin" "$(dirname "$kprof")")
 fi
 
 # in_container [exec] [UNSHARE_OPTION...] -- COMMAND...: COMMAND in the
@@ -177,7 +181,7 @@ start_node_eval() {
 wait_ready() {
   local ready=$1 deadline=$((SECONDS + READY_TIMEOUT))
   while [ ! -e "$ready" ]; do
-    kill -0 "$node_pid" 2>/dev/null || fail "node $node exited during startup"
+    kill -0 "$node_pid" 2>/dev/null || fail "node $node exited during startup: $(tail -n 3 "$work/node.log" | tr "\n" " ")"
     [ $SECONDS -lt $deadline ] || fail "node $node not ready after ${READY_TIMEOUT}s"
     sleep 0.2
   done

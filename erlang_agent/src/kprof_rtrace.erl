@@ -40,7 +40,8 @@
 %%% collector stop after `idle_ms' without traces. Traces asked for with a
 %%% `rate_limit' (per second; the HTTP toggles do) take a token from a bucket
 %%% that holds `rate_limit' tokens (at least one) and refills at that rate;
-%%% with none left they are refused.
+%%% with none left they are refused (kprof_rtrace_rate: one bucket, which
+%%% a begin with the ticket takes its token from without a call).
 %%%
 %%% == The node is left as found ==
 %%% On OTP 27 and later the patterns and flags are in kprof's own trace
@@ -176,20 +177,21 @@ begin_trace(Pid, Options, By) when is_pid(Pid), is_map(Options) ->
 %% without the call when the server published its ticket (see
 %% kprof_rtrace_ticket): the process then tells the server by a message,
 %% before its flags and its token, so that the message is not the trace's.
-%% A rate-limited begin (the HTTP toggles) always calls: the bucket is the
-%% server's.
+%% A rate-limited begin (the HTTP toggles) takes its token from the
+%% server's bucket there too (kprof_rtrace_rate).
 -spec begin_own(settings()) ->
           {ok, binary(), bounds(), {kprof_tracing:session(), [atom()], port() | undefined}}
           | {error, term()}.
-begin_own(Options) when is_map_key(rate_limit, Options) ->
-    begin_trace(self(), Options, self);
 begin_own(Options) ->
     Settings = settings(Options),
-    case kprof_rtrace_ticket:take(maps:get(max_concurrent, Settings)) of
+    case kprof_rtrace_ticket:take(maps:get(max_concurrent, Settings),
+                                  maps:get(rate_limit, Options, none)) of
         {ok, Server, {Session, Port, Following}} ->
             {Id, Bounds, Flags} = new_trace(erlang:unique_integer([positive]), Following, Settings),
             Server ! {begun, Id, self(), maps:get(max_duration_ms, Settings)},
             {ok, Id, Bounds, {Session, Flags, Port}};
+        rate_limited ->
+            {error, rate_limited};
         none ->
             begin_trace(self(), Options, self)
     end.
@@ -382,8 +384,7 @@ ensure_started(Mode) ->
 -record(state, {port :: port(), tcp_port :: inet:port_number(), settings :: settings(),
                 collector :: port() | undefined, traces = #{} :: #{binary() => #trace{}},
                 armed = false :: boolean(), seq = 0 :: non_neg_integer(),
-                last_limited = 0 :: integer(), % when the bucket was last filled, us
-                tokens = 1.0e9 :: float(),      % full: min(Burst, ...) caps it
+                bucket :: kprof_rtrace_rate:bucket(), % of `rate_limit'
                 calls = [] :: [mfa()],           % traced by trace_calls/2
                 %% calls were followed: their traces, the collector's, may
                 %% wait for the processes they reached (see add_reached/2)
@@ -464,11 +465,12 @@ init(Starter, Mode) ->
                         end,
             %% the collector brings the NIF soon: the first traces wait
             First = kprof_rtrace_first:new(Collector =/= undefined),
+            Bucket = kprof_rtrace_rate:new(),
             Starter ! {self(), started},
             loop(#state{port = Port, tcp_port = TcpPort, settings = Settings,
                         collector = Collector, guard = Guard, session = Closed,
-                        last_limited = erlang:monotonic_time(microsecond), first = First,
-                        ticket = kprof_rtrace_ticket:new()});
+                        bucket = Bucket, first = First,
+                        ticket = kprof_rtrace_ticket:new(Bucket)});
         {error, Why} ->
             exit({failed, Why})
     end.
@@ -576,30 +578,21 @@ handle({begin_trace, Pid, Options, By}, S0 = #state{traces = Traces}) ->
     %% next trace
     S = S0#state{settings = settings(#{})},
     Settings = maps:merge(S#state.settings, Options),
-    Now = erlang:monotonic_time(microsecond),
-    %% only a caller that asks for it is rate limited (not the settings): a
-    %% token bucket of Rate tokens (at least one) refilled at Rate a second
-    {Limited, Tokens} =
-        case Options of
-            #{rate_limit := Rate} when is_number(Rate), Rate > 0 ->
-                Burst = max(1.0, float(Rate)),
-                Filled = min(Burst, S#state.tokens + (Now - S#state.last_limited) * Rate / 1.0e6),
-                {Filled < 1.0, Filled};
-            #{rate_limit := _} -> {true, 0.0};
-            _ -> {false, S#state.tokens}
-        end,
-    case {Limited, maps:size(Traces) >= maps:get(max_concurrent, Settings)} of
-        {true, _} ->
-            {{error, rate_limited}, S};
-        {_, true} ->
+    case maps:size(Traces) >= maps:get(max_concurrent, Settings) of
+        true ->
             {{error, busy}, S};
-        _ when is_map_key(rate_limit, Options) ->
-            handle({begin_trace, Pid, maps:remove(rate_limit, Options), By},
-                   S#state{last_limited = Now, tokens = Tokens - 1.0});
-        _ ->
-            case foreign_tracer(Pid, S#state.session, S#state.port) of
-                false -> start_trace(Pid, By, Settings, S);
-                Tracer -> {{error, {traced_by_another_tracer, Tracer}}, S}
+        false ->
+            %% only a caller that asks for it is rate limited (not the
+            %% settings)
+            case is_map_key(rate_limit, Options)
+                andalso not kprof_rtrace_rate:take(S#state.bucket, maps:get(rate_limit, Options)) of
+                true ->
+                    {{error, rate_limited}, S};
+                false ->
+                    case foreign_tracer(Pid, S#state.session, S#state.port) of
+                        false -> start_trace(Pid, By, Settings, S);
+                        Tracer -> {{error, {traced_by_another_tracer, Tracer}}, S}
+                    end
             end
     end;
 handle({end_trace, Id}, S) ->

@@ -1,9 +1,9 @@
 %%% @doc Beginning a request trace without a call to kprof_rtrace's server:
 %%% the ticket. While the patterns are armed and events go through the NIF,
 %%% the server publishes in an ETS table what a trace of the calling process
-%%% needs (the session, the port, whether messages are followed); a process
-%%% that begins a trace (kprof_rtrace_own) takes it, tells the server by a
-%%% message and sets its own flags. The call it saves is 8 us with the
+%%% needs (the session, the port, whether messages are followed, the rate
+%%% limit's bucket); a process that begins a trace (kprof_rtrace_own) takes
+%%% it, tells the server by a message and sets its own flags. The call it saves is 8 us with the
 %%% server awake and about 20 us with its scheduler asleep, on the path of
 %%% every traced request.
 %%%
@@ -23,7 +23,8 @@
 %%% the other.
 -module(kprof_rtrace_ticket).
 
--export([new/0, new/1, supported/0, publish/2, settled/1, registered/2, held/2, forgive/1, take/1]).
+-export([new/1, new/2, supported/0, publish/2, settled/1, registered/2, held/2, forgive/1,
+         take/2]).
 
 -define(TAB, ?MODULE).
 %% counters: 1, begins in flight; 2, traces the server holds
@@ -33,21 +34,22 @@
 %% What a trace needs: the session, the trace port (untrace_own/2), and
 %% whether its messages may be followed; or none.
 -type content() :: {kprof_tracing:session(), port() | undefined, boolean()} | none.
--opaque ticket() :: off | {atomics:atomics_ref(), content()}.
+-opaque ticket() :: off | {atomics:atomics_ref(), kprof_rtrace_rate:bucket(), content()}.
 -export_type([ticket/0, content/0]).
 
-%% @doc For the server, in its own process (it owns the table): `off'
-%% before ERTS 13.2.
--spec new() -> ticket().
-new() ->
-    new(supported()).
+%% @doc For the server, in its own process (it owns the table), with the
+%% bucket of its rate limit, which a taker of the ticket takes its token
+%% from: `off' before ERTS 13.2.
+-spec new(kprof_rtrace_rate:bucket()) -> ticket().
+new(Bucket) ->
+    new(supported(), Bucket).
 
-%% @doc As new/0, on `true' whatever the release (the tests' way in).
--spec new(boolean()) -> ticket().
-new(true) ->
+%% @doc As new/1, on `true' whatever the release (the tests' way in).
+-spec new(boolean(), kprof_rtrace_rate:bucket()) -> ticket().
+new(true, Bucket) ->
     ?TAB = ets:new(?TAB, [named_table, protected, {read_concurrency, true}]),
-    {atomics:new(2, [{signed, true}]), none};
-new(false) ->
+    {atomics:new(2, [{signed, true}]), Bucket, none};
+new(false, _) ->
     off.
 
 %% @doc ERTS 13.2 (OTP 25.3) or later.
@@ -61,22 +63,24 @@ supported() ->
 %% table write only when it changed.
 -spec publish(content(), ticket()) -> ticket().
 publish(_, off) -> off;
-publish(Content, T = {_, Content}) -> T;
-publish(none, {C, _}) -> true = ets:delete(?TAB, ticket), {C, none};
-publish(Content, {C, _}) -> true = ets:insert(?TAB, {ticket, self(), C, Content}), {C, Content}.
+publish(Content, T = {_, _, Content}) -> T;
+publish(none, {C, B, _}) -> true = ets:delete(?TAB, ticket), {C, B, none};
+publish(Content, {C, B, _}) ->
+    true = ets:insert(?TAB, {ticket, self(), C, Content, B}),
+    {C, B, Content}.
 
 %% @doc The server withdraws the ticket; `true' when no begin is in
 %% flight: then none can begin until it publishes again.
 -spec settled(ticket()) -> {boolean(), ticket()}.
 settled(off) -> {true, off};
 settled(T0) ->
-    T = {C, none} = publish(none, T0),
+    T = {C, _, none} = publish(none, T0),
     {atomics:get(C, ?IN_FLIGHT) =< 0, T}.
 
 %% @doc The server read a begin's message and holds `Held' traces now.
 -spec registered(non_neg_integer(), ticket()) -> ticket().
 registered(_, off) -> off;
-registered(Held, T = {C, _}) ->
+registered(Held, T = {C, _, _}) ->
     %% held first: a reader counts the trace twice for a moment, never none
     atomics:put(C, ?HELD, Held),
     atomics:sub(C, ?IN_FLIGHT, 1),
@@ -85,23 +89,25 @@ registered(Held, T = {C, _}) ->
 %% @doc The server holds `Held' traces now.
 -spec held(non_neg_integer(), ticket()) -> ticket().
 held(_, off) -> off;
-held(Held, T = {C, _}) -> atomics:put(C, ?HELD, Held), T.
+held(Held, T = {C, _, _}) -> atomics:put(C, ?HELD, Held), T.
 
 %% @doc A begin in flight for long is a process killed between its count
 %% and its message: it is forgotten, so that the server can settle.
 -spec forgive(ticket()) -> ticket().
 forgive(off) -> off;
-forgive(T = {C, _}) -> atomics:put(C, ?IN_FLIGHT, 0), T.
+forgive(T = {C, _, _}) -> atomics:put(C, ?IN_FLIGHT, 0), T.
 
-%% @doc In the process that begins a trace, with `max_concurrent' `Max':
-%% the ticket's session, port and whether its messages are followed, and
-%% the server to tell; or `none' (no ticket, or `Max' traces run: the call
-%% then says why).
--spec take(pos_integer()) ->
-          {ok, pid(), {kprof_tracing:session(), port() | undefined, boolean()}} | none.
-take(Max) ->
+%% @doc In the process that begins a trace, with `max_concurrent' `Max'
+%% and its `rate_limit' (none: not limited): the ticket's session, port and
+%% whether its messages are followed, and the server to tell; `none' (no
+%% ticket, or `Max' traces run: the call then says why); `rate_limited'
+%% (no token in the server's bucket, kprof_rtrace_rate).
+-spec take(pos_integer(), none | term()) ->
+          {ok, pid(), {kprof_tracing:session(), port() | undefined, boolean()}}
+          | none | rate_limited.
+take(Max, Rate) ->
     try ets:lookup(?TAB, ticket) of
-        [{ticket, _, C, _}] ->
+        [{ticket, _, C, _, _}] ->
             case atomics:add_get(C, ?IN_FLIGHT, 1) + atomics:get(C, ?HELD) > Max of
                 true ->
                     atomics:sub(C, ?IN_FLIGHT, 1),
@@ -110,8 +116,14 @@ take(Max) ->
                     %% again, counted: withdrawn since, the server may be
                     %% disarming
                     case ets:lookup(?TAB, ticket) of
-                        [{ticket, Server, C, Content}] ->
-                            {ok, Server, Content};
+                        [{ticket, Server, C, Content, Bucket}] ->
+                            case Rate =:= none orelse kprof_rtrace_rate:take(Bucket, Rate) of
+                                true ->
+                                    {ok, Server, Content};
+                                false ->
+                                    atomics:sub(C, ?IN_FLIGHT, 1),
+                                    rate_limited
+                            end;
                         _ ->
                             atomics:sub(C, ?IN_FLIGHT, 1),
                             none

@@ -2,7 +2,9 @@
 %%% ticket is taken only while it is published and `max_concurrent' allows
 %%% it, and the server settles only when no taken begin is in flight (what
 %%% keeps it from disarming under a trace that is beginning). The ticket is
-%%% forced on whatever this node's release (new/1).
+%%% forced on whatever this node's release (new/2). A rate-limited take
+%%% takes its token from the server's bucket (kprof_rtrace_rate), which
+%%% refuses past its depth and refills at its rate.
 -module(kprof_ticket_tests).
 
 -include_lib("eunit/include/eunit.hrl").
@@ -12,33 +14,33 @@ content() -> {kprof_tracing:closed(), undefined, true}.
 %% The test process is the server (it owns the table); `Fun' runs in a
 %% fresh one, so that the table goes with it.
 with_server(Fun) ->
-    {Pid, Ref} = spawn_monitor(fun() -> exit({done, Fun(kprof_rtrace_ticket:new(true))}) end),
+    {Pid, Ref} = spawn_monitor(fun() -> exit({done, Fun(kprof_rtrace_ticket:new(true, kprof_rtrace_rate:new()))}) end),
     receive {'DOWN', Ref, process, Pid, Why} -> ?assertEqual({done, ok}, Why) end.
 
 none_until_published_test() ->
-    ?assertEqual(none, kprof_rtrace_ticket:take(8)), % no server at all
+    ?assertEqual(none, kprof_rtrace_ticket:take(8, none)), % no server at all
     with_server(fun(T0) ->
-                        ?assertEqual(none, kprof_rtrace_ticket:take(8)),
+                        ?assertEqual(none, kprof_rtrace_ticket:take(8, none)),
                         _ = kprof_rtrace_ticket:publish(content(), T0),
                         Self = self(),
-                        ?assertEqual({ok, Self, content()}, kprof_rtrace_ticket:take(8)),
+                        ?assertEqual({ok, Self, content()}, kprof_rtrace_ticket:take(8, none)),
                         ok
                 end).
 
 settles_once_registered_test() ->
     with_server(fun(T0) ->
                         T1 = kprof_rtrace_ticket:publish(content(), T0),
-                        {ok, _, _} = kprof_rtrace_ticket:take(8),
+                        {ok, _, _} = kprof_rtrace_ticket:take(8, none),
                         %% taken, its message not read: the server waits
                         {false, T2} = kprof_rtrace_ticket:settled(T1),
                         %% withdrawn by settled/1: nothing more is taken
-                        ?assertEqual(none, kprof_rtrace_ticket:take(8)),
+                        ?assertEqual(none, kprof_rtrace_ticket:take(8, none)),
                         {false, T3} = kprof_rtrace_ticket:settled(T2),
                         T4 = kprof_rtrace_ticket:registered(1, T3),
                         {true, T5} = kprof_rtrace_ticket:settled(T4),
                         %% published again, a killed taker is forgiven
                         T6 = kprof_rtrace_ticket:publish(content(), T5),
-                        {ok, _, _} = kprof_rtrace_ticket:take(8),
+                        {ok, _, _} = kprof_rtrace_ticket:take(8, none),
                         {false, T7} = kprof_rtrace_ticket:settled(T6),
                         {true, _} = kprof_rtrace_ticket:settled(kprof_rtrace_ticket:forgive(T7)),
                         ok
@@ -47,16 +49,54 @@ settles_once_registered_test() ->
 max_concurrent_test() ->
     with_server(fun(T0) ->
                         T1 = kprof_rtrace_ticket:held(1, kprof_rtrace_ticket:publish(content(), T0)),
-                        {ok, _, _} = kprof_rtrace_ticket:take(2), % 1 held + this one
-                        ?assertEqual(none, kprof_rtrace_ticket:take(2)), % and one in flight
+                        {ok, _, _} = kprof_rtrace_ticket:take(2, none), % 1 held + this one
+                        ?assertEqual(none, kprof_rtrace_ticket:take(2, none)), % and one in flight
                         T2 = kprof_rtrace_ticket:registered(2, T1),
-                        ?assertEqual(none, kprof_rtrace_ticket:take(2)),
+                        ?assertEqual(none, kprof_rtrace_ticket:take(2, none)),
                         _ = kprof_rtrace_ticket:held(1, T2),
-                        {ok, _, _} = kprof_rtrace_ticket:take(2),
+                        {ok, _, _} = kprof_rtrace_ticket:take(2, none),
                         ok
                 end).
 
 off_before_25_3_test() ->
-    ?assertEqual(off, kprof_rtrace_ticket:new(false)),
+    ?assertEqual(off, kprof_rtrace_ticket:new(false, kprof_rtrace_rate:new())),
     ?assertEqual({true, off}, kprof_rtrace_ticket:settled(off)),
     ?assertEqual(off, kprof_rtrace_ticket:publish(content(), off)).
+
+rate_limited_take_test() ->
+    with_server(fun(T0) ->
+                        T1 = kprof_rtrace_ticket:publish(content(), T0),
+                        %% a bucket of one token a second: one begin, then none
+                        {ok, _, _} = kprof_rtrace_ticket:take(8, 1),
+                        ?assertEqual(rate_limited, kprof_rtrace_ticket:take(8, 1)),
+                        %% the refused one is not in flight: one registered
+                        %% begin and the server settles
+                        {true, _} = kprof_rtrace_ticket:settled(
+                                      kprof_rtrace_ticket:registered(1, T1)),
+                        ok
+                end).
+
+bucket_depth_and_refill_test() ->
+    B = kprof_rtrace_rate:new(),
+    %% 100 a second: 100 at once, then one each 10 ms since the first
+    T0 = erlang:monotonic_time(millisecond),
+    ?assertEqual(100, length([ok || _ <- lists:seq(1, 150), kprof_rtrace_rate:take(B, 100)])),
+    ?assertNot(kprof_rtrace_rate:take(B, 100)),
+    timer:sleep(25),
+    Refilled = length([ok || _ <- lists:seq(1, 10), kprof_rtrace_rate:take(B, 100)]),
+    Elapsed = erlang:monotonic_time(millisecond) - T0,
+    ?assert(Refilled >= 2 andalso Refilled =< Elapsed div 10 + 1),
+    %% a rate below one a second still holds one token; no rate, none
+    ?assert(kprof_rtrace_rate:take(kprof_rtrace_rate:new(), 0.5)),
+    ?assertNot(kprof_rtrace_rate:take(kprof_rtrace_rate:new(), 0)),
+    ?assertNot(kprof_rtrace_rate:take(kprof_rtrace_rate:new(), undefined)).
+
+racing_takers_share_the_bucket_test() ->
+    B = kprof_rtrace_rate:new(),
+    Self = self(),
+    Pids = [spawn(fun() -> Self ! {self(), [ok || _ <- lists:seq(1, 200),
+                                                 kprof_rtrace_rate:take(B, 50)]} end)
+            || _ <- lists:seq(1, 4)],
+    Taken = lists:sum([receive {P, L} -> length(L) end || P <- Pids]),
+    %% the depth, and at most a token or two refilled while they ran
+    ?assert(Taken >= 50 andalso Taken =< 52).

@@ -446,6 +446,9 @@ static int begin_pid_trace(run *r, char *id, size_t id_len, char *err, size_t er
         rc = kp_rtrace_open(r->rtrace, id, &pid, kp_now_ns() - r->offset);
         if (rc != 0)
             snprintf(err, err_len, "out of memory");
+        else /* the trace runs from here: what a script waits for */
+            fprintf(stderr, "kprof: tracing %s as trace %s until --duration ends or Ctrl-C\n",
+                    r->o->pid, id);
     } else if (rc == 0 && timed_out(&reply)) {
         too_slow(r, err, err_len);
         rc = -1;

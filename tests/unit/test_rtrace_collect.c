@@ -279,6 +279,16 @@ static void sub_microsecond_parts_count_one(void **state)
     assert_string_equal(slurp(f->written[0]), "<0.40.0> 1\n<0.40.0>;f:x/0 1\n");
 }
 
+static void a_trace_that_ends_as_it_begins_names_its_root(void **state)
+{
+    fixture *f = *state;
+    erlang_pid p = pid(45);
+    assert_int_equal(kp_rtrace_open(f->rtrace, "T45", &p, 1000), 0);
+    kp_rtrace_close(f->rtrace, NULL, KP_RTRACE_COMPLETE);
+    assert_int_equal(f->n_written, 1);
+    assert_string_equal(slurp(f->written[0]), "<0.45.0> 1\n");
+}
+
 static void adopted_calls_start_and_end_with_the_function(void **state)
 {
     fixture *f = *state;
@@ -709,6 +719,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_request_with_a_call_a_sleep_and_a_child, setup, teardown),
         cmocka_unit_test_setup_teardown(loops_and_returns_below_the_start, setup, teardown),
         cmocka_unit_test_setup_teardown(returns_into_untraced_code_end_one_frame, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_trace_that_ends_as_it_begins_names_its_root, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(returns_below_the_start_after_a_tail_call_restart, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(cut_past_max_events_with_a_marker, setup, teardown),

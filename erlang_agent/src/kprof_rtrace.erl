@@ -184,8 +184,7 @@ begin_trace(Pid, Options, By) when is_pid(Pid), is_map(Options) ->
           | {error, term()}.
 begin_own(Options) ->
     Settings = settings(Options),
-    case kprof_rtrace_ticket:take(maps:get(max_concurrent, Settings),
-                                  maps:get(rate_limit, Options, none)) of
+    case kprof_rtrace_ticket:take(maps:get(max_concurrent, Settings), Options) of
         {ok, Server, {Session, Port, Following}} ->
             {Id, Bounds, Flags} = new_trace(erlang:unique_integer([positive]), Following, Settings),
             Server ! {begun, Id, self(), maps:get(max_duration_ms, Settings)},
@@ -584,11 +583,10 @@ handle({begin_trace, Pid, Options, By}, S0 = #state{traces = Traces}) ->
         false ->
             %% only a caller that asks for it is rate limited (not the
             %% settings)
-            case is_map_key(rate_limit, Options)
-                andalso not kprof_rtrace_rate:take(S#state.bucket, maps:get(rate_limit, Options)) of
-                true ->
-                    {{error, rate_limited}, S};
+            case kprof_rtrace_rate:allowed(S#state.bucket, Options) of
                 false ->
+                    {{error, rate_limited}, S};
+                true ->
                     case foreign_tracer(Pid, S#state.session, S#state.port) of
                         false -> start_trace(Pid, By, Settings, S);
                         Tracer -> {{error, {traced_by_another_tracer, Tracer}}, S}
@@ -1105,19 +1103,18 @@ tracer(#state{port = Port}) -> Port.
 flush(S = #state{nif = true}) ->
     case try kprof_tracer:flush() catch _:_ -> gone end of
         ok -> S;
-        pending when S#state.flush_timer -> S;
-        pending ->
-            erlang:send_after(?WATCH_MS, self(), flush),
-            S#state{flush_timer = true};
+        pending -> flush_soon(S);
         _ -> S#state{nif = false} % the collector went away
     end;
 flush(S) ->
     S.
 
-%% A trace's end goes out a little later, not at once: the collector then
-%% reads and writes the trace's files after the request's last work (an
-%% HTTP answer is sent after the trace ends), not beside it on the same
-%% cores. Measured on a 2-core host: see performance.md, "HTTP".
+%% A flush ?WATCH_MS from now, unless one is due: the retry of one the
+%% socket did not take all of, and a trace's end, which goes out a little
+%% later rather than at once: the collector then reads and writes the
+%% trace's files after the request's last work (an HTTP answer is sent
+%% after the trace ends), not beside it on the same cores. Measured on a
+%% 2-core host: see performance.md, "HTTP".
 flush_soon(S = #state{flush_timer = true}) ->
     S;
 flush_soon(S = #state{nif = true}) ->

@@ -3,7 +3,8 @@
 %%% the server publishes in an ETS table what a trace of the calling process
 %%% needs (the session, the port, whether messages are followed, the rate
 %%% limit's bucket); a process that begins a trace (kprof_rtrace_own) takes
-%%% it, tells the server by a message and sets its own flags. The call it saves is 8 us with the
+%%% it, tells the server by a message and sets its own flags. The call it
+%%% saves is 8 us with the
 %%% server awake and about 20 us with its scheduler asleep, on the path of
 %%% every traced request.
 %%%
@@ -98,14 +99,15 @@ forgive(off) -> off;
 forgive(T = {C, _, _}) -> atomics:put(C, ?IN_FLIGHT, 0), T.
 
 %% @doc In the process that begins a trace, with `max_concurrent' `Max'
-%% and its `rate_limit' (none: not limited): the ticket's session, port and
-%% whether its messages are followed, and the server to tell; `none' (no
-%% ticket, or `Max' traces run: the call then says why); `rate_limited'
-%% (no token in the server's bucket, kprof_rtrace_rate).
--spec take(pos_integer(), none | term()) ->
+%% and the trace's `Options': the ticket's session, port and whether its
+%% messages are followed, and the server to tell; `none' (no ticket, or
+%% `Max' traces run: the call then says why); `rate_limited' (the options
+%% ask for a `rate_limit' and the server's bucket has no token left,
+%% kprof_rtrace_rate:allowed/2).
+-spec take(pos_integer(), map()) ->
           {ok, pid(), {kprof_tracing:session(), port() | undefined, boolean()}}
           | none | rate_limited.
-take(Max, Rate) ->
+take(Max, Options) ->
     try ets:lookup(?TAB, ticket) of
         [{ticket, _, C, _, _}] ->
             case atomics:add_get(C, ?IN_FLIGHT, 1) + atomics:get(C, ?HELD) > Max of
@@ -117,7 +119,7 @@ take(Max, Rate) ->
                     %% disarming
                     case ets:lookup(?TAB, ticket) of
                         [{ticket, Server, C, Content, Bucket}] ->
-                            case Rate =:= none orelse kprof_rtrace_rate:take(Bucket, Rate) of
+                            case kprof_rtrace_rate:allowed(Bucket, Options) of
                                 true ->
                                     {ok, Server, Content};
                                 false ->

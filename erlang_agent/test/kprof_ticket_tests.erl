@@ -18,29 +18,29 @@ with_server(Fun) ->
     receive {'DOWN', Ref, process, Pid, Why} -> ?assertEqual({done, ok}, Why) end.
 
 none_until_published_test() ->
-    ?assertEqual(none, kprof_rtrace_ticket:take(8, none)), % no server at all
+    ?assertEqual(none, kprof_rtrace_ticket:take(8, #{})), % no server at all
     with_server(fun(T0) ->
-                        ?assertEqual(none, kprof_rtrace_ticket:take(8, none)),
+                        ?assertEqual(none, kprof_rtrace_ticket:take(8, #{})),
                         _ = kprof_rtrace_ticket:publish(content(), T0),
                         Self = self(),
-                        ?assertEqual({ok, Self, content()}, kprof_rtrace_ticket:take(8, none)),
+                        ?assertEqual({ok, Self, content()}, kprof_rtrace_ticket:take(8, #{})),
                         ok
                 end).
 
 settles_once_registered_test() ->
     with_server(fun(T0) ->
                         T1 = kprof_rtrace_ticket:publish(content(), T0),
-                        {ok, _, _} = kprof_rtrace_ticket:take(8, none),
+                        {ok, _, _} = kprof_rtrace_ticket:take(8, #{}),
                         %% taken, its message not read: the server waits
                         {false, T2} = kprof_rtrace_ticket:settled(T1),
                         %% withdrawn by settled/1: nothing more is taken
-                        ?assertEqual(none, kprof_rtrace_ticket:take(8, none)),
+                        ?assertEqual(none, kprof_rtrace_ticket:take(8, #{})),
                         {false, T3} = kprof_rtrace_ticket:settled(T2),
                         T4 = kprof_rtrace_ticket:registered(1, T3),
                         {true, T5} = kprof_rtrace_ticket:settled(T4),
                         %% published again, a killed taker is forgiven
                         T6 = kprof_rtrace_ticket:publish(content(), T5),
-                        {ok, _, _} = kprof_rtrace_ticket:take(8, none),
+                        {ok, _, _} = kprof_rtrace_ticket:take(8, #{}),
                         {false, T7} = kprof_rtrace_ticket:settled(T6),
                         {true, _} = kprof_rtrace_ticket:settled(kprof_rtrace_ticket:forgive(T7)),
                         ok
@@ -49,12 +49,12 @@ settles_once_registered_test() ->
 max_concurrent_test() ->
     with_server(fun(T0) ->
                         T1 = kprof_rtrace_ticket:held(1, kprof_rtrace_ticket:publish(content(), T0)),
-                        {ok, _, _} = kprof_rtrace_ticket:take(2, none), % 1 held + this one
-                        ?assertEqual(none, kprof_rtrace_ticket:take(2, none)), % and one in flight
+                        {ok, _, _} = kprof_rtrace_ticket:take(2, #{}), % 1 held + this one
+                        ?assertEqual(none, kprof_rtrace_ticket:take(2, #{})), % and one in flight
                         T2 = kprof_rtrace_ticket:registered(2, T1),
-                        ?assertEqual(none, kprof_rtrace_ticket:take(2, none)),
+                        ?assertEqual(none, kprof_rtrace_ticket:take(2, #{})),
                         _ = kprof_rtrace_ticket:held(1, T2),
-                        {ok, _, _} = kprof_rtrace_ticket:take(2, none),
+                        {ok, _, _} = kprof_rtrace_ticket:take(2, #{}),
                         ok
                 end).
 
@@ -67,8 +67,8 @@ rate_limited_take_test() ->
     with_server(fun(T0) ->
                         T1 = kprof_rtrace_ticket:publish(content(), T0),
                         %% a bucket of one token a second: one begin, then none
-                        {ok, _, _} = kprof_rtrace_ticket:take(8, 1),
-                        ?assertEqual(rate_limited, kprof_rtrace_ticket:take(8, 1)),
+                        {ok, _, _} = kprof_rtrace_ticket:take(8, #{rate_limit => 1}),
+                        ?assertEqual(rate_limited, kprof_rtrace_ticket:take(8, #{rate_limit => 1})),
                         %% the refused one is not in flight: one registered
                         %% begin and the server settles
                         {true, _} = kprof_rtrace_ticket:settled(

@@ -160,14 +160,11 @@ kp_status kp_rtrace_write_folded(const kp_rtrace_data *t, const char *path, cons
     if (!f)
         return KP_ERR_NOMEM;
     kp_status st = KP_OK;
-    int any = 0;
     for (size_t s = 0; s < t->n_ns && st == KP_OK; s++)
-        if (t->ns[s]) { /* at least 1 us, so that no part of the request vanishes */
+        if (t->ns[s]) /* at least 1 us, so that no part of the request vanishes */
             st = kp_folded_add_stack(f, t->frames, t->stacks, (uint32_t)s, NULL,
                                      t->ns[s] < 1000 ? 1 : (t->ns[s] + 500) / 1000);
-            any = 1;
-        }
-    if (st == KP_OK && !any) {
+    if (st == KP_OK && kp_folded_lines(f) == 0) {
         /* a trace that ended as it began (`kprof trace --pid` stopped at
          * once): its root, so that the files say whose it was */
         char root[KP_PID_TEXT_MAX];

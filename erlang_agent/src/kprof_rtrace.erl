@@ -111,21 +111,6 @@
                     slower_than_us => non_neg_integer(), name => term()}.
 -export_type([settings/0, bounds/0]).
 
--define(FLAGS, [call, return_to, arity, running, garbage_collection, procs, set_on_spawn,
-                monotonic_timestamp]).
-%% What a process a request's message reaches gets, from the send pattern
-%% (see follow_spec/2): it is traced as the request's processes are, its
-%% own messages are followed too, and what it spawns while it works for the
-%% request is the request's.
--define(FOLLOW_FLAGS, [call, return_to, arity, running, garbage_collection, send, procs,
-                       set_on_spawn, monotonic_timestamp]).
-%% What clearing another process's flags leaves it until the send pattern
-%% is gone, so that its tracer stays: the send pattern's `trace' gives the
-%% receiver flags, letting go of the sender's lock meanwhile, and OTP 25
-%% then reads the sender's tracer; cleared by then (all its flags gone),
-%% that crashes the node (seen with `kprof trace --mfa', whose callers'
-%% flags the collector has cleared as they go on sending).
--define(KEPT, [monotonic_timestamp]).
 -define(CALL_TIMEOUT, 10000).
 -define(WATCH_MS, 20). % also how often the NIF's buffer is flushed
 -define(MAX_LINGER_MS, 600000).
@@ -210,7 +195,7 @@ end_trace(Id) ->
 %% its end mark: clears its own flags, at once, if they are still kprof's.
 -spec untrace_own(kprof_tracing:session(), port() | undefined) -> ok.
 untrace_own(Session, Port) ->
-    untrace(self(), Session, Port).
+    kprof_rtrace_flags:untrace(self(), Session, Port).
 
 %% @doc Then, from that process without its seq_trace token: the server
 %% does the rest of ending trace `Id' meanwhile (no second wait on the
@@ -546,7 +531,8 @@ loop(S0) ->
         flush ->
             loop(flush(S#state{flush_timer = false}));
         {untrace, Pids} when is_list(Pids) ->
-            _ = [untrace(P, S#state.session, S#state.port) || P <- Pids, is_pid(P)],
+            _ = [kprof_rtrace_flags:untrace(P, S#state.session, S#state.port)
+                 || P <- Pids, is_pid(P)],
             loop(S);
         {Port, {data, {_, Line}}} when Port =:= S#state.collector ->
             logger:notice("~ts", [Line]),
@@ -587,7 +573,7 @@ handle({begin_trace, Pid, Options, By}, S0 = #state{traces = Traces}) ->
                 false ->
                     {{error, rate_limited}, S};
                 true ->
-                    case foreign_tracer(Pid, S#state.session, S#state.port) of
+                    case kprof_rtrace_flags:foreign_tracer(Pid, S#state.session, S#state.port) of
                         false -> start_trace(Pid, By, Settings, S);
                         Tracer -> {{error, {traced_by_another_tracer, Tracer}}, S}
                     end
@@ -603,7 +589,7 @@ handle({trace_calls, {M, F, A} = MFA, Options}, S = #state{port = Port, session 
     %% a meta pattern someone else set stays theirs; processes another
     %% tracer traces are excluded (the match spec's `trace' would take them
     %% from their tracer): both only in the shared session
-    Foreign = foreign_processes(Session, Port),
+    Foreign = kprof_rtrace_flags:foreign_processes(Session, Port),
     Selection = kprof_rtrace_calls:selection(maps:get(match, Options, <<>>), A),
     case {Exists, kprof_tracing:info(Session, MFA, meta), length(Foreign) > ?MAX_FOREIGN,
           Selection} of
@@ -628,7 +614,7 @@ handle({trace_calls, {M, F, A} = MFA, Options}, S = #state{port = Port, session 
                     How = calls_how(S1, Meta, Follow),
                     Bounds = maps:put(call, 1, maps:with([max_events, max_duration_ms,
                                                           max_processes], Options)),
-                    Flags = kprof_tracing:action_flags(Meta, ?FLAGS),
+                    Flags = kprof_tracing:action_flags(Meta, kprof_rtrace_flags:flags()),
                     Spec = kprof_rtrace_calls:spec(Taken, Flags, Foreign, {How, Bounds}),
                     %% the calls begin traces: once the BIFs are off
                     Followed = S1#state.calls_followed orelse
@@ -764,7 +750,7 @@ new_trace(Seq, Following, Settings) ->
     %% it to other nodes, whose own traces have theirs
     No = erlang:phash2({node(), Seq, erlang:unique_integer()}, ?MAX_NO) + 1,
     {trace_id(Seq), if Follow -> Bounds#{follow => No}; true -> Bounds end,
-     ?FLAGS ++ [send || Follow]}.
+     kprof_rtrace_flags:flags() ++ [send || Follow]}.
 
 %% A trace begun with the ticket: the server holds it as if it had begun
 %% it (its duration's timer; the patterns stay). A wait to settle starts
@@ -827,83 +813,6 @@ slower_than(#{slower_than_ms := Ms}, Bounds) when is_integer(Ms), Ms > 0 ->
 slower_than(_, Bounds) ->
     Bounds.
 
-%% The tracer of `Pid' when it is someone else's, else `false' (always, in
-%% kprof's own session).
-foreign_tracer(Pid, Session, Port) ->
-    case kprof_tracing:info(Session, Pid, tracer) of
-        {tracer, []} -> false;
-        {tracer, Tracer} ->
-            case is_kprof_tracer(Tracer, Port) of
-                true -> false;
-                false -> Tracer
-            end;
-        _ -> false % not alive
-    end.
-
-%% The processes another tracer traces: none outside the shared session.
-foreign_processes(Session, Port) ->
-    case kprof_tracing:shared(Session) of
-        true -> [P || P <- erlang:processes(), foreign_tracer(P, Session, Port) =/= false];
-        false -> []
-    end.
-
-%% OTP 25's spec of erlang:trace_info/2 leaves out `{Module, State}', the
-%% tracer of processes that kprof's erl_tracer NIF traces, which it does
-%% return: dialyzer would call the second clause unreachable.
--dialyzer({no_match, is_kprof_tracer/2}).
-is_kprof_tracer(Port, Port) -> true;
-is_kprof_tracer({kprof_tracer, _}, _) -> true;
-is_kprof_tracer(_, _) -> false.
-
-%% Clears kprof's flags on `Pid' if kprof traces it (another tracer's
-%% process keeps its flags; a process of another node got none here); on
-%% another process than the caller, all but ?KEPT.
-untrace(Pid, Session, Port) ->
-    untrace(Pid, Session, Port,
-            if Pid =:= self() -> [send | ?FLAGS]; true -> [send | ?FLAGS] -- ?KEPT end).
-
-%% In kprof's own session every flag is kprof's: no check, which matters on
-%% the request's path (untrace_own/2): on OTP 27 trace:info/3 on a process
-%% takes 5 to 20 us, the clearing 1 us. In the shared one, only where the
-%% tracer is kprof's.
-untrace(Pid, Session, Port, Flags) when node(Pid) =:= node() ->
-    case kprof_tracing:shared(Session) of
-        false ->
-            _ = kprof_tracing:process(Session, Pid, false, Flags),
-            ok;
-        true ->
-            case kprof_tracing:info(Session, Pid, tracer) of
-                {tracer, Tracer} when Tracer =/= [] ->
-                    _ = is_kprof_tracer(Tracer, Port) andalso
-                        kprof_tracing:process(Session, Pid, false, Flags),
-                    ok;
-                _ -> ok
-            end
-    end;
-untrace(_, _, _, _) ->
-    ok.
-
-%% Every process kprof traces: its tracer is kprof's. That includes the
-%% processes traced ones spawned (they inherit flags and tracer through
-%% set_on_spawn), which no list here holds; run only when every trace
-%% stops at once. In the shared session, one pass over the processes, each
-%% checked for kprof's tracer; in kprof's own every flag is kprof's, and
-%% one call clears them all. All but ?KEPT: clear_kept/2 clears those.
-untrace_all(Session, Port) ->
-    untrace_all(Session, Port, [send | ?FLAGS] -- ?KEPT).
-
-untrace_all(Session, Port, Flags) ->
-    _ = case kprof_tracing:shared(Session) of
-            true -> [untrace(P, Session, Port, Flags) || P <- erlang:processes()];
-            false -> kprof_tracing:process(Session, all, false, Flags)
-        end,
-    ok.
-
-%% The flags untrace/3 keeps on other processes go once the send pattern
-%% is gone (disarm_owned/2): see ?KEPT.
-clear_kept(Session, Port) ->
-    untrace_all(Session, Port, ?KEPT).
-
 %% The processes following reached (the collector lists them, `all' past
 %% ?MAX_REACHED) keep the flags the send pattern gave them until no trace
 %% runs and no calls were followed (`--mfa''s traces are the collector's,
@@ -927,8 +836,8 @@ untrace_reached(S0 = #state{traces = Traces, reached = R, calls = [], calls_foll
     case settled(S0) of
         {true, S = #state{port = Port, session = Session}} ->
             _ = case R of
-                    all -> untrace_all(Session, Port);
-                    _ -> [untrace(P, Session, Port) || P <- R, is_pid(P)]
+                    all -> kprof_rtrace_flags:untrace_all(Session, Port);
+                    _ -> [kprof_rtrace_flags:untrace(P, Session, Port) || P <- R, is_pid(P)]
                 end,
             S#state{reached = []};
         {false, S} ->
@@ -944,7 +853,7 @@ stop_meta(MFA, Session, Port) ->
         {_, {meta, false}} -> 0;
         {false, _} -> kprof_tracing:function(Session, MFA, false, [meta]);
         {true, {meta, Tracer}} ->
-            case is_kprof_tracer(Tracer, Port) of
+            case kprof_rtrace_flags:is_kprof_tracer(Tracer, Port) of
                 true -> kprof_tracing:function(Session, MFA, false, [meta]);
                 false -> 0
             end;
@@ -1033,7 +942,7 @@ finish(Id, UntraceRoot, S = #state{traces = Traces}) ->
     case maps:take(Id, Traces) of
         {#trace{root = Root, timer = Timer}, Rest} ->
             _ = erlang:cancel_timer(Timer),
-            _ = UntraceRoot andalso untrace(Root, S#state.session, S#state.port),
+            _ = UntraceRoot andalso kprof_rtrace_flags:untrace(Root, S#state.session, S#state.port),
             Now = erlang:monotonic_time(millisecond),
             release_idle(untrace_reached(flush_soon(S#state{traces = Rest, last_trace = Now})));
         error ->
@@ -1059,10 +968,10 @@ guard_wait(Server, Ref, Port, Session, Owned, Calls) ->
                 true ->
                     %% the port closed with the server (its processes are
                     %% no longer traced); the NIF tracer outlives it
-                    untrace_all(Session, Port),
+                    kprof_rtrace_flags:untrace_all(Session, Port),
                     [stop_meta(MFA, Session, Port) || MFA <- Calls],
                     disarm_owned(Session, Owned),
-                    clear_kept(Session, Port);
+                    kprof_rtrace_flags:clear_kept(Session, Port);
                 false ->
                     _ = kprof_tracing:close(Session),
                     element(3, Owned) andalso release_seq_tracer(),
@@ -1087,7 +996,7 @@ watch(S0) ->
         false ->
             S;
         true ->
-            untrace_all(S#state.session, S#state.port),
+            kprof_rtrace_flags:untrace_all(S#state.session, S#state.port),
             Ids = maps:keys(Traces),
             S1 = cut_marks(S, Ids, node_backlog),
             logger:warning("kprof: request traces cut: the node's trace queue grew past ~p MB",
@@ -1206,8 +1115,8 @@ arm_follow(S) ->
 %% == Following a request's messages ==
 %% The send pattern applies to every process with the send flag, which only
 %% kprof's traced processes have. For a message that carries a seq_trace
-%% token, its trace/3 gives the receiver ?FOLLOW_FLAGS at the send (before
-%% the receiver can take the message in) with the sender's tracer, the NIF.
+%% token, its trace/3 gives the receiver kprof_rtrace_flags:follow_flags/0
+%% at the send (before the receiver can take the message in) with the sender's tracer, the NIF.
 %% The token's label ({kprof, N}, set by kprof:trace_begin/1, with its
 %% `receive' flag) says which request the message is for, and the NIF, the
 %% node's system seq tracer meanwhile, learns from seq_trace's `receive'
@@ -1222,7 +1131,7 @@ arm_follow(S) ->
 %% seq_trace events. In kprof's own session (OTP 27 and later) no process
 %% is another tracer's.
 follow_spec(Server, Session, Port) ->
-    Foreign = foreign_processes(Session, Port),
+    Foreign = kprof_rtrace_flags:foreign_processes(Session, Port),
     case length(Foreign) > ?MAX_FOREIGN of
         true -> false;
         false ->
@@ -1233,7 +1142,7 @@ follow_spec(Server, Session, Port) ->
             %% which is none while another process clears its flags (the
             %% collector's untrace of a --mfa call's process as it sends):
             %% OTP 25 then crashes in trace_send
-            Flags = kprof_tracing:action_flags(Session, ?FOLLOW_FLAGS),
+            Flags = kprof_tracing:action_flags(Session, kprof_rtrace_flags:follow_flags()),
             Body = [{trace, '$1', [], Flags}, {message, {get_seq_token}}],
             %% to another node (a pid, or {Name, Node}): only said, for
             %% the trace to wait for that node's part
@@ -1285,7 +1194,9 @@ disarm(S0 = #state{session = Session, owned = {_, _, Follow}}) ->
         end,
     %% the system seq tracer is no session's: kprof's own closing leaves it
     _ = case kprof_tracing:shared(Session) of
-            true -> disarm_owned(Session, S#state.owned), clear_kept(Session, S#state.port);
+            true ->
+                disarm_owned(Session, S#state.owned),
+                kprof_rtrace_flags:clear_kept(Session, S#state.port);
             false -> Follow andalso release_seq_tracer()
         end,
     Closed = kprof_tracing:close(Session),
@@ -1300,7 +1211,7 @@ disarm(S0 = #state{session = Session, owned = {_, _, Follow}}) ->
 %% this waits for shutdown/1).
 quiet(S = #state{owned = {_, _, true}, port = Port, session = Session}) ->
     kprof_tiers:clear_tokens(),
-    untrace_all(Session, Port),
+    kprof_rtrace_flags:untrace_all(Session, Port),
     S;
 quiet(S) ->
     S.
@@ -1315,7 +1226,7 @@ disarm_owned(Session, {Set, OnLoad, true}) ->
     _ = case kprof_tracing:info(Session, send, match_spec) of
             {match_spec, [{['$1', '_'], _, [{trace, '$1', [], Flags} | _]} | _]} ->
                 %% kprof's, with the tracer it names (follow_spec/3)
-                [F || F <- Flags, is_atom(F)] =:= ?FOLLOW_FLAGS
+                [F || F <- Flags, is_atom(F)] =:= kprof_rtrace_flags:follow_flags()
                     andalso kprof_tracing:send(Session, true);
             _ -> ok
         end,
@@ -1403,7 +1314,7 @@ listen_armed(S1, Session) ->
     case kprof_rtrace_arming:busy(S1#state.arming) of
         true -> S1;
         false ->
-            Flags = kprof_tracing:action_flags(Session, ?FOLLOW_FLAGS),
+            Flags = kprof_tracing:action_flags(Session, kprof_rtrace_flags:follow_flags()),
             MS = [{'_', [{is_seq_trace}],
                    [{trace, [], Flags}, {message, {get_seq_token}}, {return_trace}]}],
             %% a meta pattern someone else set stays theirs (a function
@@ -1497,12 +1408,12 @@ clock(Node) ->
 -spec shutdown(#state{}) -> no_return().
 shutdown(S = #state{traces = Traces, calls = Calls, port = Port, session = Session}) ->
     _ = [stop_meta(MFA, Session, Port) || MFA <- Calls],
-    _ = [untrace(R, Session, Port) || #trace{root = R} <- maps:values(Traces)],
+    _ = [kprof_rtrace_flags:untrace(R, Session, Port) || #trace{root = R} <- maps:values(Traces)],
     %% processes spawned by traced ones inherited the flags; quiet/1 does
     %% it too, with the tokens following left
     _ = case S#state.owned of
             {_, _, true} -> quiet(S);
-            _ -> untrace_all(Session, Port)
+            _ -> kprof_rtrace_flags:untrace_all(Session, Port)
         end,
     _ = disarm(S#state{armed = true}),
     S#state.guard ! done,

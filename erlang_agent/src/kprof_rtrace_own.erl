@@ -15,9 +15,10 @@
 %%%   flags right away (kprof_rtrace:untrace_own/2); the rest is
 %%%   untraced.</li>
 %%% </ol>
-%%% This module, kprof, kprof_rtrace, kprof_tracing and the trace API they
-%%% call have no call patterns while traces run (kprof_rtrace:arm/2), nor
-%%% have BIFs by default: what is left are the marks' own events.
+%%% This module, kprof, kprof_rtrace, kprof_rtrace_flags, kprof_tracing and
+%%% the trace API they call have no call patterns while traces run
+%%% (kprof_rtrace_patterns' ?OWN), nor have BIFs by default: what is left
+%%% are the marks' own events.
 -module(kprof_rtrace_own).
 
 -export([begin_trace/1, end_trace/1, end_trace/0, id/0]).

@@ -35,7 +35,7 @@
 %% What a traced process runs of kprof between its flags and its marks
 %% (kprof_rtrace_own): no call pattern, so that it costs the process no
 %% events (nor do the BIFs it calls, unless the setting `bifs' is on).
--define(OWN, [kprof, kprof_rtrace_own, kprof_rtrace, kprof_tracing]).
+-define(OWN, [kprof, kprof_rtrace_own, kprof_rtrace, kprof_rtrace_flags, kprof_tracing]).
 %% The trace API they call, which a request itself hardly does: no call
 %% pattern either (functions a release lacks are not there to set).
 -define(TRACE_API, [{erlang, trace, 3}, {erlang, trace_info, 2},
@@ -120,7 +120,7 @@ exports(M) ->
 %% none is armed in one call, since each trace_pattern/3 call costs a code
 %% barrier (20 us a function, 15-50 us a whole module, under 1 ms for
 %% {'_', '_', '_'}); a module with some, function by function. Without any,
-%% all of them in one call, and ?OWN turned off again (4 more calls). The
+%% all of them in one call, and ?OWN turned off again (5 more calls). The
 %% marks are always kprof's. kprof's own session starts empty: all of them.
 %% Without OTP's modules, one call a module (a hundred user modules: about
 %% 3 ms each arming).

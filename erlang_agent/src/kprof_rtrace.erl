@@ -1115,7 +1115,8 @@ arm_follow(S) ->
 %% The send pattern applies to every process with the send flag, which only
 %% kprof's traced processes have. For a message that carries a seq_trace
 %% token, its trace/3 gives the receiver kprof_rtrace_flags:follow_flags/0
-%% at the send (before the receiver can take the message in) with the sender's tracer, the NIF.
+%% at the send (before the receiver can take the message in) with the
+%% sender's tracer, the NIF.
 %% The token's label ({kprof, N}, set by kprof:trace_begin/1, with its
 %% `receive' flag) says which request the message is for, and the NIF, the
 %% node's system seq tracer meanwhile, learns from seq_trace's `receive'

@@ -4,9 +4,8 @@
 %%% needs (the session, the port, whether messages are followed, the rate
 %%% limit's bucket); a process that begins a trace (kprof_rtrace_own) takes
 %%% it, tells the server by a message and sets its own flags. The call it
-%%% saves is 8 us with the
-%%% server awake and about 20 us with its scheduler asleep, on the path of
-%%% every traced request.
+%%% saves is 8 us with the server awake and about 20 us with its scheduler
+%%% asleep, on the path of every traced request.
 %%%
 %%% Only from ERTS 13.2 (OTP 25.3): before it, a process traced with
 %%% `send' whose flags another process clears can crash the node in

@@ -125,18 +125,36 @@ static int load_all(kp_agent *a, const kp_agent_module **mods, size_t n, char *e
     return rc;
 }
 
-/* Loads every embedded module the node does not have in this build's
- * version. A module whose previous old code some process still runs is not
+/* The modules of KP_AGENT_SAMPLING: what kprof_agent calls (the selection,
+ * the unloader's watch/1) and what a native recording calls
+ * (kprof_calibrate). */
+static const char *const sampling_modules[] = {"kprof_agent", "kprof_select", "kprof_calibrate",
+                                               "kprof_unload"};
+
+static int wanted_by(kp_agent_code code, const char *name)
+{
+    if (code == KP_AGENT_ALL)
+        return 1;
+    for (size_t i = 0; i < sizeof sampling_modules / sizeof sampling_modules[0]; i++)
+        if (strcmp(name, sampling_modules[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Loads every embedded module of `code` the node does not have in this
+ * build's version. A module whose previous old code some process still runs is not
  * replaced: loading would make the current code old, and the next purge
  * would kill the processes running it (e.g. a request inside
  * kprof:do_apply/3 of the node's own kprof release); the node keeps its
  * version of it. Only the agent itself must be this build's. */
-static int load_modules(kp_agent *a, char *err, size_t err_len)
+static int load_modules(kp_agent *a, kp_agent_code code, char *err, size_t err_len)
 {
     const kp_agent_module *wanted[64];
     size_t n = 0;
     for (size_t m = 0; m < kp_agent_module_count; m++) {
         const kp_agent_module *mod = &kp_agent_modules[m];
+        if (!wanted_by(code, mod->name))
+            continue;
         int current = module_is_current(a, mod, err, err_len);
         if (current < 0)
             return -1;
@@ -231,7 +249,7 @@ static int hold(kp_agent *a, char *err, size_t err_len)
 #define HOLD_TRIES 60
 #define HOLD_RETRY_MS 100
 
-int kp_agent_load(kp_agent *a, kp_node *node, char *err, size_t err_len)
+int kp_agent_load(kp_agent *a, kp_node *node, kp_agent_code code, char *err, size_t err_len)
 {
     memset(a, 0, sizeof *a);
     a->node = node;
@@ -239,7 +257,7 @@ int kp_agent_load(kp_agent *a, kp_node *node, char *err, size_t err_len)
     if (release_supported(a, err, err_len) != 0)
         return -1;
     for (int tries = 1;; tries++) {
-        if (load_modules(a, err, err_len) != 0)
+        if (load_modules(a, code, err, err_len) != 0)
             return -1;
         int held = hold(a, err, err_len);
         if (held < 0)

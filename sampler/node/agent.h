@@ -17,14 +17,24 @@ typedef struct {
     int loaded;        /* 1 if this kprof loaded some of the agent's code */
 } kp_agent;
 
-/* Makes sure the node has this kprof's agent modules (loading the embedded
- * ones in one code:atomic_load/1 when missing or of another version), has the
- * node's unloader (kprof_unload) keep them while this kprof is attached, and
- * reads the node's OS pid and word size; starts nothing. kp_node_close()
- * then releases them: the modules kprof loaded are unloaded, unless another
- * kprof still holds them (after a kill -9, the unloader sees the nodedown).
- * Returns 0, or -1 with one sentence in `err`. */
-int kp_agent_load(kp_agent *agent, kp_node *node, char *err, size_t err_len);
+/* Which of kprof's modules a command runs in the node. Each one loaded is
+ * one more purge when kprof leaves, and a purge waits for every process of
+ * the node to check its code: 5 ms a module on a quiet node, 25 to 100 ms
+ * on a loaded host. */
+typedef enum {
+    KP_AGENT_SAMPLING, /* record, top: the sampling agent, its selection, the
+                        * native calibration and the unloader (4 modules) */
+    KP_AGENT_ALL       /* tiers, trace, the tracer NIF: every embedded module */
+} kp_agent_code;
+
+/* Makes sure the node has this kprof's agent modules named by `code`
+ * (loading the embedded ones in one code:atomic_load/1 when missing or of
+ * another version), has the node's unloader (kprof_unload) keep them while
+ * this kprof is attached, and reads the node's OS pid and word size; starts
+ * nothing. kp_node_close() then releases them: the modules kprof loaded are
+ * unloaded, unless another kprof still holds them (after a kill -9, the
+ * unloader sees the nodedown). Returns 0, or -1 with one sentence in `err`. */
+int kp_agent_load(kp_agent *agent, kp_node *node, kp_agent_code code, char *err, size_t err_len);
 
 /* Called for each process named by kp_agent_labels(): `registered` 1 for a
  * registered name, 0 for an initial call ("m:f/a"); `text` is not

@@ -36,7 +36,7 @@ int kp_sample_wire_start(kp_sample_wire *a, kp_node *node, const kp_sampling_opt
                          size_t err_len)
 {
     memset(a, 0, sizeof *a);
-    if (kp_agent_load(&a->agent, node, err, err_len) != 0)
+    if (kp_agent_load(&a->agent, node, KP_AGENT_SAMPLING, err, err_len) != 0)
         return -1;
 
     ei_x_buff args, reply;

@@ -31,8 +31,12 @@ cookie=$work/.erlang.cookie
 READY_TIMEOUT=${KPT_READY_TIMEOUT:-90}
 
 log() { printf '%s: %s\n' "$test_name" "$*" >&2; }
+# fail MESSAGE...: one line, newlines of MESSAGE (a command's stderr) shown
+# as " | ": scripts/test repeats the FAIL lines where CI keeps them, and
+# the cause is seldom a command's first line.
 fail() {
-  printf '%s: FAIL: %s\n' "$test_name" "$*" >&2
+  local msg="$*"
+  printf '%s: FAIL: %s\n' "$test_name" "${msg//$'\n'/ | }" >&2
   exit 1
 }
 pass() { printf '%s: ok: %s\n' "$test_name" "$*" >&2; }

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "format_check.h"
+#include "slurp.h"
 #include "rtrace/collect.h"
 #include "rtrace/part.h"
 
@@ -126,17 +127,6 @@ static void end(fixture *f, unsigned p, const char *id, int64_t ts)
     assert_int_equal(kp_rtrace_event(f->rtrace, &e), 0);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *in = fopen(path, "rb");
-    assert_non_null(in);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, in);
-    fclose(in);
-    buf[n] = '\0';
-    return buf;
-}
-
 static void a_request_with_a_call_a_sleep_and_a_child(void **state)
 {
     fixture *f = *state;
@@ -162,7 +152,7 @@ static void a_request_with_a_call_a_sleep_and_a_child(void **state)
     assert_int_equal(f->n_written, 1);
     assert_string_equal(f->last_id, "T1");
     assert_int_equal(f->last_pids, 2);
-    const char *text = slurp(f->written[0]);
+    const char *text = kp_test_slurp(f->written[0]);
     assert_string_equal(text, "<0.10.0> 100\n"
                               "<0.10.0>;h:handle/1 700\n"
                               "<0.10.0>;h:handle/1;db:get/1 200\n"
@@ -174,7 +164,7 @@ static void a_request_with_a_call_a_sleep_and_a_child(void **state)
     assert_int_equal(kp_check_folded(text, strlen(text), why, sizeof why), 0);
     char perf[4400];
     snprintf(perf, sizeof perf, "%.*s.perf", (int)(strlen(f->written[0]) - 7), f->written[0]);
-    const char *timeline = slurp(perf);
+    const char *timeline = kp_test_slurp(perf);
     if (kp_check_perf(timeline, strlen(timeline), why, sizeof why) != 0)
         fail_msg("%s: %s", perf, why);
     /* its timeline: a lane per process, each frame's stretch nested, an
@@ -182,7 +172,7 @@ static void a_request_with_a_call_a_sleep_and_a_child(void **state)
     char json[4400];
     snprintf(json, sizeof json, "%.*s.trace.json", (int)(strlen(f->written[0]) - 7), f->written[0]);
     assert_string_equal(
-        slurp(json),
+        kp_test_slurp(json),
         "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"trace\":\"T1\",\"events\":12},\"traceEvents\":[\n"
         "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"request trace T1\"}},\n"
         "{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"<0.10.0>\"}},\n"
@@ -199,7 +189,7 @@ static void a_request_with_a_call_a_sleep_and_a_child(void **state)
     /* and its flame graph: the whole request, in microseconds */
     char svg[4400];
     snprintf(svg, sizeof svg, "%.*s.svg", (int)(strlen(f->written[0]) - 7), f->written[0]);
-    const char *drawing = slurp(svg);
+    const char *drawing = kp_test_slurp(svg);
     assert_non_null(strstr(drawing, ">Request trace T1</text>"));
     assert_non_null(strstr(drawing, "<title>all (2300 us, 100.00%)</title>"));
     assert_non_null(strstr(drawing, "<title>db:get/1 (1200 us, 52.17%)</title>"));
@@ -215,7 +205,7 @@ static void loops_and_returns_below_the_start(void **state)
     ev(f, KP_TRACE_CALL, 20, "s:loop/1", 30 * US);   /* 10 us in handle; tail call back */
     ev(f, KP_TRACE_CALL, 20, "s:handle/1", 40 * US); /* 10 us in loop, not loop;handle;loop */
     end(f, 20, "T2", 50 * US);                       /* 10 us in handle */
-    const char *text = slurp(f->written[0]);
+    const char *text = kp_test_slurp(f->written[0]);
     assert_string_equal(text, "<0.20.0> 10\n"
                               "<0.20.0>;s:loop/1 20\n"
                               "<0.20.0>;s:loop/1;s:handle/1 20\n");
@@ -233,7 +223,7 @@ static void returns_into_untraced_code_end_one_frame(void **state)
     ev(f, KP_TRACE_CALL, 21, "h:each/1", 40 * US);
     ev(f, KP_TRACE_RETURN_TO, 21, "lists:map_1/2", 50 * US);
     end(f, 21, "T2b", 60 * US); /* back in handle: 10 us after the map */
-    const char *text = slurp(f->written[0]);
+    const char *text = kp_test_slurp(f->written[0]);
     assert_string_equal(text, "<0.21.0> 10\n"
                               "<0.21.0>;h:handle/1 30\n"
                               "<0.21.0>;h:handle/1;h:each/1 20\n");
@@ -248,7 +238,7 @@ static void returns_below_the_start_after_a_tail_call_restart(void **state)
     /* w has patterns (a CALL named it): back in its loop, below the start */
     ev(f, KP_TRACE_RETURN_TO, 22, "w:plain_loop/0", 30 * US);
     end(f, 22, "T2c", 40 * US);
-    const char *text = slurp(f->written[0]);
+    const char *text = kp_test_slurp(f->written[0]);
     assert_string_equal(text, "<0.22.0> 10\n"
                               "<0.22.0>;w:plain_loop/0 10\n"
                               "<0.22.0>;w:work/1 10\n"
@@ -265,7 +255,8 @@ static void cut_past_max_events_with_a_marker(void **state)
     assert_int_equal(f->n_written, 0);
     ev(f, KP_TRACE_CALL, 30, "a:e/0", 40 * US); /* the 4th event: past the bound */
     assert_int_equal(f->n_written, 1);
-    assert_non_null(strstr(slurp(f->written[0]), "<0.30.0>;kprof_trace_cut:max_events 1\n"));
+    assert_non_null(
+        strstr(kp_test_slurp(f->written[0]), "<0.30.0>;kprof_trace_cut:max_events 1\n"));
     ev(f, KP_TRACE_CALL, 30, "a:f/0", 50 * US); /* ignored: the trace is over */
     assert_int_equal(kp_rtrace_running(f->rtrace), 0);
 }
@@ -276,7 +267,7 @@ static void sub_microsecond_parts_count_one(void **state)
     begin(f, 40, "T4", 0, 0);
     ev(f, KP_TRACE_CALL, 40, "f:x/0", 300);
     end(f, 40, "T4", 700);
-    assert_string_equal(slurp(f->written[0]), "<0.40.0> 1\n<0.40.0>;f:x/0 1\n");
+    assert_string_equal(kp_test_slurp(f->written[0]), "<0.40.0> 1\n<0.40.0>;f:x/0 1\n");
 }
 
 static void a_trace_that_ends_as_it_begins_names_its_root(void **state)
@@ -286,7 +277,7 @@ static void a_trace_that_ends_as_it_begins_names_its_root(void **state)
     assert_int_equal(kp_rtrace_open(f->rtrace, "T45", &p, 1000), 0);
     kp_rtrace_close(f->rtrace, NULL, KP_RTRACE_COMPLETE);
     assert_int_equal(f->n_written, 1);
-    assert_string_equal(slurp(f->written[0]), "<0.45.0> 1\n");
+    assert_string_equal(kp_test_slurp(f->written[0]), "<0.45.0> 1\n");
 }
 
 static void adopted_calls_start_and_end_with_the_function(void **state)
@@ -305,7 +296,7 @@ static void adopted_calls_start_and_end_with_the_function(void **state)
     assert_int_equal(kp_rtrace_running(f->rtrace), 0);
     assert_int_equal(kp_rtrace_adopted(f->rtrace), 1);
     /* the clock starts at the first timed event, inside the call */
-    assert_string_equal(slurp(f->written[0]), "<0.50.0>;kv:request/1;kv:parse/1 30\n");
+    assert_string_equal(kp_test_slurp(f->written[0]), "<0.50.0>;kv:request/1;kv:parse/1 30\n");
 }
 
 /* following: a trace whose process's token is labelled {kprof, no}; its
@@ -356,7 +347,7 @@ static const char *timeline_of(const char *folded)
 {
     static char json[4400];
     snprintf(json, sizeof json, "%.*s.trace.json", (int)(strlen(folded) - 7), folded);
-    return slurp(json);
+    return kp_test_slurp(json);
 }
 
 /* a traced call's begin mark through the NIF (BEGIN with `call`) */
@@ -395,9 +386,9 @@ static void a_call_mark_begins_a_followed_trace(void **state)
     assert_int_equal(kp_rtrace_running(f->rtrace), 0);
     assert_int_equal(f->n_written, 1);
     assert_string_equal(f->last_id, "CALL.50.1");
-    assert_string_equal(slurp(f->written[0]), "<0.50.0>;kv:request/1 30\n"
-                                              "<0.50.0>;kv:request/1;kv:parse/1 60\n"
-                                              "<0.60.0>;srv:work/0 30\n");
+    assert_string_equal(kp_test_slurp(f->written[0]), "<0.50.0>;kv:request/1 30\n"
+                                                      "<0.50.0>;kv:request/1;kv:parse/1 60\n"
+                                                      "<0.60.0>;srv:work/0 30\n");
 }
 
 /* A call that casts and returns: its trace waits for the receiver to take
@@ -418,7 +409,8 @@ static void a_cast_is_followed_past_the_return(void **state)
     ev(f, KP_TRACE_CALL, 80, "srv:loop/0", 70 * US);
     idle(f, 80, 70 * US);
     assert_int_equal(f->n_written, 1);
-    assert_string_equal(slurp(f->written[0]), "<0.50.0>;kv:cast/1 20\n<0.80.0>;srv:work/0 20\n");
+    assert_string_equal(kp_test_slurp(f->written[0]),
+                        "<0.50.0>;kv:cast/1 20\n<0.80.0>;srv:work/0 20\n");
     receive_from(f, 80, 50, 0x80000009u, 80 * US); /* the later message: no trace's */
     ev(f, KP_TRACE_CALL, 80, "srv:work/0", 80 * US);
     assert_int_equal(kp_rtrace_running(f->rtrace), 0);
@@ -444,13 +436,15 @@ static void two_calls_of_one_process_drain_apart(void **state)
     idle(f, 80, 70 * US);
     assert_int_equal(f->n_written, 1);
     assert_string_equal(f->last_id, "CALL.50.1");
-    assert_string_equal(slurp(f->written[0]), "<0.50.0>;kv:cast/1 20\n<0.80.0>;srv:work/0 10\n");
+    assert_string_equal(kp_test_slurp(f->written[0]),
+                        "<0.50.0>;kv:cast/1 20\n<0.80.0>;srv:work/0 10\n");
     receive_from(f, 80, 50, 0x8000000bu, 80 * US); /* the second's */
     ev(f, KP_TRACE_CALL, 80, "srv:work/0", 80 * US);
     ev(f, KP_TRACE_CALL, 80, "srv:loop/0", 95 * US);
     idle(f, 80, 95 * US);
     assert_int_equal(f->n_written, 2);
-    assert_string_equal(slurp(f->written[1]), "<0.50.0>;kv:cast/1 10\n<0.80.0>;srv:work/0 15\n");
+    assert_string_equal(kp_test_slurp(f->written[1]),
+                        "<0.50.0>;kv:cast/1 10\n<0.80.0>;srv:work/0 15\n");
 }
 
 /* --slower-than: only the calls that took that long, from call to return */
@@ -505,9 +499,9 @@ static void two_traces_share_a_server(void **state)
     ev(f, KP_TRACE_CALL, 31, "x:y/0", 1150 * US);
     end(f, 10, "F1", 2000 * US);
     assert_int_equal(f->last_pids, 1); /* the server stays: trace 2 holds it */
-    assert_string_equal(slurp(f->written[0]), "<0.10.0> 2000\n"
-                                              "<0.30.0>;s:handle_call/3 50\n"
-                                              "<0.30.0>;s:handle_call/3;w:work/0 200\n");
+    assert_string_equal(kp_test_slurp(f->written[0]), "<0.10.0> 2000\n"
+                                                      "<0.30.0>;s:handle_call/3 50\n"
+                                                      "<0.30.0>;s:handle_call/3;w:work/0 200\n");
     /* the request's arrow, from its send to its take-in, and the reply's,
      * from the server's last event before the caller took it in */
     const char *timeline = timeline_of(f->written[0]);
@@ -519,9 +513,9 @@ static void two_traces_share_a_server(void **state)
                                      "\"ts\":420,"));
     end(f, 20, "F2", 2100 * US);
     assert_int_equal(f->last_pids, 1); /* its flags are the NIF's to remove */
-    assert_string_equal(slurp(f->written[1]), "<0.20.0> 2100\n"
-                                              "<0.30.0>;s:handle_call/3 50\n"
-                                              "<0.30.0>;s:handle_call/3;w:work/0 300\n");
+    assert_string_equal(kp_test_slurp(f->written[1]), "<0.20.0> 2100\n"
+                                                      "<0.30.0>;s:handle_call/3 50\n"
+                                                      "<0.30.0>;s:handle_call/3;w:work/0 300\n");
     timeline = timeline_of(f->written[1]);
     assert_non_null(strstr(timeline, "{\"ph\":\"s\",\"id\":1,\"pid\":1,\"tid\":1,\"ts\":500,"
                                      "\"cat\":\"message\",\"name\":\"message\"}"));
@@ -546,9 +540,9 @@ static void at_most_max_processes_are_followed(void **state)
     end(f, 10, "F3", 500 * US);
     assert_int_equal(f->n_written, 0); /* 41 works for it still: it drains */
     idle(f, 41, 550 * US);
-    assert_string_equal(slurp(f->written[0]), "<0.10.0> 500\n"
-                                              "<0.41.0>;a:b/0 200\n"
-                                              "<0.41.0>;a:b/0;a:e/0 250\n");
+    assert_string_equal(kp_test_slurp(f->written[0]), "<0.10.0> 500\n"
+                                                      "<0.41.0>;a:b/0 200\n"
+                                                      "<0.41.0>;a:b/0;a:e/0 250\n");
 }
 
 /* A process followed for another trace's request begins its own trace:
@@ -566,9 +560,10 @@ static void a_followed_process_begins_its_own_trace(void **state)
     ev(f, KP_TRACE_CALL, 50, "own:work/0", 400 * US);
     end(f, 50, "F5", 600 * US);
     assert_string_equal(f->last_id, "F5");
-    assert_string_equal(slurp(f->written[0]), "<0.50.0> 100\n<0.50.0>;own:work/0 200\n");
+    assert_string_equal(kp_test_slurp(f->written[0]), "<0.50.0> 100\n<0.50.0>;own:work/0 200\n");
     end(f, 10, "F4", 700 * US);
-    assert_string_equal(slurp(f->written[1]), "<0.10.0> 700\n<0.50.0>;s:handle_call/3 100\n");
+    assert_string_equal(kp_test_slurp(f->written[1]),
+                        "<0.10.0> 700\n<0.50.0>;s:handle_call/3 100\n");
 }
 
 /* What a followed process spawns while it works for a request is the
@@ -590,10 +585,10 @@ static void a_followed_process_spawns_for_the_request(void **state)
     ev(f, KP_TRACE_CALL, 62, "other:run/0", 360 * US);
     ev(f, KP_TRACE_EXIT, 61, NULL, 500 * US);
     end(f, 10, "F6", 700 * US);
-    assert_string_equal(slurp(f->written[0]), "<0.10.0> 700\n"
-                                              "<0.60.0>;w:handle/1 200\n"
-                                              "<0.61.0>;job:run/0 300\n"
-                                              "<0.61.0>;sleep 50\n");
+    assert_string_equal(kp_test_slurp(f->written[0]), "<0.10.0> 700\n"
+                                                      "<0.60.0>;w:handle/1 200\n"
+                                                      "<0.61.0>;job:run/0 300\n"
+                                                      "<0.61.0>;sleep 50\n");
     assert_int_equal(f->last_pids, 2); /* the child's flags go with the trace */
 }
 
@@ -616,9 +611,9 @@ static void a_server_two_traces_hold_goes_with_the_last(void **state)
     ev(f, KP_TRACE_CALL, 70, "s:loop/0", 340 * US);
     idle(f, 70, 340 * US);
     end(f, 20, "F8", 400 * US);
-    assert_string_equal(slurp(f->written[0]), "<0.10.0> 200\n<0.70.0>;s:loop/0 10\n"
-                                              "<0.70.0>;s:loop/0;s:a/0 10\n");
-    assert_string_equal(slurp(f->written[1]), "<0.20.0> 400\n<0.70.0>;s:loop/0;s:b/0 40\n");
+    assert_string_equal(kp_test_slurp(f->written[0]), "<0.10.0> 200\n<0.70.0>;s:loop/0 10\n"
+                                                      "<0.70.0>;s:loop/0;s:a/0 10\n");
+    assert_string_equal(kp_test_slurp(f->written[1]), "<0.20.0> 400\n<0.70.0>;s:loop/0;s:b/0 40\n");
     /* a new trace takes it in afresh: its stack was let go */
     followed(f, 30, "F9", 8, 0);
     send_to(f, 30, 70, 8, 500 * US);
@@ -630,7 +625,8 @@ static void a_server_two_traces_hold_goes_with_the_last(void **state)
     assert_int_equal(f->n_written, 2);
     ev(f, KP_TRACE_CALL, 30, "own:after/0", 620 * US); /* not the trace's any more */
     idle(f, 70, 650 * US);
-    assert_string_equal(slurp(f->written[2]), "<0.30.0> 600\n<0.70.0> 10\n<0.70.0>;s:c/0 130\n");
+    assert_string_equal(kp_test_slurp(f->written[2]),
+                        "<0.30.0> 600\n<0.70.0> 10\n<0.70.0>;s:c/0 130\n");
 }
 
 /* Across nodes: node B's collector makes its part of a trace of node A
@@ -700,11 +696,12 @@ static void a_part_from_another_node_is_merged(void **state)
     assert_int_equal(f->n_written, 0);
     kp_rtrace_sweep(f->rtrace, 1100 * 1000 * US);
     assert_int_equal(f->n_written, 1);
-    assert_string_equal(slurp(f->written[0]), "<0.10.0> 50\n"
-                                              "<0.10.0>;c:call/0 130\n"
-                                              "<0.10.0>;c:call/0;sleep 320\n"
-                                              "b@h:<0.90.0>;s:handle_call/3 30\n"
-                                              "b@h:<0.90.0>;s:handle_call/3;s:work/0 250\n");
+    assert_string_equal(kp_test_slurp(f->written[0]),
+                        "<0.10.0> 50\n"
+                        "<0.10.0>;c:call/0 130\n"
+                        "<0.10.0>;c:call/0;sleep 320\n"
+                        "b@h:<0.90.0>;s:handle_call/3 30\n"
+                        "b@h:<0.90.0>;s:handle_call/3;s:work/0 250\n");
     const char *timeline = timeline_of(f->written[0]);
     assert_non_null(strstr(timeline, "\"name\":\"b@h (clock aligned within 20.0 us)\""));
     /* into B's server from the request, at its take-in; and back */

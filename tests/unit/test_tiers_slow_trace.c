@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "format_check.h"
+#include "slurp.h"
 #include "tiers/slow_trace.h"
 
 #define US 1000LL
@@ -50,17 +51,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *in = fopen(path, "rb");
-    assert_non_null(in);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, in);
-    fclose(in);
-    buf[n] = '\0';
-    return buf;
-}
-
 /* writes `r`, checks the folded file against `want` and the format */
 static void write_and_check(const kp_tier_request *r, const char *want)
 {
@@ -68,12 +58,12 @@ static void write_and_check(const kp_tier_request *r, const char *want)
     assert_int_equal(
         kp_tier_slow_trace_write(r, mfas, 4, dir, "GET-1", folded, sizeof folded, why, sizeof why),
         KP_OK);
-    const char *text = slurp(folded);
+    const char *text = kp_test_slurp(folded);
     assert_string_equal(text, want);
     assert_int_equal(kp_check_folded(text, strlen(text), why, sizeof why), 0);
     char perf[4400];
     snprintf(perf, sizeof perf, "%.*s.perf", (int)(strlen(folded) - 7), folded);
-    const char *timeline = slurp(perf);
+    const char *timeline = kp_test_slurp(perf);
     if (kp_check_perf(timeline, strlen(timeline), why, sizeof why) != 0)
         fail_msg("%s: %s", perf, why);
 }

@@ -13,12 +13,6 @@
 %% whose messages are followed).
 -define(FLAGS, [call, return_to, arity, running, garbage_collection, procs, set_on_spawn,
                 monotonic_timestamp]).
-%% What a process a request's message reaches gets, from the send pattern
-%% (kprof_rtrace:follow_spec/3): it is traced as the request's processes
-%% are, its own messages are followed too, and what it spawns while it
-%% works for the request is the request's.
--define(FOLLOW_FLAGS, [call, return_to, arity, running, garbage_collection, send, procs,
-                       set_on_spawn, monotonic_timestamp]).
 %% What clearing another process's flags leaves it until the send pattern
 %% is gone, so that its tracer stays: the send pattern's `trace' gives the
 %% receiver flags, letting go of the sender's lock meanwhile, and OTP 25
@@ -33,10 +27,13 @@
 flags() ->
     ?FLAGS.
 
-%% @doc The flags a process a request's message reaches gets.
+%% @doc The flags a process a request's message reaches gets, from the send
+%% pattern (kprof_rtrace:follow_spec/3): it is traced as the request's
+%% processes are, its own messages are followed too (`send'), and what it
+%% spawns while it works for the request is the request's.
 -spec follow_flags() -> [atom()].
 follow_flags() ->
-    ?FOLLOW_FLAGS.
+    [send | ?FLAGS].
 
 %% @doc The tracer of `Pid' when it is someone else's, else `false'
 %% (always, in kprof's own session).

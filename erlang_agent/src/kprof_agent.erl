@@ -105,12 +105,14 @@
                       idle_timeout_ms := pos_integer()}.
 -export_type([options/0, select_by/0, settings/0]).
 
-%% @doc The modules kprof loads into a node: this sampling agent and its
-%% selection (kprof_select), tier tracing (kprof_tiers), the request-marking
-%% API it arms (kprof, kprof_tier_mark, kprof_http and its servers'
-%% integrations), tracing started from the node (kprof_session), the
-%% guard that removes them all again (kprof_unload), and the application's
-%% settings and start (kprof_settings, kprof_app).
+%% @doc The modules kprof may load into a node, each command those it runs
+%% (sampler/node/agent.c), and of which the unloader removes those it
+%% loaded: this sampling agent and its selection (kprof_select), tier
+%% tracing (kprof_tiers), the request-marking API it arms (kprof,
+%% kprof_tier_mark, kprof_http and its servers' integrations), tracing
+%% started from the node (kprof_session), the guard that removes them all
+%% again (kprof_unload), and the application's settings and start
+%% (kprof_settings, kprof_app).
 -spec modules() -> [module()].
 modules() ->
     [kprof_agent, kprof_select, kprof_tiers, kprof, kprof_tier_mark, kprof_session, kprof_http,

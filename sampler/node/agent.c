@@ -142,9 +142,9 @@ static int wanted_by(kp_agent_code code, const char *name)
 }
 
 /* Loads every embedded module of `code` the node does not have in this
- * build's version. A module whose previous old code some process still runs is not
- * replaced: loading would make the current code old, and the next purge
- * would kill the processes running it (e.g. a request inside
+ * build's version. A module whose previous old code some process still
+ * runs is not replaced: loading would make the current code old, and the
+ * next purge would kill the processes running it (e.g. a request inside
  * kprof:do_apply/3 of the node's own kprof release); the node keeps its
  * version of it. Only the agent itself must be this build's. */
 static int load_modules(kp_agent *a, kp_agent_code code, char *err, size_t err_len)

@@ -310,12 +310,44 @@ void kp_node_close(kp_node *node)
     }
 }
 
+/* Whether `x` holds {rex, Reply}; *at is then Reply's offset. */
+static int is_rex(const ei_x_buff *x, int *at)
+{
+    int i = 0, version, arity;
+    char tag[MAXATOMLEN];
+    if (ei_decode_version(x->buff, &i, &version) != 0 ||
+        ei_decode_tuple_header(x->buff, &i, &arity) != 0 || arity != 2 ||
+        ei_decode_atom(x->buff, &i, tag) != 0 || strcmp(tag, "rex") != 0)
+        return 0;
+    *at = i;
+    return 1;
+}
+
 int kp_node_rpc(kp_node *node, const char *mod, const char *fun, const ei_x_buff *args,
                 ei_x_buff *reply)
 {
-    return ei_rpc(&node->ec, node->fd, (char *)mod, (char *)fun, args->buff, args->index, reply) < 0
-               ? -1
-               : 0;
+    if (ei_rpc_to(&node->ec, node->fd, (char *)mod, (char *)fun, args->buff, args->index) < 0)
+        return -1;
+    for (;;) {
+        erlang_msg msg;
+        reply->index = 0;
+        int rc = ei_rpc_from(&node->ec, node->fd, ERL_NO_TIMEOUT, &msg, reply);
+        if (rc == ERL_TICK)
+            continue;
+        if (rc != ERL_MSG)
+            return -1;
+        /* a link or exit signal carries no message */
+        if (msg.msgtype != ERL_SEND && msg.msgtype != ERL_REG_SEND)
+            continue;
+        int at;
+        if (is_rex(reply, &at)) { /* the reply alone, at the buffer's start */
+            reply->index -= at;
+            memmove(reply->buff, reply->buff + at, (size_t)reply->index);
+            return 0;
+        }
+        if (node->on_message)
+            node->on_message(node->message_ctx, reply->buff, reply->index);
+    }
 }
 
 int kp_node_call(kp_node *node, const char *mod, const char *fun, const ei_x_buff *args,

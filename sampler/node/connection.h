@@ -17,6 +17,11 @@ typedef struct kp_node {
     /* called by kp_node_close while the connection is still open, once
      * (kp_agent_load sets it: kprof's code leaves the node); NULL: none */
     void (*on_close)(struct kp_node *node);
+    /* called by kp_node_rpc with any other message that arrives before its
+     * reply (`msg` with its version byte, `len` bytes); NULL: such
+     * messages are dropped */
+    void (*on_message)(void *ctx, const char *msg, int len);
+    void *message_ctx;
 } kp_node;
 
 /* Reads the cookie: from `cookie_file` when not NULL, else $KPROF_COOKIE, else
@@ -49,6 +54,9 @@ void kp_node_close(kp_node *node);
 
 /* Calls M:F(Args) on the node and decodes nothing: `reply` receives the
  * result term (no version byte). `args` is an encoded list (no version byte).
+ * Messages that are not the reply ({rex, _}) and arrive first go to
+ * node->on_message, or are dropped: ei_rpc alone would take the first
+ * message for the reply and leave the reply to whoever reads next.
  * Returns 0, or -1 when the connection failed. */
 int kp_node_rpc(kp_node *node, const char *mod, const char *fun, const ei_x_buff *args,
                 ei_x_buff *reply);

@@ -74,9 +74,11 @@ static void send_part(run *r, const kp_rtrace_done *done)
 
 /* {rtrace_part, No, From, Part, Offset, Error} from the server: node From's
  * part of trace No, merged into it (see rtrace/part.h); anything else is
- * not for this collector. */
-static void take_part(run *r, const char *buf, int len)
+ * not for this collector. Also the node's on_message: a part may come
+ * while the collector waits for a call's reply. */
+static void take_part(void *ctx, const char *buf, int len)
 {
+    run *r = ctx;
     int i = 0, version, arity;
     char tag[MAXATOMLEN], from[MAXATOMLEN_UTF8];
     unsigned long no;
@@ -545,6 +547,9 @@ static int attach(run *r)
  * Returns 0, or nonzero with `err` set. */
 static int start_session(run *r, char *err, size_t err_len)
 {
+    /* other nodes' parts may come from here on, even during a call */
+    r->node.on_message = take_part;
+    r->node.message_ctx = r;
     ei_x_buff args;
     ei_x_new(&args);
     ei_x_encode_list_header(&args, 1); /* this collector takes other nodes' parts */

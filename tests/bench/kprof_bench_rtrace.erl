@@ -48,13 +48,15 @@ tracer() ->
     end.
 
 %% @doc "untraced_us,cold_us,warm_us,untraced_armed_us,loop_ns,loop_armed_ns,
-%% alone_us,empty_us": medians of `N' key-value requests each: traced with
-%% `linger_ms' 0 (each trace arms and disarms every loaded function, as
-%% before patterns lingered); then, in turns, untraced, traced with the
-%% default linger (the patterns stay armed between traces), traced alone
-%% (its messages not followed), and a traced request that does nothing;
-%% untraced a while after the traces, the patterns lingering. Then a tight loop's ns per
-%% untraced call, without and with the patterns armed.
+%% alone_us,empty_us,null_us": medians of `N' key-value requests each:
+%% traced with `linger_ms' 0 (each trace arms and disarms every loaded
+%% function, as before patterns lingered); then, in turns, untraced, traced
+%% with the default linger (the patterns stay armed between traces), traced
+%% alone (its messages not followed), a traced request that does nothing,
+%% and the request with a trace's flags but its events given to a tracer
+%% that does nothing (null_tracer/1); untraced a while after the traces,
+%% the patterns lingering. Then a tight loop's ns per untraced call,
+%% without and with the patterns armed.
 -spec latency(pos_integer()) -> string().
 latency(N) ->
     Req = fun() -> kprof_kv:request(<<"GET k1">>) end,
@@ -76,20 +78,48 @@ latency(N) ->
     %% following reached lose their flags
     Alone = fun() -> kprof:trace_request(#{max_processes => 0}, Req) end,
     Empty = fun() -> kprof:trace_request(fun() -> ok end) end,
+    {NullSession, Null} = null_tracer(Req),
     Rounds = 10,
     Block = max(1, N div Rounds),
     Samples = lists:append(
                 [[{V, element(1, timer:tc(F))} || {V, F} <- [{untraced, Req}, {warm, Traced},
-                                                             {alone, Alone}, {empty, Empty}],
+                                                             {alone, Alone}, {empty, Empty},
+                                                             {null, Null}],
                                                  _ <- begin timer:sleep(20), lists:seq(1, Block) end]
                  || _ <- lists:seq(1, Rounds)]),
+    _ = kprof_tracing:close(NullSession),
     Of = fun(V) -> median([T || {V1, T} <- Samples, V1 =:= V]) end,
     {U, Warm, AloneUs, EmptyUs} = {Of(untraced), Of(warm), Of(alone), Of(empty)},
     timer:sleep(200), % the servers lose the flags following gave them
     UArmed = median([element(1, timer:tc(Req)) || _ <- lists:seq(1, N)]),
     LoopArmed = loop_ns(),
-    lists:flatten(io_lib:format("~p,~p,~p,~p,~.2f,~.2f,~p,~p",
-                                [U, Cold, Warm, UArmed, Loop, LoopArmed, AloneUs, EmptyUs])).
+    lists:flatten(io_lib:format("~p,~p,~p,~p,~.2f,~.2f,~p,~p,~p",
+                                [U, Cold, Warm, UArmed, Loop, LoopArmed, AloneUs, EmptyUs,
+                                 Of(null)])).
+
+%% The VM's own share of a request traced alone: `Req' with what a trace of
+%% its process alone sets (kprof_rtrace_flags's flags, kprof_rtrace_patterns'
+%% patterns), in a session whose events go to a tracer NIF that does nothing
+%% (kprof_bench_null), the flags set before and cleared after, as a trace's
+%% begin and end do. No tracer that looks at its events costs less. Before
+%% OTP 27 the patterns are the node's: kprof's, lingering between the
+%% traces in turn with it, serve; from 27 the session sets its own (every
+%% breakpoint then has two sessions to look at, for all the variants).
+%% Returns the session, for kprof_tracing:close/1, and the fun.
+null_tracer(Req) ->
+    {module, _} = code:ensure_loaded(kprof_bench_null),
+    Session = kprof_tracing:open(kprof_rtrace, {kprof_bench_null, []}),
+    _ = kprof_tracing:shared(Session) orelse
+        begin
+            ok = kprof_rtrace_patterns:set(Session, all),
+            kprof_rtrace_patterns:bifs_off(Session, all, kprof_rtrace_patterns:builtins())
+        end,
+    Flags = kprof_rtrace_flags:flags(),
+    {Session, fun() ->
+                      _ = kprof_tracing:process(Session, self(), true, Flags),
+                      _ = Req(),
+                      kprof_tracing:process(Session, self(), false, Flags)
+              end}.
 
 %% @doc Waits until no request-trace pattern is armed (they linger after a
 %% trace): then untraced code is untraced. "ok" or "timeout".

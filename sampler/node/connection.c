@@ -330,7 +330,6 @@ int kp_node_rpc(kp_node *node, const char *mod, const char *fun, const ei_x_buff
         return -1;
     for (;;) {
         erlang_msg msg;
-        reply->index = 0;
         int rc = ei_rpc_from(&node->ec, node->fd, ERL_NO_TIMEOUT, &msg, reply);
         if (rc == ERL_TICK)
             continue;

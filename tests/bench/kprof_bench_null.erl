@@ -1,6 +1,6 @@
 %%% @doc The tracer of tests/bench/kprof_bench_null.c, which does nothing
 %%% with its events: what the VM's own tracing costs a traced process
-%%% (kprof_bench_rtrace:vm_floor/1). Its NIF is loaded from beside this
+%%% (kprof_bench_rtrace:latency/1). Its NIF is loaded from beside this
 %%% module's .beam.
 -module(kprof_bench_null).
 

@@ -111,7 +111,7 @@ static ERL_NIF_TERM a_trace, a_discard, a_remove, a_trace_status, a_ok, a_error,
     a_match_spec_result, a_kprof_loop, a_call, a_return_to, a_in, a_out, a_gc_minor_start,
     a_gc_major_start, a_gc_minor_end, a_gc_major_end, a_spawn, a_exit, a_return_from, a_mark_module,
     a_begin_trace, a_pending, a_exception_from, a_tripped, a_too_long, a_send, a_extra, a_kprof,
-    a_seq_trace, a_receive, a_call_mark, a_follow, a_true;
+    a_seq_trace, a_receive, a_call_mark, a_follow, a_true, a_end_trace;
 
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
@@ -140,6 +140,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     ATOM(a_return_from, "return_from");
     ATOM(a_mark_module, "kprof_rtrace_mark");
     ATOM(a_begin_trace, "begin_trace");
+    ATOM(a_end_trace, "end_trace");
     ATOM(a_kprof_loop, "kprof_loop");
     ATOM(a_pending, "pending");
     ATOM(a_exception_from, "exception_from");
@@ -404,6 +405,16 @@ static void count_drop(void)
     dropped++;
 }
 
+/* Says what was lost (DROP) before a record goes on. */
+static void say_drops(void)
+{
+    if (pending_drops && room(32)) {
+        put8(KPT_DROP);
+        put32(pending_drops);
+        pending_drops = 0;
+    }
+}
+
 /* A tier call: its pattern's message is the seq_trace Token, or
  * [Identity, Token] where it opens a request (kprof_tiers' match specs). */
 static void seq_call(ErlNifEnv *env, uint32_t pid, ERL_NIF_TERM mfa, ERL_NIF_TERM msg, int64_t ts)
@@ -665,6 +676,30 @@ static int call_mark(ErlNifEnv *env, ERL_NIF_TERM caller, ERL_NIF_TERM *msg)
     return 1;
 }
 
+/* A begin (`begin`) or end mark of process `pid`, `msg` its message whole.
+ * Called with the lock held and `spare` 0: the marks have the reserve. */
+static void put_mark(ErlNifEnv *env, uint32_t pid, int begin, ERL_NIF_TERM msg, int64_t ts)
+{
+    ErlNifBinary ext;
+    if (!enif_term_to_binary(env, msg, &ext)) {
+        count_drop();
+        return;
+    }
+    if (room(ext.size + 32)) {
+        put8(KPT_MARK);
+        put8(begin ? KPT_MARK_BEGIN : KPT_MARK_END);
+        set_role(pid, begin ? ROLE_MEMBER : ROLE_NONE);
+        put32(pid);
+        put64(ts);
+        put32((uint32_t)ext.size);
+        memcpy(buf + len, ext.data, ext.size);
+        len += ext.size;
+    } else { /* the reserve is spent: the collector cuts what runs */
+        count_drop();
+    }
+    enif_release_binary(&ext);
+}
+
 /* trace(Tag, State, Tracee, TraceTerm, Opts) */
 static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
@@ -704,11 +739,7 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     if (mark)
         spare = 0;
     uint32_t pid = pid_id(env, argv[2]);
-    if (pending_drops && room(32)) { /* say what was lost before going on */
-        put8(KPT_DROP);
-        put32(pending_drops);
-        pending_drops = 0;
-    }
+    say_drops();
     if (pid == KPT_NO_ID) { /* no room to define it: the event is lost */
         count_drop();
     } else if (kind == KPT_SEND) {
@@ -717,26 +748,8 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         if (!enif_get_map_value(env, argv[4], a_match_spec_result, &msg))
             msg = a_undefined;
         seq_call(env, pid, argv[3], msg, ts);
-    } else if (mark) { /* its message, whole */
-        ErlNifBinary ext;
-        if (!enif_term_to_binary(env, msg, &ext)) {
-            count_drop();
-        } else {
-            if (room(ext.size + 32)) {
-                int begin = !t || t[1] == a_begin_trace;
-                put8(KPT_MARK);
-                put8(begin ? KPT_MARK_BEGIN : KPT_MARK_END);
-                set_role(pid, begin ? ROLE_MEMBER : ROLE_NONE);
-                put32(pid);
-                put64(ts);
-                put32((uint32_t)ext.size);
-                memcpy(buf + len, ext.data, ext.size);
-                len += ext.size;
-            } else { /* the reserve is spent: the collector cuts what runs */
-                count_drop();
-            }
-            enif_release_binary(&ext);
-        }
+    } else if (mark) {
+        put_mark(env, pid, !t || t[1] == a_begin_trace, msg, ts);
     } else {
         uint32_t arg = KPT_NO_ID;
         int ends = 0, loop = 0;
@@ -785,6 +798,39 @@ static ERL_NIF_TERM trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     spare = MARK_RESERVE;
     if (len - head >= write_at)
         flush_locked();
+    enif_mutex_unlock(mu);
+    return a_ok;
+}
+
+/* mark(begin_trace | end_trace, Msg): the calling process's mark, as its
+ * call of kprof_rtrace_mark's function of that name would give it, for a
+ * process whose own trace runs through this NIF (kprof_rtrace_own). The
+ * same record, written in the process's own thread like its events and so
+ * in their order, without the traced call and its return_to (2 events,
+ * 3 to 4 us a mark on OTP 27). `ok', also when there is no connection (a
+ * trace that ended is the collector's to ignore). */
+static ERL_NIF_TERM nif_mark(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    ErlNifPid self;
+    if ((argv[0] != a_begin_trace && argv[0] != a_end_trace) || !enif_self(env, &self))
+        return enif_make_badarg(env);
+    int64_t ts = (int64_t)enif_monotonic_time(ERL_NIF_NSEC);
+    enif_mutex_lock(mu);
+    if (fd >= 0 && !seq_calls) {
+        if (n_pids > TABLE / 2 || n_mfas > TABLE / 2)
+            reset_tables_locked();
+        spare = 0;
+        uint32_t pid = pid_id(env, enif_make_pid(env, &self));
+        say_drops();
+        if (pid == KPT_NO_ID)
+            count_drop();
+        else
+            put_mark(env, pid, argv[0] == a_begin_trace, argv[1], ts);
+        spare = MARK_RESERVE;
+        if (len - head >= write_at)
+            flush_locked();
+    }
     enif_mutex_unlock(mu);
     return a_ok;
 }
@@ -865,7 +911,7 @@ static ERL_NIF_TERM nif_close(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 static ErlNifFunc funcs[] = {
     {"enabled", 3, enabled, 0},     {"trace", 5, trace, 0},     {"connect", 1, nif_connect, 0},
     {"connect", 2, nif_connect, 0}, {"rearm", 0, nif_rearm, 0}, {"flush", 0, nif_flush, 0},
-    {"close", 0, nif_close, 0},
+    {"close", 0, nif_close, 0},     {"mark", 2, nif_mark, 0},
 };
 
 ERL_NIF_INIT(kprof_tracer, funcs, load, NULL, NULL, unload)

@@ -9,16 +9,17 @@
 %%%   25.3, with the patterns armed, a message instead: kprof_rtrace_ticket),
 %%%   then the process puts its dictionary entry and its seq_trace token,
 %%%   untraced;</li>
-%%% <li>it sets its own flags and calls kprof_rtrace_mark:begin_trace/1,
-%%%   the trace's first event;</li>
-%%% <li>at the end it calls kprof_rtrace_mark:end_trace/1 and clears its
+%%% <li>it sets its own flags and writes its begin mark, the trace's first
+%%%   record (mark/3);</li>
+%%% <li>at the end it writes its end mark and clears its
 %%%   flags right away (kprof_rtrace:untrace_own/2); the rest is
 %%%   untraced.</li>
 %%% </ol>
-%%% This module, kprof, kprof_rtrace, kprof_rtrace_flags, kprof_tracing and
-%%% the trace API they call have no call patterns while traces run
-%%% (kprof_rtrace_patterns' ?OWN), nor have BIFs by default: what is left
-%%% are the marks' own events.
+%%% This module, kprof, kprof_rtrace, kprof_rtrace_flags, kprof_tracing,
+%%% kprof_tracer and the trace API they call have no call patterns while
+%%% traces run (kprof_rtrace_patterns' ?OWN), nor have BIFs by default: what
+%%% is left are the marks, and their calls' events where the trace port
+%%% serves instead of the NIF.
 -module(kprof_rtrace_own).
 
 -export([begin_trace/1, end_trace/1, end_trace/0, id/0]).
@@ -43,7 +44,7 @@ begin_trace(Options) ->
                     put(?KEY, T),
                     case kprof_tracing:process(Session, self(), true, Flags) of
                         1 ->
-                            kprof_rtrace_mark:begin_trace({Id, Bounds}),
+                            mark(Session, begin_trace, {Id, Bounds}),
                             {ok, Id, T};
                         0 -> % another tracer took the process since the check
                             forget(T),
@@ -62,7 +63,7 @@ begin_trace(Options) ->
 -spec end_trace(trace()) -> ok.
 end_trace({Id, Session, Port, _} = T) ->
     %% the mark first: an ended trace's is ignored
-    kprof_rtrace_mark:end_trace(Id),
+    mark(Session, end_trace, Id),
     case get(?KEY) of
         T ->
             ok = kprof_rtrace:untrace_own(Session, Port),
@@ -86,6 +87,19 @@ id() ->
     case get(?KEY) of
         {Id, _, _, _} -> Id;
         undefined -> undefined
+    end.
+
+%% The mark: written by the NIF at once when it is the session's tracer
+%% (kprof_tracer:mark/2: 1 us where the traced call and its return took 3
+%% to 4 on OTP 27), else kprof_rtrace_mark's call, whose pattern gives it.
+%% A NIF gone since the ticket (unloaded with kprof) costs the mark only:
+%% the collector cuts that trace.
+mark(Session, Which, Msg) ->
+    case kprof_tracing:tracer(Session) of
+        {kprof_tracer, _} ->
+            try kprof_tracer:mark(Which, Msg) catch error:_ -> ok end;
+        _ ->
+            kprof_rtrace_mark:Which(Msg)
     end.
 
 forget({_, _, _, Label}) ->

@@ -35,7 +35,10 @@
 %% What a traced process runs of kprof between its flags and its marks
 %% (kprof_rtrace_own): no call pattern, so that it costs the process no
 %% events (nor do the BIFs it calls, unless the setting `bifs' is on).
--define(OWN, [kprof, kprof_rtrace_own, kprof_rtrace, kprof_rtrace_flags, kprof_tracing]).
+%% kprof_tracer too: its mark/2 is such a call (a NIF: a pattern on it
+%% would still make events).
+-define(OWN, [kprof, kprof_rtrace_own, kprof_rtrace, kprof_rtrace_flags, kprof_tracing,
+              kprof_tracer]).
 %% The trace API they call, which a request itself hardly does: no call
 %% pattern either (functions a release lacks are not there to set).
 -define(TRACE_API, [{erlang, trace, 3}, {erlang, trace_info, 2},

@@ -6,7 +6,7 @@
 %%% otherwise it keeps the ip trace port.
 -module(kprof_tracer).
 
--export([load/0, load/2, loaded/0, connect/1, flush/0, close/0]).
+-export([load/0, load/2, loaded/0, connect/1, flush/0, close/0, mark/2]).
 %% tier tracing
 -export([connect/2, rearm/0]).
 %% erl_tracer
@@ -105,6 +105,14 @@ rearm() -> erlang:nif_error(not_loaded).
 %% tripped with Bytes waiting (see connect/2).
 -spec flush() -> ok | pending | error | {tripped, non_neg_integer()}.
 flush() -> erlang:nif_error(not_loaded).
+
+%% @doc The calling process's begin or end mark, `Msg' whole, as its call
+%% of kprof_rtrace_mark:begin_trace/1 or end_trace/1 gives it to the NIF,
+%% for a process whose own trace runs through the NIF (kprof_rtrace_own):
+%% one NIF call in the order of its events, instead of a traced call and
+%% its return. `ok', also with no connection.
+-spec mark(begin_trace | end_trace, term()) -> ok.
+mark(_Which, _Msg) -> erlang:nif_error(not_loaded).
 
 %% @doc Flushes and closes the connection; tracing through it stops.
 -spec close() -> ok.

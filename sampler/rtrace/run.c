@@ -44,6 +44,7 @@ typedef struct {
     unsigned port;
     uint64_t written, failed;
     int started; /* this run started request tracing in the node: it stops it */
+    int lost;    /* the connection to the node is gone: nothing more to ask it */
     int usage;   /* the node refused an option's value (--match) */
 } run;
 
@@ -255,6 +256,7 @@ static int config_call(run *r, const char *mod, const char *fun, ei_x_buff *args
     long long time = 0;
     if (rc != 0) {
         snprintf(err, err_len, "lost the connection to %s", r->node.target);
+        r->lost = 1;
     } else if (timed_out(&reply)) {
         too_slow(r, err, err_len);
         rc = -1;
@@ -396,10 +398,12 @@ static int trace_calls(run *r, char *err, size_t err_len)
     ei_x_encode_ulong(&args, (unsigned long)(o->duration_us / 1000 + 1000));
     ei_x_encode_empty_list(&args);
     int rc = kp_node_rpc(&r->node, "kprof_rtrace", "trace_calls", &args, &reply);
-    if (rc == 0)
+    if (rc == 0) {
         rc = calls_said(r, &reply, err, err_len);
-    else
+    } else {
         snprintf(err, err_len, "lost the connection to %s", r->node.target);
+        r->lost = 1;
+    }
     ei_x_free(&args);
     ei_x_free(&reply);
     return rc;
@@ -628,6 +632,7 @@ static int collect(run *r, const char *id)
     int rc = loop(r, deadline);
     if (rc == -2) {
         kp_error("lost the connection to %s; the traces so far are written", r->node.target);
+        r->lost = 1;
         code = KP_EXIT_NODE;
     } else if (rc < 0) {
         kp_error("the trace stream from %s is malformed or broken", r->node.target);
@@ -698,8 +703,11 @@ int kp_rtrace_run(const kp_rtrace_run_options *o)
         code = collect(&r, id);
     }
     /* only what this run started: request tracing that was already running
-     * (another kprof, the node's own callers) is left alone */
-    if (r.started && !o->session && r.node.fd >= 0 && code != KP_EXIT_NODE)
+     * (another kprof, the node's own callers) is left alone. A node too slow
+     * to answer in time (exit 4 too) is still there: what this run asked of
+     * it (a --mfa's pattern) may be done after the run gave up, and must go
+     * with the server */
+    if (r.started && !o->session && r.node.fd >= 0 && !r.lost)
         stop_server(&r);
     if (r.failed && code == KP_EXIT_OK)
         code = KP_EXIT_FAILURE;

@@ -8,7 +8,7 @@
 -module(kpt_calls).
 -behaviour(gen_server).
 
--export([main/1, request/2, run/1, load_start/1, load_stop/0, servers/0, left/0,
+-export([main/1, request/2, run/1, load_start/1, load_stop/0, servers/0, left/0, hold_server/1,
          get_work/0, put_work/0, delete_work/0, slow_work/0]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
@@ -53,6 +53,30 @@ load_stop() ->
     [exit(P, kill) || P <- persistent_term:get(kpt_calls_load, [])],
     _ = persistent_term:erase(kpt_calls_load),
     ok.
+
+%% @doc A node too slow to answer, made on purpose: the next request-trace
+%% server to start (none runs now) is suspended 20 ms after it registers,
+%% for `Ms', then resumed; `ok', or `running' when one runs already.
+-spec hold_server(pos_integer()) -> ok | running.
+hold_server(Ms) ->
+    case whereis(kprof_rtrace) of
+        undefined -> _ = spawn(fun() -> hold(Ms, 100000) end), ok;
+        _ -> running
+    end.
+
+hold(_, 0) ->
+    ok;
+hold(Ms, N) ->
+    case whereis(kprof_rtrace) of
+        undefined ->
+            timer:sleep(1),
+            hold(Ms, N - 1);
+        P ->
+            timer:sleep(20), % its start's reply goes first
+            erlang:suspend_process(P),
+            timer:sleep(Ms),
+            catch erlang:resume_process(P) % killed meanwhile, by kprof_rtrace:stop/0
+    end.
 
 %% @doc "Srv,Plain": the two processes a request reaches, as text.
 -spec servers() -> string().

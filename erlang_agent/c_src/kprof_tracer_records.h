@@ -14,7 +14,8 @@
  *          function (flen bytes), arity u8 (255 for 255 and more)
  *   MARK   kind, which u8 (KPT_MARK_BEGIN, KPT_MARK_END), pid id u32,
  *          ts i64, len u32, the pattern's message in external term format
- *          (the marks of kprof_rtrace_mark:begin_trace/1 and end_trace/1)
+ *          (the marks of kprof_rtrace_mark:begin_trace/1 and end_trace/1,
+ *          or the same written by kprof_tracer:mark/2)
  *   RESET  kind: pid and MFA ids start afresh
  *   DROP   kind, count u32: that many events were dropped at this point
  *   SEQ_CALL  (tier tracing) kind, pid id u32, MFA id u32, ts i64,

@@ -25,7 +25,8 @@
  * (a reply), from the sender's last event before.
  *
  * A trace begins with the mark of kprof_rtrace_mark:begin_trace/1 in its
- * process (or kp_rtrace_open() for a process traced from the shell), takes in
+ * process (its call's event, or through the NIF kprof_tracer:mark/2's
+ * record; kp_rtrace_open() for a process traced from the shell), takes in
  * the processes it spawns, and ends with the end mark, or is cut past its
  * bounds (events, duration: kp_rtrace_cut). */
 #ifndef KP_RTRACE_COLLECT_H

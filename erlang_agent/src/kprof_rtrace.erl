@@ -387,7 +387,10 @@ ensure_started(Mode) ->
                 owned = ?NOTHING_OWNED :: owned(), % the local patterns kprof set
                 %% where its flags and patterns are: open while armed
                 session :: kprof_tracing:session(),
-                linger :: reference() | undefined, % armed, no trace: see release/1
+                %% armed, no trace: until when the patterns stay (monotonic
+                %% ms), see release/1; and the one linger message on its way
+                linger :: integer() | undefined,
+                linger_timer :: reference() | undefined,
                 reached = [] :: [pid()] | all,     % see add_reached/2
                 %% the collector's pid, for the parts other nodes send
                 collector_pid :: pid() | undefined,
@@ -526,11 +529,8 @@ loop(S0) ->
             loop(part_in(No, From, Part, S));
         {clock, Node, Offset, Error, At} ->
             loop(S#state{clocks = (S#state.clocks)#{Node => {Offset, Error, At}}});
-        {linger, Ref} when Ref =:= S#state.linger ->
-            case settled(S#state{linger = undefined}) of
-                {true, S1} -> loop(disarm(quiet(S1)));
-                {false, S1} -> loop(S1) % the begun trace's end releases again
-            end;
+        {linger, Ref} when Ref =:= S#state.linger_timer ->
+            loop(lingered(S#state{linger_timer = undefined}));
         watch ->
             loop(watch(S));
         {reached, Pids} when is_list(Pids); Pids =:= all ->
@@ -1169,6 +1169,10 @@ following(#state{nif = Nif, owned = {_, _, Follow}}) -> Nif andalso Follow.
 %% begin_trace is a call), nor this server for disarming them. Armed
 %% patterns cost untraced code a breakpoint check per call meanwhile
 %% (tests/bench/rtrace_overhead measures it).
+%% While they linger, a trace's end neither withdraws the ticket (two
+%% writes to its table, and a begin meanwhile would make the call) nor
+%% starts a timer of its own: only their going needs no begin in flight
+%% (lingered/1).
 %% A session of kprof's own whose tracer is the port, now that the NIF
 %% serves, goes at once (see nif_session/1).
 release(S = #state{listen_until = Until}) when Until =/= 0 ->
@@ -1179,14 +1183,38 @@ release(S0 = #state{session = Session}) ->
     S = #state{settings = Settings} = S0#state{settings = settings(#{})},
     Stale = not kprof_tracing:shared(Session) andalso kprof_tracing:tracer(Session) =/= tracer(S),
     case maps:get(linger_ms, Settings, 0) of
-        _ when Stale ->
-            disarm(S);
-        Ms when is_integer(Ms), Ms > 0 ->
-            Ref = make_ref(),
-            erlang:send_after(min(Ms, ?MAX_LINGER_MS), self(), {linger, Ref}),
-            S#state{linger = Ref};
+        Ms when is_integer(Ms), Ms > 0, not Stale ->
+            linger(erlang:monotonic_time(millisecond) + min(Ms, ?MAX_LINGER_MS), S);
         _ ->
-            disarm(S)
+            case settled(S#state{linger = undefined}) of
+                {true, S1} -> disarm(S1);
+                {false, S1} -> S1 % recheck/1 comes back
+            end
+    end.
+
+%% The patterns stay until `Until': one timer at a time, however many
+%% traces end meanwhile (each end moves `Until' on).
+linger(Until, S = #state{linger_timer = undefined}) ->
+    Ref = make_ref(),
+    erlang:send_after(max(0, Until - erlang:monotonic_time(millisecond)), self(), {linger, Ref}),
+    S#state{linger = Until, linger_timer = Ref};
+linger(Until, S) ->
+    S#state{linger = Until}.
+
+%% The linger's timer is due: a trace since (linger undefined) or an end
+%% that moved it on keeps the patterns; else they go once no begin with
+%% the ticket is in flight (else its trace's end releases again).
+lingered(S = #state{linger = undefined}) ->
+    S;
+lingered(S = #state{linger = Until}) ->
+    case Until - erlang:monotonic_time(millisecond) > 0 of
+        true ->
+            linger(Until, S);
+        false ->
+            case settled(S#state{linger = undefined}) of
+                {true, S1} -> disarm(quiet(S1));
+                {false, S1} -> S1
+            end
     end.
 
 %% kprof's own session goes whole; in the shared one, what kprof set.
@@ -1268,11 +1296,8 @@ tell_guard(S = #state{guard = Guard}) ->
     S.
 
 %% No trace runs and no calls are traced: see release/1.
-release_idle(S0 = #state{traces = Traces, calls = []}) when map_size(Traces) =:= 0 ->
-    case settled(S0) of
-        {true, S} -> release(S);
-        {false, S} -> S % recheck/1 comes back
-    end;
+release_idle(S = #state{traces = Traces, calls = []}) when map_size(Traces) =:= 0 ->
+    release(S);
 release_idle(S) ->
     S.
 

@@ -4,7 +4,8 @@
 %%% during a long trace.
 -module(kprof_bench_rtrace).
 
--export([main/1, disarmed/0, loop_cost/1, latency/1, memory_growth/1, f/1, tracer/0]).
+-export([main/1, disarmed/0, loop_cost/1, latency/1, node_cpu/1, memory_growth/1, f/1,
+         tracer/0]).
 -export([http_start/0, esi/3]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
@@ -145,6 +146,54 @@ wait_disarmed(Ms) ->
         {traced, false} -> ok;
         _ -> timer:sleep(5), wait_disarmed(Ms - 5)
     end.
+
+%% @doc "traced_us,untraced_us,server_reductions,traced_logged_us": the
+%% node's CPU time (its threads' schedstat) per request that does nothing,
+%% traced (the begin and end in its process, the NIF's marks, the
+%% request-trace server's work for it, done in the pause after its block)
+%% and untraced, and the server's reductions per trace; then traced again
+%% with the line the server logs for each trace written (a notice, as the
+%% collector names the files) reaching the node's logger, which the first
+%% rounds hold back. `Rounds' rounds of a block of 200 of each kind, each
+%% block followed by 20 ms, in which the server and the collector finish;
+%% the pauses' own cost falls on all kinds.
+-spec node_cpu(pos_integer()) -> string().
+node_cpu(Rounds) ->
+    Traced = fun() -> kprof:trace_request(fun() -> ok end) end,
+    #{level := Level} = logger:get_primary_config(),
+    ok = logger:set_primary_config(level, warning),
+    Quiet = node_cpu([{traced, Traced}, {untraced, fun() -> ok end}], Rounds),
+    ok = logger:set_primary_config(level, notice),
+    Logged = node_cpu([{traced, Traced}], Rounds),
+    ok = logger:set_primary_config(level, Level),
+    Of = fun(Samples, K, I) -> median([element(I, S) || S <- Samples, element(1, S) =:= K]) end,
+    lists:flatten(io_lib:format("~.1f,~.1f,~p,~.1f",
+                                [Of(Quiet, traced, 2) / 1000, Of(Quiet, untraced, 2) / 1000,
+                                 round(Of(Quiet, traced, 3)), Of(Logged, traced, 2) / 1000])).
+
+node_cpu(Kinds, Rounds) ->
+    Block = 200,
+    _ = [F() || {_, F} <- Kinds, _ <- lists:seq(1, Block)],
+    timer:sleep(100),
+    Server = whereis(kprof_rtrace),
+    Reds = fun() -> {reductions, R} = process_info(Server, reductions), R end,
+    [begin
+         C0 = cpu_ns(),
+         R0 = Reds(),
+         _ = [F() || _ <- lists:seq(1, Block)],
+         timer:sleep(20),
+         {Kind, (cpu_ns() - C0) / Block, (Reds() - R0) / Block}
+     end || _ <- lists:seq(1, Rounds), {Kind, F} <- Kinds].
+
+%% The CPU time of this node's threads so far, ns (the first field of
+%% each thread's schedstat).
+cpu_ns() ->
+    Dir = "/proc/" ++ os:getpid() ++ "/task",
+    {ok, Tasks} = file:list_dir(Dir),
+    lists:sum([case file:read_file(filename:join([Dir, T, "schedstat"])) of
+                   {ok, Bin} -> binary_to_integer(hd(binary:split(Bin, <<" ">>)));
+                   _ -> 0 % a thread gone
+               end || T <- Tasks]).
 
 %% @doc "before_kb,during_max_kb,after_kb": the node's total memory around
 %% a traced loop of `N' iterations (sampled every 50 ms during it).

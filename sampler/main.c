@@ -32,7 +32,8 @@ static const char usage[] =
     "  1  failure: I/O error, out of memory, disk full\n"
     "  2  usage error: unknown command or option, bad option value\n"
     "  3  unusable input: no sample parses, corrupt compressed data, bad tier file\n"
-    "  4  node unreachable (unknown host, no epmd, no such node, wrong cookie) or lost\n";
+    "  4  node unreachable (unknown host, no epmd, no such node, wrong cookie), lost,\n"
+    "     or too slow to answer now (its schedulers or the host overloaded)\n";
 
 int main(int argc, char **argv)
 {

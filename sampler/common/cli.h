@@ -15,7 +15,7 @@ enum {
     KP_EXIT_FAILURE = 1, /* I/O error, out of memory, disk full */
     KP_EXIT_USAGE = 2,   /* bad command line */
     KP_EXIT_DATA = 3,    /* input unusable: nothing parses, corrupt file */
-    KP_EXIT_NODE = 4     /* cannot reach the node, or lost it mid-run */
+    KP_EXIT_NODE = 4     /* cannot reach the node, lost it mid-run, or it is too slow to answer */
 };
 
 /* Prints "kprof: " + the message + "\n" to stderr. */

@@ -62,7 +62,7 @@
 %%% Map}' merged with the options of each call; see defaults/0.
 -module(kprof_rtrace).
 
--export([begin_trace/2, begin_trace/3, begin_own/1, end_trace/1, untrace_own/2, ended/1,
+-export([begin_trace/2, begin_trace/3, begin_own/1, end_trace/1, untrace_own/2, ended/2,
          defaults/0,
          collector_config/0, collector_config/1, stop/0, listen/1]).
 -export([start_external/1, trace_pid/2, trace_calls/2, stop_calls/1, use_nif/1]).
@@ -160,24 +160,36 @@ begin_trace(Pid, Options, By) when is_pid(Pid), is_map(Options) ->
 
 %% @doc As begin_trace/3 with `self', for the calling process; from OTP 25.3
 %% without the call when the server published its ticket (see
-%% kprof_rtrace_ticket): the process then tells the server by a message,
-%% before its flags and its token, so that the message is not the trace's.
-%% A rate-limited begin (the HTTP toggles) takes its token from the
-%% server's bucket there too (kprof_rtrace_rate).
+%% kprof_rtrace_ticket): a trace whose messages are followed then tells the
+%% server by a message, before its flags and its token, so that the
+%% message is not the trace's; one that is not tells it nothing until its
+%% end (the run, for ended/2). A rate-limited begin (the HTTP toggles)
+%% takes its token from the server's bucket there too (kprof_rtrace_rate).
 -spec begin_own(settings()) ->
-          {ok, binary(), bounds(), {kprof_tracing:session(), [atom()], port() | undefined}}
+          {ok, binary(), bounds(), {kprof_tracing:session(), [atom()], port() | undefined},
+           kprof_rtrace_ticket:run() | undefined}
           | {error, term()}.
 begin_own(Options) ->
     Settings = settings(Options),
     case kprof_rtrace_ticket:take(maps:get(max_concurrent, Settings), Options) of
-        {ok, Server, {Session, Port, Following}} ->
+        {ok, Server, {Session, Port, Following}, Counters} ->
             {Id, Bounds, Flags} = new_trace(erlang:unique_integer([positive]), Following, Settings),
-            Server ! {begun, Id, self(), maps:get(max_duration_ms, Settings)},
-            {ok, Id, Bounds, {Session, Flags, Port}};
+            Ms = maps:get(max_duration_ms, Settings),
+            Run = case Bounds of
+                      #{follow := _} ->
+                          Server ! {begun, Id, self(), Ms},
+                          undefined;
+                      _ ->
+                          kprof_rtrace_ticket:run(Counters, Server, Id, Ms)
+                  end,
+            {ok, Id, Bounds, {Session, Flags, Port}, Run};
         rate_limited ->
             {error, rate_limited};
         none ->
-            begin_trace(self(), Options, self)
+            case begin_trace(self(), Options, self) of
+                {ok, Id, Bounds, Tracing} -> {ok, Id, Bounds, Tracing, undefined};
+                Error -> Error
+            end
     end.
 
 %% @doc Ends a trace begun by begin_trace/2: a call in which this server
@@ -199,9 +211,11 @@ untrace_own(Session, Port) ->
 
 %% @doc Then, from that process without its seq_trace token: the server
 %% does the rest of ending trace `Id' meanwhile (no second wait on the
-%% request's path).
--spec ended(binary()) -> ok.
-ended(Id) ->
+%% request's path). A trace begun with no message ends its count first
+%% (`Run', kprof_rtrace_ticket:run_ended/1).
+-spec ended(binary(), kprof_rtrace_ticket:run() | undefined) -> ok.
+ended(Id, Run) ->
+    _ = Run =:= undefined orelse kprof_rtrace_ticket:run_ended(Run),
     case whereis(?MODULE) of
         undefined -> ok;
         Server -> Server ! {end_trace, Id}, ok
@@ -515,6 +529,8 @@ loop(S0) ->
             loop(finish(Id, S));
         {end_trace, Id} -> % its process cleared its own flags
             loop(finish(Id, false, S));
+        {run_timeout, Id, Pid} -> % a trace begun with no message
+            loop(run_timeout(Id, Pid, S));
         {listen, Origin} when is_atom(Origin) ->
             loop(listen_on(S));
         listen_check ->
@@ -951,9 +967,17 @@ finish(Id, UntraceRoot, S = #state{traces = Traces}) ->
             _ = UntraceRoot andalso kprof_rtrace_flags:untrace(Root, S#state.session, S#state.port),
             Now = erlang:monotonic_time(millisecond),
             release_idle(untrace_reached(flush_soon(S#state{traces = Rest, last_trace = Now})));
-        error ->
-            S
+        error -> % begun with no message (or ended already): what an end needs
+            Now = erlang:monotonic_time(millisecond),
+            release_idle(untrace_reached(flush_soon(S#state{last_trace = Now})))
     end.
+
+%% The duration of trace `Id', begun with no message, is over: its count
+%% is this server's to end, and its process, if still in it, loses its
+%% flags (as finish/3 clears a held trace's root); the collector cuts it.
+run_timeout(Id, Pid, S = #state{session = Session, port = Port}) ->
+    _ = kprof_rtrace_own:running(Pid) =:= Id andalso kprof_rtrace_flags:untrace(Pid, Session, Port),
+    finish(Id, false, S#state{ticket = kprof_rtrace_ticket:timed_out(S#state.ticket)}).
 
 %% Undoes what the server set if it dies without its own shutdown (killed):
 %% the server tells it what it owns before arming it. kprof's own session

@@ -6,8 +6,9 @@
 %%% request's. So the order is:
 %%% <ol>
 %%% <li>kprof_rtrace's server registers the trace (the one call; from OTP
-%%%   25.3, with the patterns armed, a message instead: kprof_rtrace_ticket),
-%%%   then the process puts its dictionary entry and its seq_trace token,
+%%%   25.3, with the patterns armed, a message instead, and none at all for
+%%%   a trace whose messages are not followed: kprof_rtrace_ticket), then
+%%%   the process puts its dictionary entry and its seq_trace token,
 %%%   untraced;</li>
 %%% <li>it sets its own flags and writes its begin mark, the trace's first
 %%%   record (mark/3);</li>
@@ -22,13 +23,14 @@
 %%% serves instead of the NIF.
 -module(kprof_rtrace_own).
 
--export([begin_trace/1, end_trace/1, end_trace/0, id/0]).
+-export([begin_trace/1, end_trace/1, end_trace/0, id/0, running/1]).
 
 %% the running trace in the process's dictionary
 -define(KEY, kprof_rtrace_own).
 
 -opaque trace() :: {Id :: binary(), kprof_tracing:session(), port() | undefined,
-                    Label :: {kprof, pos_integer()} | undefined}.
+                    Label :: {kprof, pos_integer()} | undefined,
+                    kprof_rtrace_ticket:run() | undefined}.
 -export_type([trace/0]).
 
 %% @doc Begins a trace of the calling process with `Options' (see
@@ -39,8 +41,8 @@ begin_trace(Options) ->
     case get(?KEY) of
         undefined ->
             case kprof_rtrace:begin_own(Options) of
-                {ok, Id, Bounds, {Session, Flags, Port}} ->
-                    T = {Id, Session, Port, follow(Bounds)},
+                {ok, Id, Bounds, {Session, Flags, Port}, Run} ->
+                    T = {Id, Session, Port, follow(Bounds), Run},
                     put(?KEY, T),
                     case kprof_tracing:process(Session, self(), true, Flags) of
                         1 ->
@@ -48,27 +50,28 @@ begin_trace(Options) ->
                             {ok, Id, T};
                         0 -> % another tracer took the process since the check
                             forget(T),
+                            _ = Run =:= undefined orelse kprof_rtrace_ticket:run_ended(Run),
                             kprof_rtrace:end_trace(Id),
                             {error, cannot_trace_process}
                     end;
                 {error, _} = Error ->
                     Error
             end;
-        {Id, _, _, _} ->
+        {Id, _, _, _, _} ->
             {error, {already_tracing, Id}}
     end.
 
 %% @doc Ends trace `T' of the calling process, unless it ended already
 %% (end_trace/0 inside kprof:trace_request/2).
 -spec end_trace(trace()) -> ok.
-end_trace({Id, Session, Port, _} = T) ->
+end_trace({Id, Session, Port, _, Run} = T) ->
     %% the mark first: an ended trace's is ignored
     mark(Session, end_trace, Id),
     case get(?KEY) of
         T ->
             ok = kprof_rtrace:untrace_own(Session, Port),
             forget(T),
-            kprof_rtrace:ended(Id);
+            kprof_rtrace:ended(Id, Run);
         _ ->
             ok
     end.
@@ -85,8 +88,22 @@ end_trace() ->
 -spec id() -> binary() | undefined.
 id() ->
     case get(?KEY) of
-        {Id, _, _, _} -> Id;
+        {Id, _, _, _, _} -> Id;
         undefined -> undefined
+    end.
+
+%% @doc For kprof_rtrace's server: the id of the trace running in process
+%% `Pid', or undefined (read from its dictionary, as id/0 in it).
+-spec running(pid()) -> binary() | undefined.
+running(Pid) ->
+    case erlang:process_info(Pid, dictionary) of
+        {dictionary, Dict} ->
+            case lists:keyfind(?KEY, 1, Dict) of
+                {_, {Id, _, _, _, _}} -> Id;
+                false -> undefined
+            end;
+        undefined ->
+            undefined
     end.
 
 %% The mark: written by the NIF at once when it is the session's tracer
@@ -102,7 +119,7 @@ mark(Session, Which, Msg) ->
             kprof_rtrace_mark:Which(Msg)
     end.
 
-forget({_, _, _, Label}) ->
+forget({_, _, _, Label, _}) ->
     _ = erase(?KEY),
     unfollow(Label).
 

@@ -23,14 +23,15 @@ none_until_published_test() ->
                         ?assertEqual(none, kprof_rtrace_ticket:take(8, #{})),
                         _ = kprof_rtrace_ticket:publish(content(), T0),
                         Self = self(),
-                        ?assertEqual({ok, Self, content()}, kprof_rtrace_ticket:take(8, #{})),
+                        ?assertMatch({ok, Self, {_, undefined, true}, _},
+                                     kprof_rtrace_ticket:take(8, #{})),
                         ok
                 end).
 
 settles_once_registered_test() ->
     with_server(fun(T0) ->
                         T1 = kprof_rtrace_ticket:publish(content(), T0),
-                        {ok, _, _} = kprof_rtrace_ticket:take(8, #{}),
+                        {ok, _, _, _} = kprof_rtrace_ticket:take(8, #{}),
                         %% taken, its message not read: the server waits
                         {false, T2} = kprof_rtrace_ticket:settled(T1),
                         %% withdrawn by settled/1: nothing more is taken
@@ -40,21 +41,55 @@ settles_once_registered_test() ->
                         {true, T5} = kprof_rtrace_ticket:settled(T4),
                         %% published again, a killed taker is forgiven
                         T6 = kprof_rtrace_ticket:publish(content(), T5),
-                        {ok, _, _} = kprof_rtrace_ticket:take(8, #{}),
+                        {ok, _, _, _} = kprof_rtrace_ticket:take(8, #{}),
                         {false, T7} = kprof_rtrace_ticket:settled(T6),
                         {true, _} = kprof_rtrace_ticket:settled(kprof_rtrace_ticket:forgive(T7)),
+                        ok
+                end).
+
+%% A trace begun with no message runs until its process ends it, or its
+%% timer fires at the server, which then ends its count; forgiving the
+%% begins in flight leaves it running.
+runs_without_message_test() ->
+    with_server(fun(T0) ->
+                        T1 = kprof_rtrace_ticket:publish(content(), T0),
+                        Self = self(),
+                        {ok, Self, _, C} = kprof_rtrace_ticket:take(8, #{}),
+                        Run = kprof_rtrace_ticket:run(C, Self, <<"a">>, 60000),
+                        {false, T2} = kprof_rtrace_ticket:settled(T1),
+                        {false, T3} = kprof_rtrace_ticket:settled(kprof_rtrace_ticket:forgive(T2)),
+                        %% it counts toward max_concurrent
+                        T4 = kprof_rtrace_ticket:publish(content(), T3),
+                        ?assertEqual(none, kprof_rtrace_ticket:take(1, #{})),
+                        ok = kprof_rtrace_ticket:run_ended(Run),
+                        {true, T5} = kprof_rtrace_ticket:settled(T4),
+                        %% past its duration: the server's message ends it,
+                        %% and the process's own end does not again
+                        T6 = kprof_rtrace_ticket:publish(content(), T5),
+                        {ok, _, _, C} = kprof_rtrace_ticket:take(8, #{}),
+                        Run2 = kprof_rtrace_ticket:run(C, Self, <<"b">>, 1),
+                        receive {run_timeout, <<"b">>, Self} -> ok after 1000 -> error(no_timeout) end,
+                        {false, T7} = kprof_rtrace_ticket:settled(T6),
+                        T8 = kprof_rtrace_ticket:timed_out(T7),
+                        ok = kprof_rtrace_ticket:run_ended(Run2),
+                        {true, T9} = kprof_rtrace_ticket:settled(T8),
+                        %% one running again: a double end would hide it
+                        T10 = kprof_rtrace_ticket:publish(content(), T9),
+                        {ok, _, _, C} = kprof_rtrace_ticket:take(8, #{}),
+                        _ = kprof_rtrace_ticket:run(C, Self, <<"c">>, 60000),
+                        {false, _} = kprof_rtrace_ticket:settled(T10),
                         ok
                 end).
 
 max_concurrent_test() ->
     with_server(fun(T0) ->
                         T1 = kprof_rtrace_ticket:held(1, kprof_rtrace_ticket:publish(content(), T0)),
-                        {ok, _, _} = kprof_rtrace_ticket:take(2, #{}), % 1 held + this one
+                        {ok, _, _, _} = kprof_rtrace_ticket:take(2, #{}), % 1 held + this one
                         ?assertEqual(none, kprof_rtrace_ticket:take(2, #{})), % and one in flight
                         T2 = kprof_rtrace_ticket:registered(2, T1),
                         ?assertEqual(none, kprof_rtrace_ticket:take(2, #{})),
                         _ = kprof_rtrace_ticket:held(1, T2),
-                        {ok, _, _} = kprof_rtrace_ticket:take(2, #{}),
+                        {ok, _, _, _} = kprof_rtrace_ticket:take(2, #{}),
                         ok
                 end).
 
@@ -67,7 +102,7 @@ rate_limited_take_test() ->
     with_server(fun(T0) ->
                         T1 = kprof_rtrace_ticket:publish(content(), T0),
                         %% a bucket of one token a second: one begin, then none
-                        {ok, _, _} = kprof_rtrace_ticket:take(8, #{rate_limit => 1}),
+                        {ok, _, _, _} = kprof_rtrace_ticket:take(8, #{rate_limit => 1}),
                         ?assertEqual(rate_limited, kprof_rtrace_ticket:take(8, #{rate_limit => 1})),
                         %% the refused one is not in flight: one registered
                         %% begin and the server settles

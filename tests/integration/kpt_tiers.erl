@@ -19,7 +19,7 @@
          http_start/0, http_start/2, kv/3, rtrace_setup/4, fast/0, fast_traces/1, patterns_left/0,
          stop_rtrace/0, collector_signal/1, backlog_trace/1, tracer_kind/0, stats_requests/0,
          hold_user_token/0, user_token/1, stop_holder/1, late_module_trace/0, hashes/0,
-         bif_trace/1]).
+         bif_trace/1, outlived_traces/0]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -170,6 +170,31 @@ fast() -> lists:sum(lists:seq(1, 20)).
 fast_traces(N) ->
     Ids = [kprof:trace_request(fun() -> fast(), kprof:trace_id() end) || _ <- lists:seq(1, N)],
     lists:flatten(lists:join(",", [binary_to_list(I) || I <- Ids, is_binary(I)])).
+
+%% @doc Two traces whose messages are not followed (from OTP 25.3 they
+%% begin with no message to kprof's server) and that outlive their bound,
+%% `max_duration_ms' 300: one in a process that exits inside it, one in
+%% this process, which ends it 1 s after its begin. "Id1,Id2,Flagged":
+%% Flagged, whether this process was still call-traced 600 ms in (a
+%% process cleared by another keeps monotonic_timestamp alone, see
+%% kprof_rtrace_flags).
+-spec outlived_traces() -> string().
+outlived_traces() ->
+    Opts = #{max_processes => 0, max_duration_ms => 300},
+    Self = self(),
+    {Pid, Ref} = spawn_monitor(fun() ->
+                                       {ok, Id} = kprof:trace_begin(Opts),
+                                       fast(),
+                                       Self ! {id, self(), Id}
+                               end),
+    Id1 = receive {id, Pid, I} -> I end,
+    receive {'DOWN', Ref, process, Pid, _} -> ok end,
+    {ok, Id2} = kprof:trace_begin(Opts),
+    fast(),
+    timer:sleep(600),
+    {flags, Flags} = kprof_tracing:info(kprof_tracing:session_of(kprof_rtrace), self(), flags),
+    ok = kprof:trace_end(),
+    lists:flatten(io_lib:format("~s,~s,~p", [Id1, Id2, lists:member(call, Flags)])).
 
 %% @doc Calls to a BIF (erlang:phash2/1), from hashes/2.
 -spec hashes() -> integer().

@@ -422,7 +422,8 @@ ensure_started(Mode) ->
                 %% begins without a call (kprof_rtrace_ticket), and since
                 %% when one is in flight while the server waits to settle
                 ticket :: kprof_rtrace_ticket:ticket(),
-                unsettled :: {integer(), Due :: boolean()} | undefined}).
+                unsettled :: {integer(), Due :: boolean()} | undefined,
+                told_files = false :: boolean()}).      % see collector_line/2
 
 %% `all': every loaded function (no one else had a call pattern); else
 %% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
@@ -558,8 +559,7 @@ loop(S0) ->
                  || P <- Pids, is_pid(P)],
             loop(S);
         {Port, {data, {_, Line}}} when Port =:= S#state.collector ->
-            logger:notice("~ts", [Line]),
-            loop(S);
+            loop(collector_line(Line, S));
         {Port, {exit_status, Status}} when Port =:= S#state.collector ->
             Status =:= 0 orelse logger:warning("kprof trace collector exited with ~p", [Status]),
             loop(release_first(S#state{collector = undefined}));
@@ -783,6 +783,30 @@ begun(Id, Pid, Ms, S = #state{traces = Traces}) ->
     listen_tick(S#state{traces = Traces1, linger = undefined, unsettled = undefined,
                         ticket = kprof_rtrace_ticket:registered(map_size(Traces1),
                                                                 S#state.ticket)}).
+
+%% A line of the collector's. Each trace it writes, it names the files of:
+%% at a hundred traces a second (the HTTP toggles' default rate limit) a
+%% notice each would flood the node's log, and cost the node about 90 us
+%% of CPU apiece where the log is a file, three times the trace's own
+%% (tests/bench/rtrace_overhead). So only the first is a notice, saying
+%% where the others go; the others are info. Any other line (a trace not
+%% written, and why) stays a notice.
+collector_line(Line, S) ->
+    case {string:prefix(Line, "kprof: trace "), string:find(Line, " not written: ")} of
+        {nomatch, _} ->
+            logger:notice("~ts", [Line]),
+            S;
+        {_, nomatch} when S#state.told_files ->
+            logger:info("~ts", [Line]),
+            S;
+        {_, nomatch} ->
+            logger:notice("~ts (each trace's files are logged at level info from here on)",
+                          [Line]),
+            S#state{told_files = true};
+        _ ->
+            logger:notice("~ts", [Line]),
+            S
+    end.
 
 %% The ticket is published while a trace can begin as start_armed/4 begins
 %% it: patterns armed (BIFs off), events through the NIF, the session's

@@ -24,13 +24,14 @@
 %%%
 %%% A trace whose messages are not followed tells the server nothing at
 %%% all until its end (run/4): the server's work for a begin, on the other
-%%% scheduler while the request runs, cost such a request about 10 us on
-%%% OTP 27. Its count moves to a third counter, traces running, which it
-%%% ends itself (run_ended/1); its duration's timer, set by the process to
-%%% fire at the server, ends it instead when the process outlives its
-%%% trace's bounds or dies in it (timed_out/1). The server settles only
-%%% when none runs. Following needs the server at the begin (it tells the
-%%% other nodes to listen), so a followed trace sends its message.
+%%% scheduler while the request runs, cost such a request about 4 us on
+%%% OTP 27, and the node 3.5 us of CPU (docs/performance.md). Its count
+%%% moves to a third counter, traces running, which it ends itself
+%%% (run_ended/1); its duration's timer, set by the process to fire at the
+%%% server, ends it instead when the process outlives its trace's bounds
+%%% or dies in it (timed_out/1). The server settles only when none runs.
+%%% Following needs the server at the begin (it tells the other nodes to
+%%% listen), so a followed trace sends its message.
 -module(kprof_rtrace_ticket).
 
 -export([new/1, new/2, supported/0, publish/2, settled/1, registered/2, held/2, forgive/1,
@@ -42,6 +43,9 @@
 -define(IN_FLIGHT, 1).
 -define(HELD, 2).
 -define(RUNNING, 3).
+%% the longest wait erlang:send_after/3 takes (about 49 days): a trace's
+%% duration given as an option is not bounded by the settings' checks
+-define(MAX_WAIT_MS, 16#FFFFFFFF).
 
 %% What a trace needs: the session, the trace port (untrace_own/2), and
 %% whether its messages may be followed; or none.
@@ -163,7 +167,7 @@ take(Max, Options) ->
 run(C, Server, Id, Ms) ->
     atomics:add(C, ?RUNNING, 1),
     atomics:sub(C, ?IN_FLIGHT, 1),
-    {C, erlang:send_after(Ms, Server, {run_timeout, Id, self()})}.
+    {C, erlang:send_after(min(Ms, ?MAX_WAIT_MS), Server, {run_timeout, Id, self()})}.
 
 %% @doc That process, at its trace's end: its count ends, unless its timer
 %% fired (the server then ended it).

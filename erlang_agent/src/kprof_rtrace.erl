@@ -822,18 +822,27 @@ publish(S = #state{armed = Armed, nif = Nif, session = Session, traces = Traces}
                                                                           S#state.ticket))}.
 
 %% Withdraws the ticket (publish/1 puts it back at the loop's next turn);
-%% true when no begin with it is in flight. Otherwise its message comes
-%% soon, and the server checks again in 1 ms (recheck/1).
+%% true when no begin with it is in flight and no trace begun with no
+%% message runs. A begin in flight: its message comes soon, and the server
+%% checks again in 1 ms (recheck/1), forgiving it past ?FORGIVE_MS. Only
+%% traces running: each one's end, or its timer, releases again; and the
+%% wait for begins in flight is over (they went on as such traces), so
+%% that one later is not forgiven as if it had waited since.
 settled(S) ->
     case kprof_rtrace_ticket:settled(S#state.ticket) of
         {true, T} ->
             {true, S#state{ticket = T, unsettled = undefined}};
         {false, T} ->
-            Unsettled = case S#state.unsettled of
-                            undefined -> {erlang:monotonic_time(millisecond), false};
-                            U -> U
-                        end,
-            {false, S#state{ticket = T, unsettled = due(Unsettled)}}
+            case kprof_rtrace_ticket:in_flight(T) of
+                true ->
+                    Unsettled = case S#state.unsettled of
+                                    undefined -> {erlang:monotonic_time(millisecond), false};
+                                    U -> U
+                                end,
+                    {false, S#state{ticket = T, unsettled = due(Unsettled)}};
+                false ->
+                    {false, S#state{ticket = T, unsettled = undefined}}
+            end
     end.
 
 due({Since, false}) ->
@@ -1251,7 +1260,8 @@ linger(Until, S) ->
 
 %% The linger's timer is due: a trace since (linger undefined) or an end
 %% that moved it on keeps the patterns; else they go once no begin with
-%% the ticket is in flight (else its trace's end releases again).
+%% the ticket is in flight and no trace begun with no message runs (else,
+%% see settled/1, the patterns linger again from a later release/1).
 lingered(S = #state{linger = undefined}) ->
     S;
 lingered(S = #state{linger = Until}) ->

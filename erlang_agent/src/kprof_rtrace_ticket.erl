@@ -35,7 +35,7 @@
 -module(kprof_rtrace_ticket).
 
 -export([new/1, new/2, supported/0, publish/2, settled/1, registered/2, held/2, forgive/1,
-         take/2, run/4, run_ended/1, timed_out/1]).
+         take/2, run/4, run_ended/1, timed_out/1, in_flight/1]).
 
 -define(TAB, ?MODULE).
 %% counters: 1, begins in flight; 2, traces the server holds; 3, traces
@@ -96,6 +96,12 @@ settled(off) -> {true, off};
 settled(T0) ->
     T = {C, _, none} = publish(none, T0),
     {atomics:get(C, ?IN_FLIGHT) =< 0 andalso atomics:get(C, ?RUNNING) =< 0, T}.
+
+%% @doc For the server, when settled/1 said no: whether a begin is in
+%% flight (else only traces begun with no message run).
+-spec in_flight(ticket()) -> boolean().
+in_flight(off) -> false;
+in_flight({C, _, _}) -> atomics:get(C, ?IN_FLIGHT) > 0.
 
 %% @doc The server read a begin's message and holds `Held' traces now.
 -spec registered(non_neg_integer(), ticket()) -> ticket().

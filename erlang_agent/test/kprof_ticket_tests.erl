@@ -55,7 +55,10 @@ runs_without_message_test() ->
                         T1 = kprof_rtrace_ticket:publish(content(), T0),
                         Self = self(),
                         {ok, Self, _, C} = kprof_rtrace_ticket:take(8, #{}),
+                        ?assert(kprof_rtrace_ticket:in_flight(T1)),
                         Run = kprof_rtrace_ticket:run(C, Self, <<"a">>, 60000),
+                        %% running, no longer in flight: nothing to forgive
+                        ?assertNot(kprof_rtrace_ticket:in_flight(T1)),
                         {false, T2} = kprof_rtrace_ticket:settled(T1),
                         {false, T3} = kprof_rtrace_ticket:settled(kprof_rtrace_ticket:forgive(T2)),
                         %% it counts toward max_concurrent

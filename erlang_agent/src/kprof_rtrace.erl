@@ -215,7 +215,7 @@ untrace_own(Session, Port) ->
 %% (`Run', kprof_rtrace_ticket:run_ended/1).
 -spec ended(binary(), kprof_rtrace_ticket:run() | undefined) -> ok.
 ended(Id, Run) ->
-    _ = Run =:= undefined orelse kprof_rtrace_ticket:run_ended(Run),
+    ok = kprof_rtrace_ticket:run_ended(Run),
     case whereis(?MODULE) of
         undefined -> ok;
         Server -> Server ! {end_trace, Id}, ok
@@ -993,17 +993,18 @@ finish(Id, S) ->
 
 %% `UntraceRoot': false when the trace's process cleared its own flags
 %% (clearing them here would wait for it to be scheduled out).
-finish(Id, UntraceRoot, S = #state{traces = Traces}) ->
-    case maps:take(Id, Traces) of
-        {#trace{root = Root, timer = Timer}, Rest} ->
-            _ = erlang:cancel_timer(Timer),
-            _ = UntraceRoot andalso kprof_rtrace_flags:untrace(Root, S#state.session, S#state.port),
-            Now = erlang:monotonic_time(millisecond),
-            release_idle(untrace_reached(flush_soon(S#state{traces = Rest, last_trace = Now})));
-        error -> % begun with no message (or ended already): what an end needs
-            Now = erlang:monotonic_time(millisecond),
-            release_idle(untrace_reached(flush_soon(S#state{last_trace = Now})))
-    end.
+finish(Id, UntraceRoot, S0 = #state{traces = Traces}) ->
+    S = case maps:take(Id, Traces) of
+            {#trace{root = Root, timer = Timer}, Rest} ->
+                _ = erlang:cancel_timer(Timer),
+                _ = UntraceRoot andalso
+                    kprof_rtrace_flags:untrace(Root, S0#state.session, S0#state.port),
+                S0#state{traces = Rest};
+            error -> % begun with no message (or ended already): what an end needs
+                S0
+        end,
+    Now = erlang:monotonic_time(millisecond),
+    release_idle(untrace_reached(flush_soon(S#state{last_trace = Now}))).
 
 %% The duration of trace `Id', begun with no message, is over: its count
 %% is this server's to end, and its process, if still in it, loses its

@@ -50,7 +50,7 @@ begin_trace(Options) ->
                             {ok, Id, T};
                         0 -> % another tracer took the process since the check
                             forget(T),
-                            _ = Run =:= undefined orelse kprof_rtrace_ticket:run_ended(Run),
+                            ok = kprof_rtrace_ticket:run_ended(Run),
                             kprof_rtrace:end_trace(Id),
                             {error, cannot_trace_process}
                     end;

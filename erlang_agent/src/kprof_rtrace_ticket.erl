@@ -176,8 +176,11 @@ run(C, Server, Id, Ms) ->
     {C, erlang:send_after(min(Ms, ?MAX_WAIT_MS), Server, {run_timeout, Id, self()})}.
 
 %% @doc That process, at its trace's end: its count ends, unless its timer
-%% fired (the server then ended it).
--spec run_ended(run()) -> ok.
+%% fired (the server then ended it); nothing for a trace the server was
+%% told of (undefined).
+-spec run_ended(run() | undefined) -> ok.
+run_ended(undefined) ->
+    ok;
 run_ended({C, Timer}) ->
     _ = erlang:cancel_timer(Timer) =/= false andalso atomics:sub(C, ?RUNNING, 1),
     ok.

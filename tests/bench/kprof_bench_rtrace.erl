@@ -166,9 +166,10 @@ wait_disarmed(Ms) ->
 %% and untraced, and the server's reductions per trace; then traced again
 %% with the node's logger at level notice, its default, as the collector
 %% names each trace's files (the server logs the first as a notice, the
-%% rest at info), where the first rounds hold back all but warnings. `Rounds' rounds of a block of 200 of each kind, each
-%% block followed by 20 ms, in which the server and the collector finish;
-%% the pauses' own cost falls on all kinds.
+%% rest at info), where the first rounds hold back all but warnings.
+%% `Rounds' rounds of a block of 200 of each kind, each block followed by
+%% 20 ms, in which the server and the collector finish; the pauses' own
+%% cost falls on all kinds (kprof_bench_session:node_cpu_ns/0).
 -spec node_cpu(pos_integer()) -> string().
 node_cpu(Rounds) ->
     Traced = fun() -> kprof:trace_request(fun() -> ok end) end,
@@ -190,22 +191,12 @@ node_cpu(Kinds, Rounds) ->
     Server = whereis(kprof_rtrace),
     Reds = fun() -> {reductions, R} = process_info(Server, reductions), R end,
     [begin
-         C0 = cpu_ns(),
+         C0 = kprof_bench_session:node_cpu_ns(),
          R0 = Reds(),
          _ = [F() || _ <- lists:seq(1, Block)],
          timer:sleep(20),
-         {Kind, (cpu_ns() - C0) / Block, (Reds() - R0) / Block}
+         {Kind, (kprof_bench_session:node_cpu_ns() - C0) / Block, (Reds() - R0) / Block}
      end || _ <- lists:seq(1, Rounds), {Kind, F} <- Kinds].
-
-%% The CPU time of this node's threads so far, ns (the first field of
-%% each thread's schedstat).
-cpu_ns() ->
-    Dir = "/proc/" ++ os:getpid() ++ "/task",
-    {ok, Tasks} = file:list_dir(Dir),
-    lists:sum([case file:read_file(filename:join([Dir, T, "schedstat"])) of
-                   {ok, Bin} -> binary_to_integer(hd(binary:split(Bin, <<" ">>)));
-                   _ -> 0 % a thread gone
-               end || T <- Tasks]).
 
 %% @doc "before_kb,during_max_kb,after_kb": the node's total memory around
 %% a traced loop of `N' iterations (sampled every 50 ms during it).

@@ -13,7 +13,7 @@
 %%% its threads).
 -module(kprof_bench_session).
 
--export([main/1]).
+-export([main/1, node_cpu_ns/0]).
 
 -spec main([string()]) -> ok.
 main([CyclesText, RepsText]) ->
@@ -68,13 +68,18 @@ cycles(own, N) ->
     _ = kprof_tracing:close(S),
     cycles(own, N - 1).
 
-%% All the node's threads: arming stops every scheduler at a code barrier.
+%% @doc The CPU time of all the node's threads so far, ns (the first field
+%% of each one's schedstat): arming stops every scheduler at a code
+%% barrier. Also kprof_bench_rtrace's.
+-spec node_cpu_ns() -> non_neg_integer().
 node_cpu_ns() ->
     {ok, Tids} = file:list_dir("/proc/self/task"),
-    lists:sum([begin
-                   {ok, B} = file:read_file("/proc/self/task/" ++ T ++ "/schedstat"),
-                   [Ns | _] = string:lexemes(binary_to_list(B), " \n"),
-                   list_to_integer(Ns)
+    lists:sum([case file:read_file("/proc/self/task/" ++ T ++ "/schedstat") of
+                   {ok, B} ->
+                       [Ns | _] = string:lexemes(binary_to_list(B), " \n"),
+                       list_to_integer(Ns);
+                   _ ->
+                       0 % a thread gone
                end || T <- Tids]).
 
 median(L) ->

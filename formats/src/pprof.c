@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kp/alloc.h"
+#include "kp/protobuf.h"
 #include "kp/strtab.h"
 #include "kp/symbol.h"
 
@@ -159,37 +160,6 @@ kp_status kp_pprof_add(kp_pprof *p, const char *stack, size_t len, const int64_t
     return KP_OK;
 }
 
-/* ------------------------------------------------------------------ */
-/* protocol buffer wire format: varints, and length-delimited fields */
-
-static kp_status varint(kp_buf *b, uint64_t v)
-{
-    unsigned char t[10];
-    size_t n = 0;
-    do {
-        t[n] = (unsigned char)(v & 0x7f);
-        v >>= 7;
-        if (v)
-            t[n] |= 0x80;
-        n++;
-    } while (v);
-    return kp_buf_append(b, t, n);
-}
-
-static kp_status field_varint(kp_buf *b, unsigned field, uint64_t v)
-{
-    kp_status st = varint(b, (uint64_t)field << 3);
-    return st == KP_OK ? varint(b, v) : st;
-}
-
-static kp_status field_bytes(kp_buf *b, unsigned field, const void *data, size_t len)
-{
-    kp_status st = varint(b, (uint64_t)field << 3 | 2);
-    if (st == KP_OK)
-        st = varint(b, len);
-    return st == KP_OK ? kp_buf_append(b, data, len) : st;
-}
-
 /* Sample: location_id (1) leaf first, value (2), both packed. */
 static kp_status sample(const kp_pprof *p, size_t k, kp_buf *ids, kp_buf *vals, kp_buf *msg)
 {
@@ -199,13 +169,13 @@ static kp_status sample(const kp_pprof *p, size_t k, kp_buf *ids, kp_buf *vals, 
     kp_buf_clear(msg);
     kp_status st = KP_OK;
     for (size_t f = begin; f < p->ends[k] && st == KP_OK; f++)
-        st = varint(ids, p->frames[f]); /* a frame's location id is its name's */
+        st = kp_pb_varint(ids, p->frames[f]); /* a frame's location id is its name's */
     for (size_t t = 0; t < p->n_types && st == KP_OK; t++)
-        st = varint(vals, (uint64_t)p->values[k * p->n_types + t]);
+        st = kp_pb_varint(vals, (uint64_t)p->values[k * p->n_types + t]);
     if (st == KP_OK)
-        st = field_bytes(msg, 1, ids->data, ids->len);
+        st = kp_pb_field_bytes(msg, 1, ids->data, ids->len);
     if (st == KP_OK)
-        st = field_bytes(msg, 2, vals->data, vals->len);
+        st = kp_pb_field_bytes(msg, 2, vals->data, vals->len);
     return st;
 }
 
@@ -215,16 +185,16 @@ kp_status kp_pprof_encode(const kp_pprof *p, int64_t time_ns, int64_t duration_n
     kp_status st = KP_OK;
     for (size_t t = 0; t < p->n_types && st == KP_OK; t++) { /* sample_type (1) */
         kp_buf_clear(&msg);
-        st = field_varint(&msg, 1, p->type_ids[t]);
+        st = kp_pb_field_varint(&msg, 1, p->type_ids[t]);
         if (st == KP_OK)
-            st = field_varint(&msg, 2, p->unit_ids[t]);
+            st = kp_pb_field_varint(&msg, 2, p->unit_ids[t]);
         if (st == KP_OK)
-            st = field_bytes(out, 1, msg.data, msg.len);
+            st = kp_pb_field_bytes(out, 1, msg.data, msg.len);
     }
     for (size_t k = 0; k < p->n_samples && st == KP_OK; k++) { /* sample (2) */
         st = sample(p, k, &ids, &vals, &msg);
         if (st == KP_OK)
-            st = field_bytes(out, 2, msg.data, msg.len);
+            st = kp_pb_field_bytes(out, 2, msg.data, msg.len);
     }
     /* location (4) and function (5): one each per frame name, both with the
      * name's string id as their id (never 0: "" is string 0) */
@@ -234,46 +204,46 @@ kp_status kp_pprof_encode(const kp_pprof *p, int64_t time_ns, int64_t duration_n
             continue;
         kp_buf_clear(&inner); /* Line: function_id (1) */
         kp_buf_clear(&msg);   /* Location: id (1), line (4) */
-        st = field_varint(&inner, 1, id);
+        st = kp_pb_field_varint(&inner, 1, id);
         if (st == KP_OK)
-            st = field_varint(&msg, 1, id);
+            st = kp_pb_field_varint(&msg, 1, id);
         if (st == KP_OK)
-            st = field_bytes(&msg, 4, inner.data, inner.len);
+            st = kp_pb_field_bytes(&msg, 4, inner.data, inner.len);
         if (st == KP_OK)
-            st = field_bytes(out, 4, msg.data, msg.len);
+            st = kp_pb_field_bytes(out, 4, msg.data, msg.len);
     }
     for (uint32_t id = 1; id < n && st == KP_OK; id++) {
         if (id >= p->cap_frame || !p->is_frame[id])
             continue;
         kp_buf_clear(&msg); /* Function: id (1), name (2), system_name (3) */
-        st = field_varint(&msg, 1, id);
+        st = kp_pb_field_varint(&msg, 1, id);
         if (st == KP_OK)
-            st = field_varint(&msg, 2, p->shown[id]);
+            st = kp_pb_field_varint(&msg, 2, p->shown[id]);
         if (st == KP_OK)
-            st = field_varint(&msg, 3, id);
+            st = kp_pb_field_varint(&msg, 3, id);
         if (st == KP_OK)
-            st = field_bytes(out, 5, msg.data, msg.len);
+            st = kp_pb_field_bytes(out, 5, msg.data, msg.len);
     }
     for (uint32_t id = 0; id < n && st == KP_OK; id++) { /* string_table (6) */
         size_t len;
         const void *s = kp_strtab_get(p->strings, id, &len);
-        st = field_bytes(out, 6, s, len);
+        st = kp_pb_field_bytes(out, 6, s, len);
     }
     if (st == KP_OK && time_ns)
-        st = field_varint(out, 9, (uint64_t)time_ns);
+        st = kp_pb_field_varint(out, 9, (uint64_t)time_ns);
     if (st == KP_OK && duration_ns)
-        st = field_varint(out, 10, (uint64_t)duration_ns);
+        st = kp_pb_field_varint(out, 10, (uint64_t)duration_ns);
     if (st == KP_OK) { /* period_type (11): the first sample type */
         kp_buf_clear(&msg);
-        st = field_varint(&msg, 1, p->type_ids[0]);
+        st = kp_pb_field_varint(&msg, 1, p->type_ids[0]);
         if (st == KP_OK)
-            st = field_varint(&msg, 2, p->unit_ids[0]);
+            st = kp_pb_field_varint(&msg, 2, p->unit_ids[0]);
         if (st == KP_OK)
-            st = field_bytes(out, 11, msg.data, msg.len);
+            st = kp_pb_field_bytes(out, 11, msg.data, msg.len);
     }
     /* default_sample_type (14): the first type; pprof would show the last */
     if (st == KP_OK)
-        st = field_varint(out, 14, p->type_ids[0]);
+        st = kp_pb_field_varint(out, 14, p->type_ids[0]);
     kp_buf_free(&msg);
     kp_buf_free(&inner);
     kp_buf_free(&ids);

@@ -230,6 +230,14 @@ kp_status kp_otlp_profile(kp_otlp *o, const char *type, const char *unit, int64_
     return KP_OK;
 }
 
+void kp_otlp_set_time(kp_otlp *o, uint64_t time_unix_nano, uint64_t duration_nano)
+{
+    for (uint32_t k = 0; k < o->n_profiles; k++) {
+        o->profiles[k].time = time_unix_nano;
+        o->profiles[k].duration = duration_nano;
+    }
+}
+
 kp_status kp_otlp_attribute(kp_otlp *o, const char *key, const char *value, size_t value_len,
                             uint32_t *attribute)
 {
@@ -407,7 +415,8 @@ kp_status kp_otlp_sample(kp_otlp *o, uint32_t profile_index, const uint32_t *loc
         o->cap_samples = cap;
     }
     /* ids are dense: this key's id is the next sample */
-    memcpy(o->attr_pool + o->n_pool, attributes, n_attributes * sizeof *attributes);
+    if (n_attributes)
+        memcpy(o->attr_pool + o->n_pool, attributes, n_attributes * sizeof *attributes);
     o->samples[o->n_samples++] =
         (sample){profile_index, stack, (uint32_t)o->n_pool, (uint32_t)n_attributes, value};
     o->n_pool += n_attributes;

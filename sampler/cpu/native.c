@@ -721,13 +721,14 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
         n->stats.port_owned += proc >= 0;
     }
     n->stats.attributed += proc >= 0;
-    if (count(n, tally_key(stack, proc, state, kind)) != 0 ||
-        (n->segments && queue(n, s, stack, proc, state, kind) != 0))
+    if (n->segments && (count(n, tally_key(stack, proc, state, kind)) != 0 ||
+                        queue(n, s, stack, proc, state, kind) != 0))
         return n->failed = 1;
     n->stats.by_state[kind][state]++;
     n->stats.named_leaf += (uint64_t)named_leaf;
     if (n->o.observer) {
-        kp_native_sample seen = {n->frames, n->ids, depth, kind, state, proc >= 0, pid};
+        kp_native_sample seen = {n->frames, n->ids, depth,      kind,     state,
+                                 proc >= 0, pid,    s->time_ns, s->period};
         n->o.observer->fn(n->o.observer->ctx, &seen);
     }
     n->stats.samples++;

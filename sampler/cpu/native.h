@@ -39,6 +39,8 @@ typedef struct {
     kp_cpu_state state; /* what the thread was doing (cpu/states.h) */
     int attributed;
     kp_pid_numbers pid;
+    uint64_t time_ns; /* when it was taken, CLOCK_MONOTONIC */
+    uint64_t period;  /* ns of CPU time it stands for (cpu-clock's period) */
 } kp_native_sample;
 
 /* Called on the sampler thread, once per kept sample: it must be quick and

@@ -37,6 +37,11 @@ typedef struct {
     kp_record_files_node to_files; /* where its process table puts its samples */
     int64_t offset_us;             /* our clock minus the node's */
     int attached;
+    /* with a sink: its number, and the run's sink and tables */
+    size_t index;
+    const kp_record_sink *sink;
+    const kp_frames *frames;
+    const kp_stacks *stacks;
 } attached_node;
 
 /* The latest ticks' latencies in the node (how late each started plus its
@@ -382,6 +387,16 @@ static void detach_all(attached_node *s, size_t n)
 /* Connects and attaches to the `n` nodes in `names` (completed names; with
  * --all-nodes, room for MAX_NODES); returns how many nodes, or 0 with the
  * error printed. */
+/* An error of attaching: printed, or with a sink kept for the caller,
+ * which says it once however often it tries again. */
+static void attach_error(const kp_record_options *o, const char *err)
+{
+    if (o->sink && o->native_off_len) /* the same buffer: native has not started yet */
+        snprintf(o->native_off, o->native_off_len, "%s", err);
+    else
+        kp_error("%s", err);
+}
+
 static size_t attach_all(const kp_record_options *o, const char *cookie, attached_node *s,
                          char names[][512], size_t n, uint64_t interval)
 {
@@ -398,7 +413,7 @@ static size_t attach_all(const kp_record_options *o, const char *cookie, attache
         snprintf(se->target, sizeof se->target, "%s", names[i]);
         if (kp_node_connect(&se->node, se->target, cookie, o->connect_timeout_ms, err,
                             sizeof err) != 0) {
-            kp_error("%s", err);
+            attach_error(o, err);
             detach_all(s, i + 1);
             return 0;
         }
@@ -406,18 +421,52 @@ static size_t attach_all(const kp_record_options *o, const char *cookie, attache
             n += connected_nodes(&se->node, names + 1, MAX_NODES - 1);
         }
         if (kp_sample_wire_start(&se->wire, &se->node, &ao, err, sizeof err) != 0) {
-            kp_error("%s", err);
+            attach_error(o, err);
             detach_all(s, i + 1);
             return 0;
         }
         se->attached = 1;
         if (kp_node_clock_offset(&se->node, &se->offset_us, err, sizeof err) != 0) {
-            kp_error("%s", err);
+            attach_error(o, err);
             detach_all(s, i + 1);
             return 0;
         }
     }
     return n;
+}
+
+/* A kp_proc_sample_fn: a cooperative sample into the run's sink. */
+static int sink_add(void *ctx, const kp_proc_sample *sample)
+{
+    const attached_node *node = ctx;
+    return node->sink->sample(node->sink->ctx, node->index, node->to_files.time_us, node->frames,
+                              node->stacks, sample);
+}
+
+/* With a sink: every attached node's process table hands its samples to
+ * it. Returns KP_EXIT_OK, or KP_EXIT_FAILURE with the error printed and
+ * the nodes detached. */
+static int open_sink(recording *r)
+{
+    int ok = r->frames && r->stacks;
+    for (size_t i = 0; i < r->n && ok; i++) {
+        attached_node *node = &r->nodes[i];
+        node->index = i;
+        node->sink = r->o->sink;
+        node->frames = r->frames;
+        node->stacks = r->stacks;
+        node->to_files = (kp_record_files_node){NULL, (uint32_t)node->wire.agent.os_pid, 0};
+        node->procs = kp_processes_create(r->frames, r->stacks, node->wire.agent.wordsize,
+                                          r->n > 1 ? node->target : NULL, sink_add, node);
+        ok = node->procs != NULL;
+    }
+    if (ok)
+        return KP_EXIT_OK;
+    kp_error("out of memory");
+    detach_all(r->nodes, r->n);
+    kp_frames_free(r->frames);
+    kp_stacks_free(r->stacks);
+    return KP_EXIT_FAILURE;
 }
 
 /* Checks every name and the cookie, creates the output directory, attaches
@@ -440,8 +489,8 @@ static int start_recording(recording *r)
         kp_error("%s", err);
         return KP_EXIT_USAGE;
     }
-    if (make_output_dir(o, names[0], r->dir, sizeof r->dir, &r->created_dir, err, sizeof err) !=
-        0) {
+    if (!o->sink && make_output_dir(o, names[0], r->dir, sizeof r->dir, &r->created_dir, err,
+                                    sizeof err) != 0) {
         kp_error("%s", err);
         return KP_EXIT_FAILURE;
     }
@@ -457,6 +506,8 @@ static int start_recording(recording *r)
                  i ? ", " : "", r->nodes[i].target);
     r->frames = kp_frames_create(kp_record_frame_flags(o));
     r->stacks = kp_stacks_create();
+    if (o->sink)
+        return open_sink(r);
     r->live = o->no_report ? NULL : kp_report_live_create();
     r->live_cpu = (kp_native_tap){kp_report_live_add_cpu, r->live};
     r->wall_minus_clock_us = (int64_t)time(NULL) * 1000000 - (int64_t)kp_now_us();
@@ -526,7 +577,7 @@ static void watch_pace(recording *r, double missed_before, uint64_t skipped_befo
                 (double)r->interval / 1e3);
         r->warned = 1;
     }
-    if (r->tty && done - r->last_status >= 500000u) {
+    if (r->tty && r->out && done - r->last_status >= 500000u) {
         status_line(r->out, done - r->start, r->o->rate, r->nodes, r->n, r->skipped);
         r->last_status = done;
     }
@@ -559,8 +610,10 @@ static void sample(recording *r)
             r->rc = KP_EXIT_FAILURE;
             break;
         }
-        if (kp_record_files_error(r->out, NULL) != KP_OK)
+        if (r->out && kp_record_files_error(r->out, NULL) != KP_OK)
             break;
+        if (r->o->sink && r->o->sink->round)
+            r->o->sink->round(r->o->sink->ctx, &r->nodes[0].node, r->native);
         watch_pace(r, missed_before, skipped_before);
     }
     uint64_t duration = r->o->duration_us;
@@ -592,10 +645,13 @@ static void start_native(recording *r)
                  "kprof native CPU sampling of %.500s: every thread of beam.smp, %u Hz",
                  node->target, o->cpu_rate);
         kp_segment_config sc = segment_config(o, r->dir, "cpu", title, header, sizeof header);
-        r->native = kp_native_attach(&node->node, node->wire.agent.os_pid, o->cpu_rate, &sc, NULL,
-                                     r->live ? &r->live_cpu : NULL, kp_record_frame_flags(o),
-                                     r->native_off, sizeof r->native_off);
+        const kp_native_observer *cpu = o->sink && o->sink->cpu.fn ? &o->sink->cpu : NULL;
+        r->native = kp_native_attach(&node->node, node->wire.agent.os_pid, o->cpu_rate,
+                                     o->sink ? NULL : &sc, cpu, r->live ? &r->live_cpu : NULL,
+                                     kp_record_frame_flags(o), r->native_off, sizeof r->native_off);
     }
+    if (o->native_off && o->native_off_len)
+        snprintf(o->native_off, o->native_off_len, "%s", r->native ? "" : r->native_off);
     if (o->quiet)
         return;
     if (r->native) {
@@ -718,6 +774,19 @@ static void finish_native(recording *r, const kp_native_stats *st, const char *c
 static int finish(recording *r)
 {
     const kp_record_options *o = r->o;
+    if (o->sink) {
+        kp_native_stats native;
+        if (r->native)
+            kp_native_stop(r->native, &native);
+        kp_native_free(r->native);
+        r->native = NULL;
+        detach_all(r->nodes, r->n);
+        if (r->lost && r->rc == KP_EXIT_OK)
+            r->rc = KP_EXIT_NODE;
+        kp_frames_free(r->frames);
+        kp_stacks_free(r->stacks);
+        return r->rc;
+    }
     char err[8192];
     uint64_t elapsed = kp_now_us() - r->start;
     if (r->tty)
@@ -790,6 +859,11 @@ int kp_record_run(const kp_record_options *o)
     r.rc = start_recording(&r);
     if (r.rc != KP_EXIT_OK)
         return r.rc;
+    if (o->sink && o->sink->attached &&
+        o->sink->attached(o->sink->ctx, &r.nodes[0].node, r.nodes[0].wire.agent.os_pid) != 0) {
+        r.rc = KP_EXIT_FAILURE;
+        return finish(&r);
+    }
     kp_stop_on_signals();
     r.tty = isatty(STDERR_FILENO) && !o->quiet;
     if (!o->quiet) {

@@ -5,7 +5,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu/native.h"
+#include "kp/intern.h"
 #include "kp/sink.h"
+#include "node/connection.h"
+#include "samples/processes.h"
+
+/* Where a run's samples go instead of files: kprof push's windows. With a
+ * sink, a run creates no directory and writes nothing; it samples until a
+ * stop is asked for (--duration aside) or a node is lost. */
+typedef struct {
+    /* A cooperative sample of the run's node number `node` (in the order
+     * attached), taken at `time_us` on kprof's clock (common/clock.h); its
+     * stack in `frames` and `stacks` (samples/processes.h). Returns 0, or
+     * -1 when out of memory (the run then stops). Called on the run's
+     * thread. */
+    int (*sample)(void *ctx, size_t node, uint64_t time_us, const kp_frames *frames,
+                  const kp_stacks *stacks, const kp_proc_sample *sample);
+    /* Once the nodes are attached, before any sample: the first node,
+     * and its OS pid as it sees itself. Returns 0, or -1 to stop the run
+     * (out of memory). */
+    int (*attached)(void *ctx, kp_node *node, long os_pid);
+    /* Sees every native CPU sample, on the sampler's thread (cpu/native.h);
+     * its fn NULL for none. */
+    kp_native_observer cpu;
+    /* After each round of ticks, where no answer of an agent is on its way:
+     * the moment to call the first node (`node`) and to hand on what the
+     * samples so far make. `native` is NULL without native sampling. */
+    void (*round)(void *ctx, kp_node *node, kp_native *native);
+    void *ctx;
+} kp_record_sink;
 
 typedef struct {
     const char **nodes; /* as given; at least one */
@@ -31,6 +60,14 @@ typedef struct {
     unsigned cpu_rate; /* native CPU samples per second per thread; 0 = off */
     int erlang_names;  /* --erlang-names: Elixir frames as Elixir.Mod:fun/1 */
     int quiet;
+    /* NULL: files in output_dir; else the samples go there (see above) */
+    const kp_record_sink *sink;
+    /* with a sink: why the nodes could not be attached (the run then
+     * returns KP_EXIT_NODE, or KP_EXIT_USAGE for a bad name or cookie, and
+     * prints nothing), or else why native sampling did not start ("" when
+     * it runs or was not asked for); filled by the run */
+    char *native_off;
+    size_t native_off_len;
 } kp_record_options;
 
 /* The kp_frames_create flags the options ask for. */

@@ -91,6 +91,10 @@ kp_status kp_otlp_resource_int(kp_otlp *otlp, const char *key, int64_t value);
 kp_status kp_otlp_profile(kp_otlp *otlp, const char *type, const char *unit, int64_t period,
                           uint64_t time_unix_nano, uint64_t duration_nano, uint32_t *profile);
 
+/* Sets every profile's time and duration, as kp_otlp_profile's (a window
+ * cut short). */
+void kp_otlp_set_time(kp_otlp *otlp, uint64_t time_unix_nano, uint64_t duration_nano);
+
 /* The location of `frame`, interned with its function and mapping: its
  * index in `*location` (never 0). Returns KP_OK, KP_ERR_NOMEM or
  * KP_ERR_INVAL for an empty name. */

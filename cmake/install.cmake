@@ -3,6 +3,8 @@
 #
 #   PREFIX/bin/kprof                                 the program
 #   PREFIX/lib/erlang/lib/kprof-VSN/{ebin,priv}      the kprof application
+#   PREFIX/lib/systemd/system/kprof-push@.service    kprof push, a service per node
+#   PREFIX/share/doc/kprof/fleet.md, examples/push.env  how to set it up
 #
 # With PREFIX /usr, as the package installs, the application is in Debian's
 # Erlang root (/usr/lib/erlang/lib), where every node of the host's Erlang
@@ -15,6 +17,9 @@ set(KPROF_APP_INSTALL_DIR lib/erlang/lib/kprof-${PROJECT_VERSION})
 install(TARGETS kprof RUNTIME DESTINATION bin)
 install(FILES ${AGENT_BEAMS} ${AGENT_EBIN}/kprof.app DESTINATION ${KPROF_APP_INSTALL_DIR}/ebin)
 install(TARGETS kprof_tracer LIBRARY DESTINATION ${KPROF_APP_INSTALL_DIR}/priv)
+install(FILES sampler/push/kprof-push@.service DESTINATION lib/systemd/system)
+install(FILES docs/fleet.md DESTINATION share/doc/kprof)
+install(FILES sampler/push/push.env DESTINATION share/doc/kprof/examples)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME kprof)

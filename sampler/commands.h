@@ -4,6 +4,7 @@
 
 int kp_cmd_convert(int argc, char **argv);
 int kp_cmd_internal(int argc, char **argv);
+int kp_cmd_push(int argc, char **argv);
 int kp_cmd_record(int argc, char **argv);
 int kp_cmd_report(int argc, char **argv);
 int kp_cmd_dump(int argc, char **argv);

@@ -17,6 +17,7 @@ static const char usage[] =
     "  report DIR [DIR_B]           one HTML page: heat maps, range flame graphs, diffs\n"
     "  dump --node NODE             print the stacks of its busiest processes, once\n"
     "  top --node NODE              a live view of its hottest functions and processes\n"
+    "  push --node NODE             profile nodes without end, to an OpenTelemetry backend\n"
     "  tiers --node NODE --tiers F  time each layer of its requests, per kind of request\n"
     "  trace --node NODE --pid PID  trace one process into an eflame-compatible flame graph\n"
     "  convert INPUT... -o OUTPUT   convert and merge profiles (perf-script, folded, svg)\n"
@@ -60,6 +61,8 @@ int main(int argc, char **argv)
         return kp_cmd_dump(argc - 1, argv + 1);
     if (strcmp(cmd, "top") == 0)
         return kp_cmd_top(argc - 1, argv + 1);
+    if (strcmp(cmd, "push") == 0)
+        return kp_cmd_push(argc - 1, argv + 1);
     if (strcmp(cmd, "tiers") == 0)
         return kp_cmd_tiers(argc - 1, argv + 1);
     if (strcmp(cmd, "trace") == 0)

@@ -101,3 +101,16 @@ int kp_parse_cpu_rate_option(const char *arg, unsigned *cpu_rate)
     *cpu_rate = (unsigned)v;
     return KP_EXIT_OK;
 }
+
+int kp_parse_select_by_option(const char *arg, const char **select_by)
+{
+    static const char *const names[] = {"reductions", "memory", "message_queue_len", "bin_vheap",
+                                        "total_heap_size"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+        if (strcmp(arg, names[k]) == 0) {
+            *select_by = names[k];
+            return KP_EXIT_OK;
+        }
+    return kp_bad_value("--select-by", arg,
+                        "use reductions, memory, message_queue_len, bin_vheap or total_heap_size");
+}

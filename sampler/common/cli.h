@@ -53,6 +53,9 @@ int kp_parse_connect_timeout(const char *text, unsigned *ms);
 int kp_parse_top_option(const char *arg, unsigned *top);
 int kp_parse_depth_option(const char *arg, unsigned *depth);
 int kp_parse_cpu_rate_option(const char *arg, unsigned *cpu_rate);
+/* --select-by WHAT: reductions, memory, message_queue_len, bin_vheap or
+ * total_heap_size, into `*select_by` (a static string); as above. */
+int kp_parse_select_by_option(const char *arg, const char **select_by);
 
 /* Returns 1 if `text` is written like an Erlang pid, "<A.B.C>", else 0. */
 int kp_looks_like_pid(const char *text);

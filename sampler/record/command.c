@@ -128,8 +128,6 @@ typedef struct {
  * `opt` is not one of them, else KP_EXIT_OK or the exit code of a bad value. */
 static int parse_selection(int opt, const char *arg, kp_record_options *o, named *names)
 {
-    static const char *const select_names[] = {"reductions", "memory", "message_queue_len",
-                                               "bin_vheap", "total_heap_size"};
     switch (opt) {
     case 'n':
         if (o->n_nodes == sizeof names->nodes / sizeof *names->nodes)
@@ -142,15 +140,7 @@ static int parse_selection(int opt, const char *arg, kp_record_options *o, named
         return kp_parse_connect_timeout(arg, &o->connect_timeout_ms) != 0 ? KP_EXIT_USAGE
                                                                           : KP_EXIT_OK;
     case 't': return kp_parse_top_option(arg, &o->top);
-    case OPT_SELECT:
-        for (size_t k = 0; k < 5; k++)
-            if (strcmp(arg, select_names[k]) == 0) {
-                o->select_by = select_names[k];
-                return KP_EXIT_OK;
-            }
-        return kp_bad_value("--select-by", arg,
-                            "use reductions, memory, message_queue_len, bin_vheap or "
-                            "total_heap_size");
+    case OPT_SELECT: return kp_parse_select_by_option(arg, &o->select_by);
     case OPT_RESELECT:
         if (kp_parse_duration(arg, &o->reselect_us) != 0 || o->reselect_us < 100000)
             return kp_bad_value("--reselect", arg, "a duration of at least 100ms");

@@ -103,6 +103,7 @@ typedef struct {
     kp_report_live *live;        /* report.html's model, fed as it samples; NULL: --no-report */
     kp_native_tap live_cpu;      /* the native samples into it */
     int64_t wall_minus_clock_us; /* UTC = kprof's monotonic clock + this, for the page */
+    int sink_ended;              /* the sink asked to end the run */
 } recording;
 
 /* Asks every node for the next round of up to `per_round` ticks (fewer when
@@ -601,7 +602,7 @@ static void sample(recording *r)
          * own answer */
         if (r->native)
             kp_native_learn_ports(r->native, &r->nodes[0].node);
-        in_flight = kp_stop_requested() ? 0 : send_round(r);
+        in_flight = kp_stop_requested() || r->sink_ended ? 0 : send_round(r);
         if (r->lost_node) {
             r->lost = "sending a request";
             break;
@@ -612,8 +613,9 @@ static void sample(recording *r)
         }
         if (r->out && kp_record_files_error(r->out, NULL) != KP_OK)
             break;
-        if (r->o->sink && r->o->sink->round)
-            r->o->sink->round(r->o->sink->ctx, &r->nodes[0].node, r->native);
+        if (r->o->sink && r->o->sink->round &&
+            r->o->sink->round(r->o->sink->ctx, &r->nodes[0].node, r->native))
+            r->sink_ended = 1;
         watch_pace(r, missed_before, skipped_before);
     }
     uint64_t duration = r->o->duration_us;

@@ -31,8 +31,10 @@ typedef struct {
     kp_native_observer cpu;
     /* After each round of ticks, where no answer of an agent is on its way:
      * the moment to call the first node (`node`) and to hand on what the
-     * samples so far make. `native` is NULL without native sampling. */
-    void (*round)(void *ctx, kp_node *node, kp_native *native);
+     * samples so far make. `native` is NULL without native sampling.
+     * Returns 1 to end the run once the round in flight is in (the run then
+     * returns KP_EXIT_OK), else 0. */
+    int (*round)(void *ctx, kp_node *node, kp_native *native);
     void *ctx;
 } kp_record_sink;
 

@@ -50,6 +50,8 @@ cleanup() {
   fi
   # not yet defined when the container's setup fails, before any node
   ! declare -F stop_node >/dev/null || stop_node
+  # the OpenTelemetry Collector of tests/support/otelcol.sh, if the test sourced it
+  ! declare -F otelcol_cleanup >/dev/null || otelcol_cleanup "$rc"
   [ -z "$container_root" ] || rmdir "$container_root$work" 2>/dev/null
   if [ "$rc" -ne 0 ]; then
     for f in "$work"/node*.log; do

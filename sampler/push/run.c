@@ -132,9 +132,9 @@ static void status_line(push_node *p)
     kp_push_sender_stats(p->sender, &st);
     kp_push_windows_stats(p->windows, &ws);
     fprintf(stderr,
-            "kprof: push %s: %llu windows sent (%.1f MB), %llu retries, %llu dropped, %llu "
+            "kprof: push %s: %llu windows sent (%.1f kB), %llu retries, %llu dropped, %llu "
             "rejected, %llu waiting; %llu windows without samples\n",
-            p->target, (unsigned long long)st.sent, (double)st.bytes_sent / 1e6,
+            p->target, (unsigned long long)st.sent, (double)st.bytes_sent / 1e3,
             (unsigned long long)st.retries, (unsigned long long)st.dropped,
             (unsigned long long)st.rejected, (unsigned long long)st.queued,
             (unsigned long long)ws.empty);

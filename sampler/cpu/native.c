@@ -727,8 +727,8 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
     n->stats.by_state[kind][state]++;
     n->stats.named_leaf += (uint64_t)named_leaf;
     if (n->o.observer) {
-        kp_native_sample seen = {n->frames, n->ids, depth,      kind,     state,
-                                 proc >= 0, pid,    s->time_ns, s->period};
+        kp_native_sample seen = {n->frames, n->ids, depth,      kind,      state,
+                                 proc >= 0, pid,    s->time_ns, s->period, n};
         n->o.observer->fn(n->o.observer->ctx, &seen);
     }
     n->stats.samples++;
@@ -1000,6 +1000,30 @@ int kp_native_label(kp_native *n, kp_pid_numbers pid, int registered, const char
                    KP_OK
                ? 0
                : -1;
+}
+
+typedef struct {
+    const char *file;
+    char *out;
+    size_t cap;
+    int found;
+} build_id_query;
+
+static void match_file(void *ctx, const char *file, const char *build_id, const char *path)
+{
+    (void)path;
+    build_id_query *q = ctx;
+    if (!q->found && strcmp(file, q->file) == 0) {
+        snprintf(q->out, q->cap, "%s", build_id);
+        q->found = 1;
+    }
+}
+
+int kp_native_build_id(kp_native *n, const char *file, char *out, size_t cap)
+{
+    build_id_query q = {file, out, cap, 0};
+    kp_symbols_each_file(n->symbols, match_file, &q);
+    return q.found;
 }
 
 static void write_file_line(void *ctx, const char *file, const char *build_id, const char *path)

@@ -39,8 +39,9 @@ typedef struct {
     kp_cpu_state state; /* what the thread was doing (cpu/states.h) */
     int attributed;
     kp_pid_numbers pid;
-    uint64_t time_ns; /* when it was taken, CLOCK_MONOTONIC */
-    uint64_t period;  /* ns of CPU time it stands for (cpu-clock's period) */
+    uint64_t time_ns;  /* when it was taken, CLOCK_MONOTONIC */
+    uint64_t period;   /* ns of CPU time it stands for (cpu-clock's period) */
+    kp_native *native; /* the sampler: for kp_native_build_id during the call */
 } kp_native_sample;
 
 /* Called on the sampler thread, once per kept sample: it must be quick and
@@ -129,6 +130,13 @@ int kp_native_port_tasks_seen(kp_native *native);
  * learn from; copied. Returns 1 when learned, 0 when not yet, -1 when given
  * up (port work then stays with the bare scheduler). Any thread. */
 int kp_native_port_facts(kp_native *native, const kp_port_fact *facts, size_t n);
+
+/* The GNU build id, in hex, of the node's mapped file `file` (its
+ * basename, as a C frame names it: "beam.smp", "libc.so.6"), into `out`.
+ * Returns 1, or 0 when no such file with a build id is known. Only from an
+ * observer's call (the sampler's thread), which the libraries it reads
+ * belong to. */
+int kp_native_build_id(kp_native *native, const char *file, char *out, size_t cap);
 
 /* The node's beam.smp as this host sees it. */
 int kp_native_os_pid(const kp_native *native);

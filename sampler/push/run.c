@@ -45,6 +45,7 @@ typedef struct {
     int attached;    /* in this run */
     char why[1024];  /* why not attached, or why no native sampling */
     char said[1024]; /* why no native sampling, as said last */
+    int native_said; /* native sampling said to run, since it last did not */
     uint64_t renew_us;
 } push_node;
 
@@ -99,8 +100,8 @@ static int on_attached(void *ctx, kp_node *node, long os_pid)
     p->attached_once = 1;
     p->attached = 1;
     p->attached_at = kp_now_us();
-    if (p->windows) /* a window opened from now on names the node's new pid */
-        return 0;
+    if (p->windows) /* a window opened from now on names the node's pid and release */
+        return kp_push_windows_set_process(p->windows, os_pid, p->release[0] ? p->release : NULL);
     const kp_push_config *c = p->o->config;
     const char *extra[2 * KP_PUSH_MAX_ATTRIBUTES];
     extra_attributes(c, extra);
@@ -149,6 +150,12 @@ static int on_round(void *ctx, kp_node *node, kp_native *native)
     if (!native && p->why[0] && strcmp(p->why, p->said) != 0) {
         fprintf(stderr, "kprof: push: %s: no native CPU samples: %s\n", p->target, p->why);
         snprintf(p->said, sizeof p->said, "%s", p->why);
+        p->native_said = 0;
+    } else if (native && !p->native_said) {
+        fprintf(stderr, "kprof: push: %s: CPU sampled natively, %u times a second per thread\n",
+                p->target, p->o->record.cpu_rate);
+        p->said[0] = '\0';
+        p->native_said = 1;
     }
     uint64_t now = kp_now_us();
     kp_push_windows_close(p->windows, now, 0, emit, p);

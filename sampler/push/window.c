@@ -107,6 +107,25 @@ kp_push_windows *kp_push_windows_create(const kp_push_resource *r, uint64_t star
     return w;
 }
 
+int kp_push_windows_set_process(kp_push_windows *w, long os_pid, const char *otp_release)
+{
+    char *release = otp_release ? strdup(otp_release) : NULL;
+    pthread_mutex_lock(&w->lock);
+    if (os_pid != w->os_pid) {
+        kp_u64_map_clear(&w->name_of);
+        kp_u64_map_clear(&w->asked);
+        w->n_unnamed = 0;
+    }
+    w->os_pid = os_pid;
+    int rc = otp_release && !release ? -1 : 0;
+    if (rc == 0) {
+        free(w->otp_release);
+        w->otp_release = release;
+    }
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
 static void window_free(window *win)
 {
     kp_otlp_free(win->otlp);
@@ -256,7 +275,8 @@ static kp_otlp_frame frame_of(const char *symbol, size_t len, const char *kind, 
 
 /* The window's location of frame `id` of `frames`, through `cache`; 0
  * when out of memory. */
-static uint32_t location_of(window *win, loc_cache *cache, const kp_frames *frames, uint32_t id)
+static uint32_t location_of(window *win, loc_cache *cache, const kp_frames *frames, uint32_t id,
+                            kp_native *native)
 {
     if (id >= cache->cap) {
         size_t cap = cache->cap ? cache->cap : 1024;
@@ -275,6 +295,10 @@ static uint32_t location_of(window *win, loc_cache *cache, const kp_frames *fram
     const char *symbol = kp_frames_symbol(frames, id, &len);
     const char *kind = kp_frames_module(frames, id, &kind_len);
     kp_otlp_frame f = frame_of(symbol, len, kind, kind_len);
+    /* the file's build id, for a backend to find its debug file by */
+    char build_id[128];
+    if (native && f.file && kp_native_build_id(native, f.file, build_id, sizeof build_id))
+        f.build_id = build_id;
     uint32_t loc;
     if (kp_otlp_location(win->otlp, &f, &loc) != KP_OK)
         return 0;
@@ -325,7 +349,8 @@ void kp_push_windows_cpu(void *ctx, const kp_native_sample *s)
         size_t n = 0, depth = s->depth < MAX_FRAMES ? s->depth : MAX_FRAMES;
         /* leaf first: the code stack is root first */
         for (size_t k = 0; k < depth; k++) {
-            uint32_t loc = location_of(win, &win->cpu_cache, s->frames, s->code[s->depth - 1 - k]);
+            uint32_t loc =
+                location_of(win, &win->cpu_cache, s->frames, s->code[s->depth - 1 - k], s->native);
             if (loc)
                 w->ids[n++] = loc;
         }
@@ -389,13 +414,13 @@ int kp_push_windows_sample(void *ctx, size_t node, uint64_t time_us, const kp_fr
             n_attrs += attrs[n_attrs] != 0;
         } else if ((kind_len == 10 && memcmp(kind, "registered", 10) == 0) ||
                    (kind_len == 7 && memcmp(kind, "initial", 7) == 0)) {
-            process = location_of(win, &win->coop_cache, frames, ids[k]);
+            process = location_of(win, &win->coop_cache, frames, ids[k], NULL);
             uint32_t known;
             if (!kp_u64_map_get(&w->name_of, pid_key(s->num, s->serial), &known))
                 remember_name(w, pid_key(s->num, s->serial), frames, ids[k]);
         } else if (!(kind_len == 7 && memcmp(kind, "process", 7) == 0) &&
                    !(kind_len == 4 && memcmp(kind, "node", 4) == 0)) {
-            w->ids[MAX_FRAMES - 1 - n++] = location_of(win, &win->coop_cache, frames, ids[k]);
+            w->ids[MAX_FRAMES - 1 - n++] = location_of(win, &win->coop_cache, frames, ids[k], NULL);
         }
     }
     /* leaf first: the code, reversed, then the process at the root */

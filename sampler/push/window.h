@@ -58,6 +58,13 @@ kp_push_windows *kp_push_windows_create(const kp_push_resource *resource, uint64
                                         uint64_t interval_us, uint64_t grace_us, unsigned cpu_rate);
 void kp_push_windows_free(kp_push_windows *windows);
 
+/* The node was attached again: its OS pid and OTP release (NULL: unknown)
+ * for the windows opened from now on. When the pid is another (the node
+ * restarted), the names learnt of its processes are forgotten, as its pids
+ * now name other processes. Returns 0, or -1 when out of memory (the
+ * release then stays as it was). */
+int kp_push_windows_set_process(kp_push_windows *windows, long os_pid, const char *otp_release);
+
 /* A kp_native_observer's fn: one native CPU sample (ctx: the windows). */
 void kp_push_windows_cpu(void *ctx, const kp_native_sample *sample);
 

@@ -191,6 +191,7 @@ class _Export:
         lines = loc.get("lines", [])
         base = {"frame_type": attrs.get(FRAME_TYPE_KEY, ""),
                 "mapping": mapping["filename"],
+                "mapping_attributes": mapping["attributes"],
                 "address": _int(loc.get("address", 0), w),
                 "location_index": _int(location_index, w),
                 "location_attributes": attrs}

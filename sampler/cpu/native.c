@@ -35,6 +35,12 @@
 
 #define DRAIN_MS 20
 #define RESCAN_US 1000000u /* new threads, new code in the perf map, new libraries */
+/* Without segments (an observer's samples only: kprof top, kprof push)
+ * the code stacks are a cache of each one's state: past this many they are
+ * forgotten at once, as a busy node's distinct stacks would otherwise grow
+ * its memory for as long as it runs (a few hundred kB a minute on the
+ * sample app) */
+#define OBSERVED_STACKS_MAX 50000u
 #define NO_FRAME UINT32_MAX
 #define MAX_PROCS (1u << 20)
 /* Frames of a sample's code stack at most: the kernel's chain, the C
@@ -619,6 +625,18 @@ static int state_of(kp_native *n, uint32_t stack, size_t depth, unsigned thread_
     return 0;
 }
 
+/* Starts the code stacks and their states afresh (OBSERVED_STACKS_MAX). */
+static int forget_stacks(kp_native *n)
+{
+    kp_stacks *fresh = kp_stacks_create();
+    if (!fresh)
+        return -1;
+    kp_stacks_free(n->stacks);
+    n->stacks = fresh;
+    kp_u64_map_clear(&n->state_of);
+    return 0;
+}
+
 static int read_node(void *ctx, const uint64_t *addrs, size_t n, uint64_t *words, unsigned char *ok)
 {
     const kp_native *native = ctx;
@@ -706,6 +724,8 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
     uint32_t stack;
     kp_cpu_state state;
     int named_leaf;
+    if (!n->segments && kp_stacks_count(n->stacks) >= OBSERVED_STACKS_MAX && forget_stacks(n) != 0)
+        return n->failed = 1;
     if (kp_stacks_intern(n->stacks, n->ids, depth, &stack) != KP_OK ||
         state_of(n, stack, depth, kp_states_thread_class(kind, thread), &state, &named_leaf) != 0)
         return n->failed = 1;

@@ -260,7 +260,7 @@ static void names_as_libdwfl_does(void **state)
              * bytes): libdwfl names the bytes after it _init, kprof none;
              * which is right is not this test's to decide yet */
             if (want && sym.st_size == 0 && strcmp(want, "_init") == 0)
-                want = NULL;
+                continue;
             kp_native_symbol got;
             assert_int_equal(kp_symbols_find_uncached(s, a, &got), 0);
             /* code is named, nothing else */

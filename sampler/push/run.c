@@ -335,19 +335,7 @@ static size_t all_nodes(const kp_push_options *o, char names[][512])
         kp_error("%s", err);
         return 0;
     }
-    ei_x_buff args, reply;
-    ei_x_new(&args);
-    ei_x_new(&reply);
-    ei_x_encode_empty_list(&args);
-    size_t n = 1;
-    int i = 0, len;
-    if (kp_node_rpc(&node, "erlang", "nodes", &args, &reply) == 0 &&
-        ei_decode_list_header(reply.buff, &i, &len) == 0)
-        for (int k = 0; k < len && n < MAX_NODES; k++)
-            if (ei_decode_atom_as(reply.buff, &i, names[n], 512, ERLANG_UTF8, NULL, NULL) >= 0)
-                n++;
-    ei_x_free(&args);
-    ei_x_free(&reply);
+    size_t n = 1 + kp_record_connected_nodes(&node, names + 1, MAX_NODES - 1);
     kp_node_close(&node);
     memset(cookie, 0, sizeof cookie);
     return n;

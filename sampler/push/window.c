@@ -365,21 +365,29 @@ void kp_push_windows_cpu(void *ctx, const kp_native_sample *s)
     pthread_mutex_unlock(&w->lock);
 }
 
+/* Makes room for a process's name: past MAX_LABELS the names are
+ * forgotten at once. Returns 0, or -1 when out of memory. */
+static int name_room(kp_push_windows *w)
+{
+    if (w->name_of.count < MAX_LABELS)
+        return 0;
+    kp_frames *fresh = kp_frames_create(0);
+    if (!fresh)
+        return -1;
+    kp_u64_map_clear(&w->name_of);
+    kp_frames_free(w->names);
+    w->names = fresh;
+    return 0;
+}
+
 /* Remembers process `key`'s name: frame `id` of `frames`. */
 static void remember_name(kp_push_windows *w, uint64_t key, const kp_frames *frames, uint32_t id)
 {
     uint32_t name;
     size_t len;
     const char *symbol = kp_frames_symbol(frames, id, &len);
-    if (w->name_of.count >= MAX_LABELS) { /* bounded: start again */
-        kp_u64_map_clear(&w->name_of);
-        kp_frames *fresh = kp_frames_create(0);
-        if (!fresh)
-            return;
-        kp_frames_free(w->names);
-        w->names = fresh;
-    }
-    if (kp_frames_intern_pseudo(w->names, symbol, len, "registered", &name) == KP_OK)
+    if (name_room(w) == 0 &&
+        kp_frames_intern_pseudo(w->names, symbol, len, "registered", &name) == KP_OK)
         kp_u64_map_put(&w->name_of, key, name);
 }
 
@@ -498,11 +506,10 @@ int kp_push_windows_label(void *ctx, uint32_t num, uint32_t serial, int register
 {
     kp_push_windows *w = ctx;
     pthread_mutex_lock(&w->lock);
-    kp_frames *scratch = kp_frames_create(0);
-    uint32_t id;
-    if (scratch && kp_frames_intern_label(scratch, registered, text, len, &id) == KP_OK)
-        remember_name(w, pid_key(num, serial), scratch, id);
-    kp_frames_free(scratch);
+    uint32_t name;
+    if (name_room(w) == 0 &&
+        kp_frames_intern_label(w->names, registered, text, len, &name) == KP_OK)
+        kp_u64_map_put(&w->name_of, pid_key(num, serial), name);
     pthread_mutex_unlock(&w->lock);
     return 0;
 }

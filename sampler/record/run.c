@@ -208,9 +208,7 @@ static int make_output_dir(const kp_record_options *o, const char *target, char 
     return 0;
 }
 
-/* The names of the nodes connected to `first` (visible ones), for
- * --all-nodes. Returns how many were added to `names`. */
-static size_t connected_nodes(kp_node *first, char names[][512], size_t cap)
+size_t kp_record_connected_nodes(kp_node *first, char names[][512], size_t cap)
 {
     ei_x_buff args, reply;
     ei_x_new(&args);
@@ -385,9 +383,6 @@ static void detach_all(attached_node *s, size_t n)
     }
 }
 
-/* Connects and attaches to the `n` nodes in `names` (completed names; with
- * --all-nodes, room for MAX_NODES); returns how many nodes, or 0 with the
- * error printed. */
 /* An error of attaching: printed, or with a sink kept for the caller,
  * which says it once however often it tries again. */
 static void attach_error(const kp_record_options *o, const char *err)
@@ -398,6 +393,9 @@ static void attach_error(const kp_record_options *o, const char *err)
         kp_error("%s", err);
 }
 
+/* Connects and attaches to the `n` nodes in `names` (completed names; with
+ * --all-nodes, room for MAX_NODES); returns how many nodes, or 0 with the
+ * error printed. */
 static size_t attach_all(const kp_record_options *o, const char *cookie, attached_node *s,
                          char names[][512], size_t n, uint64_t interval)
 {
@@ -419,7 +417,7 @@ static size_t attach_all(const kp_record_options *o, const char *cookie, attache
             return 0;
         }
         if (o->all_nodes && i == 0 && n == 1) {
-            n += connected_nodes(&se->node, names + 1, MAX_NODES - 1);
+            n += kp_record_connected_nodes(&se->node, names + 1, MAX_NODES - 1);
         }
         if (kp_sample_wire_start(&se->wire, &se->node, &ao, err, sizeof err) != 0) {
             attach_error(o, err);

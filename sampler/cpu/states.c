@@ -181,7 +181,12 @@ kp_cpu_state kp_states_classify(kp_states *s, unsigned thread_class, const kp_st
             /* a port task, or a process calling into the port's driver
              * (port_command, port_control), which msacc counts as port */
             state = KP_CPU_PORT;
-        } else if (is(f, "[vm]erts_check_io")) {
+        } else if (is(f, "[vm]erts_check_io") || is(f, "[vm]driver_select")) {
+            /* driver_select (a driver asking for an fd's events: the
+             * epoll_ctl of each {active, false} recv and each send that
+             * blocks) is check_io for msacc, inside the port task or
+             * port_command that calls it: on a socket ping-pong a fifth
+             * of the schedulers' time */
             state = KP_CPU_CHECK_IO;
         } else if (is(f, "[vm]handle_aux_work") || is(f, "[vm]erts_handle_aux_work")) {
             state = KP_CPU_AUX;

@@ -1,9 +1,10 @@
 /* The state of a native CPU sample (kp/cpu_state.h), told from its stack
  * as the VM's microstate accounting (msacc) would have counted that
  * moment: msacc switches its state where the VM enters a kind of work
- * (erts_garbage_collect*, erts_port_task_execute, erts_check_io, the call
- * of a BIF or a NIF, the scheduler's wait loop, a sleep), and those
- * functions are on the stack of a sample taken inside them.
+ * (erts_garbage_collect*, erts_port_task_execute, erts_check_io and
+ * driver_select, the call of a BIF or a NIF, the scheduler's wait loop, a
+ * sleep), and those functions are on the stack of a sample taken inside
+ * them.
  *
  * Why the stack and not msacc itself: the stack is read for every sample
  * anyway, and names the state of each sample, so the flame graph, the heat

@@ -5,10 +5,21 @@ the same seconds (kpt_states:msacc/1's "TYPE/STATE/US;" items), per thread
 type, each on its non-sleep time, in msacc's default states (kprof's bif
 and nif count as emulator, busy_wait as other: kp/cpu_state.h).
 
-Usage: cpu_states_compare.py CPU_FOLDED MSACC_TEXT [MAX_POINTS]
+Usage: cpu_states_compare.py CPU_FOLDED MSACC_TEXT [MAX_POINTS [WAITS]]
 Prints one line per thread type and state; exits 1 when a state over 1% of
 the node's non-sleep CPU differs by more than MAX_POINTS (default 5)
-between the two, 2 on unusable input."""
+between the two, 2 on unusable input.
+
+WAITS, where given, holds a line "COMM CPU_NS WAIT_NS" per thread of the
+node over msacc's seconds (/proc/PID/task/TID/schedstat): its CPU time and
+its time runnable but waiting for a CPU. msacc counts wall time, so a
+thread's wait for a CPU lands in the state it was in, and where waits
+follow the work (a thread that wakes a peer is preempted by it) they
+shift msacc's shares away from the CPU's. If a type's threads ran C and
+waited W, and all of W landed in one state or none of it did, a state's
+share of CPU and its share of wall time part by at most W/(C+W): each
+type's bound is MAX_POINTS plus that share, in points."""
+import re
 import sys
 from collections import defaultdict
 
@@ -49,11 +60,37 @@ def msacc_shares(path):
     return by_type
 
 
+# a thread's kind from its name (its comm, cut to 15 characters)
+COMMS = [
+    (re.compile(r"^\d+_scheduler$"), "scheduler"),
+    (re.compile(r"^\d+_dirty_cpu"), "dirty_cpu"),
+    (re.compile(r"^\d+_dirty_io"), "dirty_io"),
+    (re.compile(r"^(\d+_poller|\d+_aux|async_\d+)$"), "other"),
+]
+
+
+def wait_shares(path):
+    """Each kind's share of its threads' time spent waiting for a CPU, in
+    points of (CPU + wait)."""
+    ran, waited = defaultdict(int), defaultdict(int)
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) != 3:
+                continue
+            for pattern, kind in COMMS:
+                if pattern.match(parts[0]):
+                    ran[kind] += int(parts[1])
+                    waited[kind] += int(parts[2])
+    return {k: 100.0 * waited[k] / (ran[k] + waited[k]) for k in ran if ran[k] + waited[k]}
+
+
 def main():
     if len(sys.argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
-    limit = float(sys.argv[3]) if len(sys.argv) > 3 else 5.0
+    base = float(sys.argv[3]) if len(sys.argv) > 3 else 5.0
+    waits = wait_shares(sys.argv[4]) if len(sys.argv) > 4 else {}
     ours, theirs = kprof_shares(sys.argv[1]), msacc_shares(sys.argv[2])
     total = sum(n for k in ours.values() for s, n in k.items() if s != "sleep")
     if not total or not theirs:
@@ -66,6 +103,10 @@ def main():
         t_awake = sum(n for s, n in t.items() if s != "sleep")
         if not o_awake or not t_awake:
             continue
+        limit = base + waits.get(kind, 0.0)
+        if kind in waits:
+            print(f"bound: {kind} {limit:.1f} points, its threads waiting for a CPU"
+                  f" {waits[kind]:.1f}% of their time")
         for state in sorted(set(o) | set(t)):
             if state == "sleep":
                 continue

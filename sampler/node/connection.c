@@ -267,15 +267,18 @@ int kp_node_connect(kp_node *node, const char *target, const char *cookie, unsig
         return -1;
     }
     /* our name shares the target's host part, so short and long names both
-     * work: "kprof_<pid>@host"; a later connection of the same kprof (kprof
-     * push attaching again) "kprof_<pid>_<n>@host", as the node may not have
-     * let go of the last one yet and would refuse the same name */
+     * work: "kprof_<pid>@host"; later connections of the same kprof (kprof
+     * push attaching again) "kprof_<pid>_<n>@host", n from 1 to 3 and round
+     * again, as the node may not have let go of the last one yet and would
+     * refuse the same name: 4 names at most, as each is an atom the node
+     * keeps for good */
     static unsigned connections;
     char alive[64], full[600];
-    if (connections++ == 0)
+    unsigned k = connections++ % 4;
+    if (k == 0)
         snprintf(alive, sizeof alive, "kprof_%ld", (long)getpid());
     else
-        snprintf(alive, sizeof alive, "kprof_%ld_%u", (long)getpid(), connections - 1);
+        snprintf(alive, sizeof alive, "kprof_%ld_%u", (long)getpid(), k);
     snprintf(full, sizeof full, "%s@%s", alive, host);
     struct in_addr addr;
     addr.s_addr = htonl(INADDR_LOOPBACK);

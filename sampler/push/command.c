@@ -37,7 +37,7 @@ static const char usage[] =
     "      --service-name NAME  the resource's service.name [the node's name before @]\n"
     "Nodes and sampling (as for kprof record):\n"
     "  -n, --node NODE          node to profile; repeat it for several\n"
-    "      --all-nodes          also every node connected to the first\n"
+    "      --all-nodes          also every node connected to the first, now or later\n"
     "      --cookie-file FILE   [$KPROF_COOKIE, else ~/.erlang.cookie]\n"
     "      --connect-timeout T  [5s]\n"
     "      --interval T         a window, one export per node [10s]\n"

@@ -279,66 +279,130 @@ static int push_one(const kp_push_options *o, const char *target)
     return rc;
 }
 
+/* With --all-nodes, the first node's cluster is looked at again this
+ * often, so that a node joining it later is pushed too: within the
+ * node's tick time (60 s by default, a quarter of it between ticks), so
+ * that the one connection asking stays up. */
+#define DISCOVER_US (15ull * 1000000u)
+
+/* Several nodes: a process of its own for each, which the first process
+ * starts, waits for and hands SIGTERM and SIGINT on to. */
 static pid_t children[MAX_NODES];
-static size_t n_children;
+static char child_names[MAX_NODES][512];
+static volatile sig_atomic_t n_children;
+static volatile sig_atomic_t stopping;
 
 static void forward(int sig)
 {
-    for (size_t k = 0; k < n_children; k++)
-        kill(children[k], sig);
+    stopping = 1;
+    for (sig_atomic_t k = 0; k < n_children; k++)
+        if (children[k] > 0)
+            kill(children[k], sig);
 }
 
-/* Several nodes: a process of its own for each, which this one waits for
- * and hands SIGTERM and SIGINT on to. */
+/* Starts the push of `name` in a process of its own; 0, or -1 said. */
+static int start_child(const kp_push_options *o, const char *name)
+{
+    if (n_children == MAX_NODES) {
+        kp_error("cannot push %s: already %d nodes, the most one kprof push takes", name,
+                 MAX_NODES);
+        return -1;
+    }
+    fflush(stderr);
+    pid_t child = fork();
+    if (child == 0) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        _exit(push_one(o, name));
+    }
+    if (child < 0) {
+        kp_error("cannot start the push of %s: %s", name, strerror(errno));
+        return -1;
+    }
+    snprintf(child_names[n_children], sizeof child_names[n_children], "%s", name);
+    children[n_children] = child;
+    n_children++; /* after the pid: the handler reads what it counts */
+    return 0;
+}
+
+static int pushed(const char *name)
+{
+    for (sig_atomic_t k = 0; k < n_children; k++)
+        if (strcmp(child_names[k], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* --all-nodes: the nodes now connected to the first (over one connection,
+ * kept: each new one would be an atom in the node), each not yet pushed
+ * started. Quiet when the first node does not answer: its own push says
+ * so. */
+static void discover(const kp_push_options *o, const char *first, kp_node *node, int *connected)
+{
+    char cookie[512], err[1024];
+    if (!*connected) {
+        if (kp_cookie_load(o->record.cookie_file, cookie, sizeof cookie, err, sizeof err) != 0)
+            return;
+        *connected = kp_node_connect(node, first, cookie, o->record.connect_timeout_ms, err,
+                                     sizeof err) == 0;
+        memset(cookie, 0, sizeof cookie);
+        if (!*connected)
+            return;
+    }
+    static char found[MAX_NODES][512];
+    int n = kp_record_connected_nodes(node, found, MAX_NODES);
+    if (n < 0) {
+        kp_node_close(node);
+        memset(node, 0, sizeof *node);
+        *connected = 0;
+        return;
+    }
+    for (int k = 0; k < n && !stopping; k++)
+        if (!pushed(found[k]) && start_child(o, found[k]) == 0)
+            fprintf(stderr, "kprof: push: %s is connected to %s: pushing it too\n", found[k],
+                    first);
+}
+
 static int push_many(const kp_push_options *o, char names[][512], size_t n)
 {
     struct sigaction sa = {.sa_handler = forward};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    for (size_t k = 0; k < n; k++) {
-        fflush(stderr);
-        pid_t child = fork();
-        if (child == 0) {
-            signal(SIGINT, SIG_DFL);
-            signal(SIGTERM, SIG_DFL);
-            _exit(push_one(o, names[k]));
-        }
-        if (child < 0) {
-            kp_error("cannot start the push of %s: %s", names[k], strerror(errno));
+    for (size_t k = 0; k < n && !stopping; k++)
+        if (start_child(o, names[k]) != 0) {
             forward(SIGTERM);
             break;
         }
-        children[n_children++] = child;
-    }
-    int rc = KP_EXIT_OK;
-    for (size_t k = 0; k < n_children; k++) {
-        int status;
-        while (waitpid(children[k], &status, 0) < 0 && errno == EINTR)
-            ;
-        int code = WIFEXITED(status) ? WEXITSTATUS(status) : KP_EXIT_FAILURE;
-        if (code != KP_EXIT_OK && rc == KP_EXIT_OK)
-            rc = code;
-    }
-    return rc;
-}
-
-/* --all-nodes: the first node and those connected to it. */
-static size_t all_nodes(const kp_push_options *o, char names[][512])
-{
-    char cookie[512], err[1024];
     kp_node node;
     memset(&node, 0, sizeof node);
-    if (kp_cookie_load(o->record.cookie_file, cookie, sizeof cookie, err, sizeof err) != 0 ||
-        kp_node_connect(&node, names[0], cookie, o->record.connect_timeout_ms, err, sizeof err) !=
-            0) {
-        kp_error("%s", err);
-        return 0;
+    int connected = 0;
+    uint64_t next = 0;
+    int rc = KP_EXIT_OK;
+    for (sig_atomic_t live = n_children; live > 0;) {
+        int status;
+        pid_t done = waitpid(-1, &status, WNOHANG);
+        if (done > 0) {
+            int code = WIFEXITED(status) ? WEXITSTATUS(status) : KP_EXIT_FAILURE;
+            if (code != KP_EXIT_OK && rc == KP_EXIT_OK)
+                rc = code;
+            live--;
+            continue;
+        }
+        if (done < 0 && errno != EINTR)
+            break;
+        uint64_t now = kp_now_us();
+        if (o->record.all_nodes && !stopping && now >= next) {
+            sig_atomic_t before = n_children;
+            discover(o, names[0], &node, &connected);
+            live += n_children - before;
+            next = now + DISCOVER_US;
+        }
+        nap(200);
     }
-    size_t n = 1 + kp_record_connected_nodes(&node, names + 1, MAX_NODES - 1);
-    kp_node_close(&node);
-    memset(cookie, 0, sizeof cookie);
-    return n;
+    if (connected)
+        kp_node_close(&node);
+    return rc;
 }
 
 int kp_push_run(const kp_push_options *o)
@@ -351,11 +415,8 @@ int kp_push_run(const kp_push_options *o)
             kp_error("%s", err);
             return KP_EXIT_USAGE;
         }
-    if (o->record.all_nodes) {
-        n = all_nodes(o, names);
-        if (!n)
-            return KP_EXIT_NODE;
-    }
     srand((unsigned)kp_now_ns() ^ (unsigned)getpid());
-    return n == 1 ? push_one(o, names[0]) : push_many(o, names, n);
+    /* --all-nodes: the first node's push starts at once (and waits for
+     * it, as any push does), the others as they are found connected */
+    return n == 1 && !o->record.all_nodes ? push_one(o, names[0]) : push_many(o, names, n);
 }

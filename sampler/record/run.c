@@ -208,17 +208,18 @@ static int make_output_dir(const kp_record_options *o, const char *target, char 
     return 0;
 }
 
-size_t kp_record_connected_nodes(kp_node *first, char names[][512], size_t cap)
+int kp_record_connected_nodes(kp_node *first, char names[][512], size_t cap)
 {
     ei_x_buff args, reply;
     ei_x_new(&args);
     ei_x_new(&reply);
     ei_x_encode_empty_list(&args);
-    size_t n = 0;
+    int n = -1;
     if (kp_node_rpc(first, "erlang", "nodes", &args, &reply) == 0) {
         int i = 0, len;
         if (ei_decode_list_header(reply.buff, &i, &len) == 0) {
-            for (int k = 0; k < len && n < cap; k++) {
+            n = 0;
+            for (int k = 0; k < len && (size_t)n < cap; k++) {
                 char atom[MAXATOMLEN_UTF8];
                 if (ei_decode_atom_as(reply.buff, &i, atom, sizeof atom, ERLANG_UTF8, NULL, NULL) <
                     0)
@@ -417,7 +418,8 @@ static size_t attach_all(const kp_record_options *o, const char *cookie, attache
             return 0;
         }
         if (o->all_nodes && i == 0 && n == 1) {
-            n += kp_record_connected_nodes(&se->node, names + 1, MAX_NODES - 1);
+            int more = kp_record_connected_nodes(&se->node, names + 1, MAX_NODES - 1);
+            n += more > 0 ? (size_t)more : 0;
         }
         if (kp_sample_wire_start(&se->wire, &se->node, &ao, err, sizeof err) != 0) {
             attach_error(o, err);

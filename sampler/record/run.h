@@ -76,8 +76,9 @@ typedef struct {
 unsigned kp_record_frame_flags(const kp_record_options *options);
 
 /* The names of the visible nodes connected to `first` (erlang:nodes()),
- * for --all-nodes: at most `cap` into `names`; how many. */
-size_t kp_record_connected_nodes(kp_node *first, char names[][512], size_t cap);
+ * for --all-nodes: at most `cap` into `names`; how many, or -1 when the
+ * node did not answer. */
+int kp_record_connected_nodes(kp_node *first, char names[][512], size_t cap);
 
 /* Runs a recording; returns the process exit code. */
 int kp_record_run(const kp_record_options *options);

@@ -9,6 +9,7 @@
 #include "common/cli.h"
 #include "common/units.h"
 #include "push/run.h"
+#include "record/node_options.h"
 
 static const char usage[] =
     "Usage: kprof push --node NODE [OPTIONS]\n"
@@ -63,13 +64,7 @@ static const char usage[] =
     "Exit status: 0 stopped by a signal, 1 failure, 2 usage error.\n";
 
 enum {
-    OPT_ALL_NODES = 999,
-    OPT_COOKIE = 1000,
-    OPT_CONNECT,
-    OPT_SELECT,
-    OPT_DEPTH,
-    OPT_CPU_RATE,
-    OPT_ERLANG_NAMES,
+    OPT_CPU_RATE = KP_OPT_NODE_END,
     OPT_INTERVAL,
     OPT_ENDPOINT,
     OPT_PROTOCOL,
@@ -83,16 +78,9 @@ enum {
     OPT_FLUSH
 };
 
-static const struct option options[] = {{"node", required_argument, NULL, 'n'},
-                                        {"all-nodes", no_argument, NULL, OPT_ALL_NODES},
-                                        {"cookie-file", required_argument, NULL, OPT_COOKIE},
-                                        {"connect-timeout", required_argument, NULL, OPT_CONNECT},
-                                        {"top", required_argument, NULL, 't'},
-                                        {"select-by", required_argument, NULL, OPT_SELECT},
-                                        {"depth", required_argument, NULL, OPT_DEPTH},
+static const struct option options[] = {KP_NODE_OPTIONS,
                                         {"rate", required_argument, NULL, 'r'},
                                         {"cpu-rate", required_argument, NULL, OPT_CPU_RATE},
-                                        {"erlang-names", no_argument, NULL, OPT_ERLANG_NAMES},
                                         {"interval", required_argument, NULL, OPT_INTERVAL},
                                         {"endpoint", required_argument, NULL, OPT_ENDPOINT},
                                         {"protocol", required_argument, NULL, OPT_PROTOCOL},
@@ -107,30 +95,16 @@ static const struct option options[] = {{"node", required_argument, NULL, 'n'},
                                         {"help", no_argument, NULL, 'h'},
                                         {NULL, 0, NULL, 0}};
 
-/* The sampling options, as kprof record checks them. */
+/* The sampling options: record's (kp_node_option), and push's rates. */
 static int sampling_option(int opt, const char *arg, kp_record_options *r, const char **nodes)
 {
     switch (opt) {
-    case 'n':
-        if (r->n_nodes == 64)
-            return kp_bad_value("--node", arg, "at most 64 --node options");
-        nodes[r->n_nodes++] = arg;
-        return KP_EXIT_OK;
-    case OPT_ALL_NODES: r->all_nodes = 1; return KP_EXIT_OK;
-    case OPT_COOKIE: r->cookie_file = arg; return KP_EXIT_OK;
-    case OPT_CONNECT:
-        return kp_parse_connect_timeout(arg, &r->connect_timeout_ms) != 0 ? KP_EXIT_USAGE
-                                                                          : KP_EXIT_OK;
-    case 't': return kp_parse_top_option(arg, &r->top);
-    case OPT_SELECT: return kp_parse_select_by_option(arg, &r->select_by);
-    case OPT_DEPTH: return kp_parse_depth_option(arg, &r->depth);
     case 'r':
         if (kp_parse_rate(arg, 1000, &r->rate) != 0)
             return kp_bad_value("--rate", arg, "samples per second, above 0 and up to 1000");
         return KP_EXIT_OK;
     case OPT_CPU_RATE: return kp_parse_cpu_rate_option(arg, &r->cpu_rate);
-    case OPT_ERLANG_NAMES: r->erlang_names = 1; return KP_EXIT_OK;
-    default: return -1;
+    default: return kp_node_option(opt, arg, r, nodes);
     }
 }
 
@@ -196,7 +170,7 @@ static int push_option(int opt, const char *arg, kp_push_options *o, kp_push_con
 
 int kp_cmd_push(int argc, char **argv)
 {
-    static const char *nodes[64];
+    static const char *nodes[KP_MAX_NODE_OPTIONS];
     static kp_push_config config;
     kp_push_config_free(&config);
     memset(&config, 0, sizeof config);

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "common/cli.h"
 #include "common/units.h"
+#include "record/node_options.h"
 #include "record/run.h"
 
 static const char record_usage[] =
@@ -78,31 +79,19 @@ static const char dump_usage[] =
     "--top [10], --select-by, --pid, --depth, --erlang-names.\n";
 
 enum {
-    OPT_ALL_NODES = 999,
-    OPT_COOKIE = 1000,
-    OPT_CONNECT,
-    OPT_SELECT,
-    OPT_RESELECT,
-    OPT_DEPTH,
+    OPT_RESELECT = KP_OPT_NODE_END,
     OPT_RSIZE,
     OPT_RTIME,
     OPT_KEEP,
     OPT_COMPRESS,
     OPT_CPU_RATE,
     OPT_PPROF,
-    OPT_NO_REPORT,
-    OPT_ERLANG_NAMES
+    OPT_NO_REPORT
 };
 
-static const struct option options[] = {{"node", required_argument, NULL, 'n'},
-                                        {"all-nodes", no_argument, NULL, OPT_ALL_NODES},
-                                        {"cookie-file", required_argument, NULL, OPT_COOKIE},
-                                        {"connect-timeout", required_argument, NULL, OPT_CONNECT},
-                                        {"top", required_argument, NULL, 't'},
-                                        {"select-by", required_argument, NULL, OPT_SELECT},
+static const struct option options[] = {KP_NODE_OPTIONS,
                                         {"reselect", required_argument, NULL, OPT_RESELECT},
                                         {"pid", required_argument, NULL, 'p'},
-                                        {"depth", required_argument, NULL, OPT_DEPTH},
                                         {"rate", required_argument, NULL, 'r'},
                                         {"duration", required_argument, NULL, 'd'},
                                         {"output", required_argument, NULL, 'o'},
@@ -113,34 +102,21 @@ static const struct option options[] = {{"node", required_argument, NULL, 'n'},
                                         {"cpu-rate", required_argument, NULL, OPT_CPU_RATE},
                                         {"pprof", no_argument, NULL, OPT_PPROF},
                                         {"no-report", no_argument, NULL, OPT_NO_REPORT},
-                                        {"erlang-names", no_argument, NULL, OPT_ERLANG_NAMES},
                                         {"quiet", no_argument, NULL, 'q'},
                                         {"help", no_argument, NULL, 'h'},
                                         {NULL, 0, NULL, 0}};
 
 /* The --node and --pid values, kept until the run ends. */
 typedef struct {
-    const char *nodes[64];
+    const char *nodes[KP_MAX_NODE_OPTIONS];
     const char *pids[256];
 } named;
 
-/* Handles an option of the connection or the selection. Returns -1 when
- * `opt` is not one of them, else KP_EXIT_OK or the exit code of a bad value. */
+/* Handles an option of the nodes or the selection. Returns -1 when `opt`
+ * is not one of them, else KP_EXIT_OK or the exit code of a bad value. */
 static int parse_selection(int opt, const char *arg, kp_record_options *o, named *names)
 {
     switch (opt) {
-    case 'n':
-        if (o->n_nodes == sizeof names->nodes / sizeof *names->nodes)
-            return kp_bad_value("--node", arg, "at most 64 --node options");
-        names->nodes[o->n_nodes++] = arg;
-        return KP_EXIT_OK;
-    case OPT_ALL_NODES: o->all_nodes = 1; return KP_EXIT_OK;
-    case OPT_COOKIE: o->cookie_file = arg; return KP_EXIT_OK;
-    case OPT_CONNECT:
-        return kp_parse_connect_timeout(arg, &o->connect_timeout_ms) != 0 ? KP_EXIT_USAGE
-                                                                          : KP_EXIT_OK;
-    case 't': return kp_parse_top_option(arg, &o->top);
-    case OPT_SELECT: return kp_parse_select_by_option(arg, &o->select_by);
     case OPT_RESELECT:
         if (kp_parse_duration(arg, &o->reselect_us) != 0 || o->reselect_us < 100000)
             return kp_bad_value("--reselect", arg, "a duration of at least 100ms");
@@ -152,9 +128,7 @@ static int parse_selection(int opt, const char *arg, kp_record_options *o, named
             return kp_bad_value("--pid", arg, "write it as <0.123.0>");
         names->pids[o->n_pids++] = arg;
         return KP_EXIT_OK;
-    case OPT_DEPTH: return kp_parse_depth_option(arg, &o->depth);
-    case OPT_ERLANG_NAMES: o->erlang_names = 1; return KP_EXIT_OK;
-    default: return -1;
+    default: return kp_node_option(opt, arg, o, names->nodes);
     }
 }
 

@@ -400,6 +400,42 @@ void kp_symbols_each_file(kp_symbols *s,
     dwfl_getmodules(s->dwfl, each_file_of, &e, 0);
 }
 
+typedef struct {
+    const char *module, *name;
+    uint64_t addr;
+    int found;
+} named_symbol;
+
+static int find_named(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr start,
+                      void *arg)
+{
+    (void)userdata, (void)start;
+    named_symbol *n = arg;
+    if (!modname || strcmp(base_name(modname), n->module) != 0)
+        return DWARF_CB_OK;
+    int count = dwfl_module_getsymtab(mod);
+    for (int i = 1; i < count; i++) {
+        GElf_Sym sym;
+        GElf_Addr addr;
+        const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, NULL, NULL, NULL);
+        if (name && sym.st_shndx != SHN_UNDEF && strcmp(name, n->name) == 0) {
+            n->addr = addr;
+            n->found = 1;
+            return DWARF_CB_ABORT;
+        }
+    }
+    return DWARF_CB_OK;
+}
+
+int kp_symbols_find_named(kp_symbols *s, const char *module, const char *name, uint64_t *addr)
+{
+    named_symbol n = {module, name, 0, 0};
+    dwfl_getmodules(s->dwfl, find_named, &n, 0);
+    if (n.found)
+        *addr = n.addr;
+    return n.found ? 0 : -1;
+}
+
 struct Dwfl *kp_symbols_dwfl(kp_symbols *s)
 {
     return s->dwfl;

@@ -72,6 +72,12 @@ int kp_symbols_find(kp_symbols *syms, uint64_t addr, kp_native_symbol *out);
  * benchmarks. */
 int kp_symbols_find_uncached(kp_symbols *syms, uint64_t addr, kp_native_symbol *out);
 
+/* The address in the process of the symbol `name` (code or data: such as
+ * the JIT's __jit_debug_descriptor) of the mapped file whose basename is
+ * `module`, from the file's .symtab, its debug file's, or its .dynsym.
+ * Returns 0 with `*addr` set, or -1 when no such file or symbol is known. */
+int kp_symbols_find_named(kp_symbols *syms, const char *module, const char *name, uint64_t *addr);
+
 /* The libdwfl session holding the process's modules, for a
  * cpu/unwind.h unwinder to share (it reads the same files' CFI). Owned by
  * `syms`; kp_symbols_refresh reports the modules again. */

@@ -297,6 +297,22 @@ static void names_as_libdwfl_does(void **state)
     dwfl_end(dwfl);
 }
 
+/* data this binary exports, found by name as __jit_debug_descriptor is in
+ * a node's beam.smp */
+uint64_t kpt_named_data[4] = {1, 2, 3, 4};
+
+static void finds_data_by_name(void **state)
+{
+    (void)state;
+    kp_symbols *s = open_self();
+    uint64_t addr = 0;
+    assert_int_equal(kp_symbols_find_named(s, self_name(), "kpt_named_data", &addr), 0);
+    assert_int_equal(addr, (uint64_t)(uintptr_t)kpt_named_data);
+    assert_int_equal(kp_symbols_find_named(s, self_name(), "kpt_no_such_symbol", &addr), -1);
+    assert_int_equal(kp_symbols_find_named(s, "no-such-file.so", "kpt_named_data", &addr), -1);
+    kp_symbols_close(s);
+}
+
 static void refuses_missing_processes(void **state)
 {
     (void)state;
@@ -356,6 +372,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(names_functions_of_this_binary),
+        cmocka_unit_test(finds_data_by_name),
         cmocka_unit_test(names_libc_functions),
         cmocka_unit_test(unmapped_addresses_are_not_found),
         cmocka_unit_test(finds_a_library_loaded_later),

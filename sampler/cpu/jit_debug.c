@@ -183,6 +183,62 @@ long kp_jit_debug_list(kp_jit_debug_read_fn read, void *ctx, uint64_t descriptor
     return -1;
 }
 
+/* 1 when the list of the descriptor at `at` reads whole and holds the
+ * emulator's entry among its oldest (the JIT registers its own code, then
+ * the emulator's facts, before any module). */
+static int is_descriptor(kp_jit_debug_read_fn read, void *ctx, uint64_t at, kp_jit_debug_ref *refs,
+                         size_t cap)
+{
+    long n = kp_jit_debug_list(read, ctx, at, refs, cap);
+    for (long k = n - 1; k >= 0 && k >= n - 8; k--) {
+        uint8_t buf[32];
+        kp_jit_debug_entry e;
+        if (refs[k].size >= 16 && refs[k].size <= 32 &&
+            read(ctx, refs[k].symfile, buf, refs[k].size) == 0 &&
+            kp_jit_debug_parse(buf, refs[k].size, &e, NULL, NULL) == 0 &&
+            e.kind == KP_JIT_DEBUG_EMULATOR)
+            return 1;
+    }
+    return 0;
+}
+
+int kp_jit_debug_scan(kp_jit_debug_read_fn read, void *ctx, uint64_t start, uint64_t len,
+                      uint64_t *descriptor)
+{
+    enum { CHUNK = 65536, ROOM = KP_JIT_DEBUG_MAX_ENTRIES / 10 };
+    uint8_t *chunk = kp_malloc(CHUNK);
+    kp_jit_debug_ref *refs = kp_malloc(ROOM * sizeof *refs);
+    int found = 0, rc = 0;
+    uint64_t end = start + len < start ? UINT64_MAX : start + len;
+    uint64_t at = (start + 7) & ~(uint64_t)7;
+    if (!chunk || !refs)
+        rc = -1;
+    /* chunks overlapping by 16 bytes, so that a descriptor across two is
+     * seen, at the second */
+    while (rc == 0 && found < 2 && at < end && end - at >= 24) {
+        size_t n = (size_t)(end - at < CHUNK ? end - at : CHUNK) & ~(size_t)7;
+        if (read(ctx, at, chunk, n) != 0) {
+            rc = -1;
+            break;
+        }
+        for (size_t k = 0; k + 24 <= n && found < 2; k += 8) {
+            const uint8_t *d = chunk + k;
+            uint64_t relevant = le(d + 8, 8), first = le(d + 16, 8);
+            if (le(d, 4) != 1 || le(d + 4, 4) > 2 || relevant % 8 != 0 || first == 0 ||
+                first % 8 != 0)
+                continue;
+            if (is_descriptor(read, ctx, at + k, refs, ROOM)) {
+                *descriptor = at + k;
+                found++;
+            }
+        }
+        at += n - 16;
+    }
+    kp_free(chunk);
+    kp_free(refs);
+    return rc == 0 && found == 1 ? 0 : -1;
+}
+
 /* The perf map's lines of one module, as kp_jit_debug_load renders them. */
 typedef struct {
     char *text;

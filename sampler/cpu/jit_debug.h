@@ -98,6 +98,17 @@ typedef struct {
 long kp_jit_debug_list(kp_jit_debug_read_fn read, void *ctx, uint64_t descriptor,
                        kp_jit_debug_ref *refs, size_t cap);
 
+/* Where the descriptor is when no symbol says (OTP 29 builds beam.smp
+ * with hidden visibility: its .dynsym has no __jit_debug_descriptor): the
+ * 8-aligned place in [start, start + len) (beam.smp's writable segment)
+ * holding { 1, 0..2, 0 or 8-aligned, 8-aligned and not 0 } whose list
+ * kp_jit_debug_list reads whole and holds the emulator's entry among its
+ * 8 oldest.
+ * Returns 0 with `*descriptor` set when exactly one place does; -1 when
+ * none or several do, or the region cannot be read. */
+int kp_jit_debug_scan(kp_jit_debug_read_fn read, void *ctx, uint64_t start, uint64_t len,
+                      uint64_t *descriptor);
+
 /* What kp_jit_debug_load found. */
 typedef struct {
     size_t modules, ranges;

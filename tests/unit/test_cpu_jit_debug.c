@@ -301,12 +301,60 @@ static void refuses_broken_lists(void **state)
     assert_int_equal(refs[0].entry, 0x2020);
 }
 
+/* The descriptor found by its looks in a writable segment of noise, past
+ * a decoy whose list does not end in the emulator's entry. */
+static void finds_the_descriptor_by_its_looks(void **state)
+{
+    (void)state;
+    size_t elen, ilen;
+    uint8_t *emulator = slurp("otp25_emulator.bin", &elen);
+    uint8_t *init = slurp("otp25_erl_init.bin", &ilen);
+    const uint64_t symfiles[] = {0x10000, 0x20000};
+    const size_t sizes[] = {ilen, elen};
+    memory m;
+    lay_out(&m, symfiles, sizes, 2);
+    add_region(&m, 0x10000, init, ilen);
+    add_region(&m, 0x20000, emulator, elen);
+    static uint8_t data[3000];
+    uint32_t x = 12345;
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)((x = x * 1103515245 + 12345) >> 16);
+    put(data + 0x100, 1, 4); /* decoys: a list into nothing, one of erl_init alone */
+    put(data + 0x104, 0, 4);
+    put(data + 0x108, 0, 8);
+    put(data + 0x110, 0x3000, 8);
+    put(data + 0x200, 1, 4);
+    put(data + 0x204, 0, 4);
+    put(data + 0x208, 0, 8);
+    put(data + 0x210, 0x2040, 8);
+    memcpy(data + 0x808, descriptor, sizeof descriptor);
+    put(data + 0x818, 0x2000, 8); /* first: erl_init, then the emulator */
+    add_region(&m, 0x40000, data, sizeof data);
+    static uint8_t lone[32]; /* erl_init's entry with no next */
+    put(lone + 16, 0x10000, 8);
+    put(lone + 24, ilen, 8);
+    add_region(&m, 0x2040, lone, sizeof lone);
+    uint64_t found = 0;
+    assert_int_equal(kp_jit_debug_scan(read_memory, &m, 0x40000, sizeof data, &found), 0);
+    assert_int_equal(found, 0x40808);
+    /* from an odd start, and with the region cut just after it */
+    assert_int_equal(kp_jit_debug_scan(read_memory, &m, 0x40003, 0x808 - 3 + 24, &found), 0);
+    assert_int_equal(found, 0x40808);
+    /* cut before its end: not found */
+    assert_int_equal(kp_jit_debug_scan(read_memory, &m, 0x40000, 0x808 + 23, &found), -1);
+    /* two of them: which one is unknown */
+    memcpy(data + 0x900, data + 0x808, 24);
+    assert_int_equal(kp_jit_debug_scan(read_memory, &m, 0x40000, sizeof data, &found), -1);
+    /* a region that cannot be read */
+    assert_int_equal(kp_jit_debug_scan(read_memory, &m, 0x90000, 4096, &found), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parses_a_live_module), cmocka_unit_test(refuses_cut_entries),
         cmocka_unit_test(parses_otp24_entries), cmocka_unit_test(loads_a_node_list),
-        cmocka_unit_test(refuses_broken_lists),
+        cmocka_unit_test(refuses_broken_lists), cmocka_unit_test(finds_the_descriptor_by_its_looks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -322,6 +322,8 @@ static int start_child(const kp_push_options *o, const char *name)
     snprintf(child_names[n_children], sizeof child_names[n_children], "%s", name);
     children[n_children] = child;
     n_children++; /* after the pid: the handler reads what it counts */
+    if (stopping) /* a stop that came while it was being started */
+        kill(child, SIGTERM);
     return 0;
 }
 

@@ -60,12 +60,14 @@ def msacc_shares(path):
     return by_type
 
 
-# a thread's kind from its name (its comm, cut to 15 characters)
+# a thread's kind from its name (its comm, cut to 15 characters): OTP 25
+# and 26 name them 1_scheduler, 1_dirty_cpu_sch, 0_poller, ...; OTP 27 and
+# later erts_sched_1, erts_dcpus_1, erts_poll_0, ...
 COMMS = [
-    (re.compile(r"^\d+_scheduler$"), "scheduler"),
-    (re.compile(r"^\d+_dirty_cpu"), "dirty_cpu"),
-    (re.compile(r"^\d+_dirty_io"), "dirty_io"),
-    (re.compile(r"^(\d+_poller|\d+_aux|async_\d+)$"), "other"),
+    (re.compile(r"^(\d+_scheduler|erts_sched_\d+)$"), "scheduler"),
+    (re.compile(r"^(\d+_dirty_cpu|erts_dcpus_\d+)"), "dirty_cpu"),
+    (re.compile(r"^(\d+_dirty_io|erts_dios_\d+)"), "dirty_io"),
+    (re.compile(r"^(\d+_poller|\d+_aux|async_\d+|erts_(poll|aux|async)_\d+)$"), "other"),
 ]
 
 
@@ -91,6 +93,10 @@ def main():
         return 2
     base = float(sys.argv[3]) if len(sys.argv) > 3 else 5.0
     waits = wait_shares(sys.argv[4]) if len(sys.argv) > 4 else {}
+    if len(sys.argv) > 4 and "scheduler" not in waits:
+        # a bound left unwidened would fail for the wrong reason
+        print(f"no scheduler thread named in {sys.argv[4]}", file=sys.stderr)
+        return 2
     ours, theirs = kprof_shares(sys.argv[1]), msacc_shares(sys.argv[2])
     total = sum(n for k in ours.values() for s, n in k.items() if s != "sleep")
     if not total or not theirs:

@@ -114,6 +114,23 @@ static size_t put_text(uint8_t *p, const char *s)
     return strlen(s) + 1;
 }
 
+/* OTP 24's module header and one of its ranges, as the JIT writes them */
+static size_t flat_module(uint8_t *p, uint64_t n_ranges, uint64_t base, uint64_t size,
+                          const char *name)
+{
+    size_t n = put(p, n_ranges, 8);
+    n += put(p + n, base, 8);
+    n += put(p + n, size, 8);
+    return n + put_text(p + n, name);
+}
+
+static size_t flat_range(uint8_t *p, uint64_t start, uint64_t end, const char *name)
+{
+    size_t n = put(p, start, 8);
+    n += put(p + n, end, 8);
+    return n + put_text(p + n, name);
+}
+
 static void parses_otp24_entries(void **state)
 {
     (void)state;
@@ -126,16 +143,9 @@ static void parses_otp24_entries(void **state)
     assert_int_equal(e.frame_layout, -1);
     assert_int_equal(e.normal_exit, 0x7000c30);
     /* two ranges, one a quoted fun */
-    n = put(b, 2, 8);
-    n += put(b + n, 0x5000, 8);
-    n += put(b + n, 0x100, 8);
-    n += put_text(b + n, "lists");
-    n += put(b + n, 0x5000, 8);
-    n += put(b + n, 0x5040, 8);
-    n += put_text(b + n, "lists:map/2");
-    n += put(b + n, 0x5040, 8);
-    n += put(b + n, 0x5100, 8);
-    n += put_text(b + n, "lists:'-filter/2-lc$^0/1-0-'/2");
+    n = flat_module(b, 2, 0x5000, 0x100, "lists");
+    n += flat_range(b + n, 0x5000, 0x5040, "lists:map/2");
+    n += flat_range(b + n, 0x5040, 0x5100, "lists:'-filter/2-lc$^0/1-0-'/2");
     static rendered r;
     r.len = 0;
     assert_int_equal(kp_jit_debug_parse(b, n, &e, render, &r), 0);
@@ -145,13 +155,8 @@ static void parses_otp24_entries(void **state)
     assert_string_equal(r.text,
                         "0x5000 40 $lists:map/2\n0x5040 c0 $lists:'-filter/2-lc$^0/1-0-'/2\n");
     /* one range: its first word is the tagged module's header, 1 */
-    n = put(b, 1, 8);
-    n += put(b + n, 0x6000, 8);
-    n += put(b + n, 0x40, 8);
-    n += put_text(b + n, "m");
-    n += put(b + n, 0x6000, 8);
-    n += put(b + n, 0x6040, 8);
-    n += put_text(b + n, "m:f/0");
+    n = flat_module(b, 1, 0x6000, 0x40, "m");
+    n += flat_range(b + n, 0x6000, 0x6040, "m:f/0");
     assert_int_equal(kp_jit_debug_parse(b, n, &e, NULL, NULL), 0);
     assert_int_equal(e.tagged, 0);
     assert_int_equal(e.n_ranges, 1);

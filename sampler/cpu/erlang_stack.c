@@ -1,7 +1,7 @@
 /* Erlang call chains without frame pointers; see erlang_stack.h. */
 #include "cpu/erlang_stack.h"
 
-int kp_erlang_stack_after_call(kp_erlang_code_fn code, void *ctx, uint64_t ret)
+int kp_erlang_stack_after_call(kp_jit_debug_read_fn code, void *ctx, uint64_t ret)
 {
     uint8_t b[7];
     if (ret < sizeof b || code(ctx, ret - sizeof b, b, sizeof b) != 0)
@@ -25,8 +25,8 @@ int kp_erlang_stack_after_call(kp_erlang_code_fn code, void *ctx, uint64_t ret)
 }
 
 size_t kp_erlang_stack_walk(const kp_perf_map *map, const uint64_t *words, size_t n,
-                            uint64_t normal_exit, kp_erlang_code_fn code, void *ctx, uint64_t *out,
-                            size_t cap, int *complete)
+                            uint64_t normal_exit, kp_jit_debug_read_fn code, void *ctx,
+                            uint64_t *out, size_t cap, int *complete)
 {
     size_t k = 0;
     *complete = 0;

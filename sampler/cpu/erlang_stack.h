@@ -20,15 +20,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu/jit_debug.h"
 #include "cpu/perf_map.h"
-
-/* Reads `len` bytes of the node's code at `addr` into `buf`: 0, or -1. */
-typedef int (*kp_erlang_code_fn)(void *ctx, uint64_t addr, uint8_t *buf, size_t len);
 
 /* 1 when the instruction ending just before `ret` is a call (call rel32;
  * call [rip + disp32]; call through a register, r8-r15 too; call through
- * [reg]), read with `code`; 0 when it is not or cannot be read. */
-int kp_erlang_stack_after_call(kp_erlang_code_fn code, void *ctx, uint64_t ret);
+ * [reg]), the node's code read with `code`; 0 when it is not or cannot be
+ * read. */
+int kp_erlang_stack_after_call(kp_jit_debug_read_fn code, void *ctx, uint64_t ret);
 
 /* Walks `words[0..n)`, the stack from E up, as said above: the return
  * addresses found go into `out` (room for `cap`), the innermost caller
@@ -36,7 +35,7 @@ int kp_erlang_stack_after_call(kp_erlang_code_fn code, void *ctx, uint64_t ret);
  * when normal_exit was reached (the whole chain), 0 when the words or the
  * room ran out first. Returns how many addresses. */
 size_t kp_erlang_stack_walk(const kp_perf_map *map, const uint64_t *words, size_t n,
-                            uint64_t normal_exit, kp_erlang_code_fn code, void *ctx, uint64_t *out,
-                            size_t cap, int *complete);
+                            uint64_t normal_exit, kp_jit_debug_read_fn code, void *ctx,
+                            uint64_t *out, size_t cap, int *complete);
 
 #endif

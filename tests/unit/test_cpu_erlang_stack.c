@@ -18,7 +18,7 @@
 /* code bytes 0x1000..0x1400, all nops but the calls placed below */
 static uint8_t code_bytes[0x400];
 
-static int read_code(void *ctx, uint64_t addr, uint8_t *buf, size_t len)
+static int read_code(void *ctx, uint64_t addr, void *buf, size_t len)
 {
     (void)ctx;
     if (addr < 0x1000 || addr + len > 0x1400)

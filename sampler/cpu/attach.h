@@ -17,7 +17,8 @@
  *     whose innermost pid, pid namespace and start time are the node's, so
  *     a node in a container is found from the host, and a node on another
  *     host, or in a pid namespace that kprof cannot see, is refused;
- *   - that it has a perf map (+JPperf true) and perf_events may sample it.
+ *   - that its JIT code can be named (its perf map, or the JIT's
+ *     registrations in its memory) and perf_events may sample it.
  * Then learns the node's layout (kp_native_learn) from known work that
  * kprof_calibrate runs in it while it samples (0.2 s on an idle node, at
  * most 2.5 s on a busy one), and

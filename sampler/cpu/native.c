@@ -21,7 +21,7 @@
 #include "cpu/perf_events.h"
 #include "cpu/kernel_symbols.h"
 #include "cpu/native_names.h"
-#include "cpu/perf_map.h"
+#include "cpu/jit_code.h"
 #include "cpu/port_owner.h"
 #include "cpu/states.h"
 #include "cpu/symbols.h"
@@ -83,8 +83,8 @@ struct kp_native {
     atomic_int learning; /* until kp_native_learn: samples are studied, not kept */
     learning learn;
     kp_perf_events *events;
-    kp_perf_map *map;
-    char map_path[64];
+    kp_jit_code *code;          /* JIT code's names; Erlang callers without frame pointers */
+    uint64_t code_refreshed_us; /* when a miss last read the registrations again */
     kp_symbols *symbols;
     /* names of the kernel's frames; NULL when its chain is not recorded or
      * its addresses are hidden (kernel_note says why) */
@@ -142,7 +142,7 @@ static uint32_t frame_of(kp_native *n, uint64_t addr)
     if (kp_u64_map_get(&n->frame_at, addr, &id))
         return id;
     id = NO_FRAME;
-    const kp_jit_symbol *jit = kp_perf_map_find(n->map, addr);
+    const kp_jit_symbol *jit = kp_jit_code_find(n->code, addr);
     kp_native_symbol sym;
     char text[512];
     if (jit && jit->kind != KP_JIT_RUNTIME) {
@@ -198,7 +198,24 @@ static uint32_t kernel_frame_of(kp_native *n, uint64_t addr)
 static int is_jit(void *ctx, uint64_t pc)
 {
     kp_native *n = ctx;
-    return kp_perf_map_find(n->map, pc) != NULL;
+    return kp_jit_code_find(n->code, pc) != NULL;
+}
+
+#define MISS_REFRESH_US 250000u
+
+/* Code loaded since the last rescan, where the JIT's registrations name
+ * it: a user leaf that no name covers reads them again (at most 4 times a
+ * second), before anything of the sample is looked up. */
+static void refresh_on_miss(kp_native *n, uint64_t leaf)
+{
+    kp_native_symbol sym;
+    if (kp_jit_code_names(n->code) != KP_JIT_NAMES_REGISTRATIONS ||
+        kp_jit_code_find(n->code, leaf) || kp_now_us() - n->code_refreshed_us < MISS_REFRESH_US ||
+        kp_symbols_find(n->symbols, leaf, &sym) == 0)
+        return;
+    n->code_refreshed_us = kp_now_us();
+    if (kp_jit_code_refresh(n->code) > 0)
+        kp_u64_map_clear(&n->frame_at);
 }
 
 /* The frames of a sample, leaf first, as they are named. */
@@ -217,11 +234,13 @@ static int push(frame_list *f, uint32_t id)
 }
 
 /* The frame-pointer chain's return addresses `ret[0..n)`, while they name
- * code: past the first that does not, the chain is garbage. */
+ * code: past the first that does not, the chain is garbage. The process's
+ * normal exit, its stack's bottom, ends it too: it is no caller. */
 static void push_chain(kp_native *n, frame_list *f, const uint64_t *ret, size_t count)
 {
+    uint64_t normal_exit = kp_jit_code_normal_exit(n->code);
     for (size_t i = 0; i < count; i++) {
-        if (!push(f, frame_of(n, ret[i] - 1)))
+        if ((normal_exit && ret[i] == normal_exit) || !push(f, frame_of(n, ret[i] - 1)))
             break;
     }
 }
@@ -245,6 +264,23 @@ static void push_copied_frames(kp_native *n, frame_list *f, const kp_cpu_sample 
             return;
         rbp = next;
     }
+}
+
+/* The Erlang callers read from the stack from E (no frame pointers):
+ * `copy[0..copy_len)` the sample's copy of it from E, if any
+ * (kp_jit_code_callers). */
+static void push_stack_callers(kp_native *n, frame_list *f, uint64_t e, const uint8_t *copy,
+                               size_t copy_len)
+{
+    uint64_t ret[KP_CALLCHAIN_MAX];
+    size_t room = sizeof f->ids / sizeof f->ids[0] - f->k;
+    int complete;
+    size_t count =
+        kp_jit_code_callers(n->code, e, copy, copy_len, ret,
+                            room < KP_CALLCHAIN_MAX ? room : KP_CALLCHAIN_MAX, &complete);
+    n->stats.stack_walks++;
+    n->stats.stack_whole += (uint64_t)complete;
+    push_chain(n, f, ret, count);
 }
 
 /* Is JIT entry `jit` the runtime fragment `name` ("global::NAME")? */
@@ -282,7 +318,7 @@ static uint32_t light_bif_caller(kp_native *n, const kp_cpu_sample *s, const kp_
     int slot = n->o.light_bif_slot;
     if (slot < 0 || stack_word(s, r, (uint64_t)slot, &entry) != 0)
         return NO_FRAME;
-    const kp_jit_symbol *jit = kp_perf_map_find(n->map, entry);
+    const kp_jit_symbol *jit = kp_jit_code_find(n->code, entry);
     return jit && jit->kind != KP_JIT_RUNTIME ? frame_of(n, entry) : NO_FRAME;
 }
 
@@ -290,33 +326,44 @@ static uint32_t light_bif_caller(kp_native *n, const kp_cpu_sample *s, const kp_
  * where they can be told exactly (see docs/native-cpu.md, "Unwinding C code"):
  *   - the frame itself, where the JIT called the C code: an Erlang
  *     function, or a runtime fragment ([jit]global::...);
- *   - when the C frames left rbp as the JIT had it (the CFI's rbp at the
- *     JIT frame is the sampled one), the kernel's frame-pointer chain,
- *     which it walked from that rbp at sample time: the Erlang frames;
- *   - else, when that rbp points into the stack copy, the frame pointers
- *     walked there; the JIT's Erlang frames live on the process's own
- *     stack (on its heap), not in the copy, so usually nothing more;
- *   - under call_light_bif_shared, the Erlang function that called the
- *     BIF, from the fragment's spill slot (light_bif_caller).
+ *   - with frame pointers, when the C frames left rbp as the JIT had it
+ *     (the CFI's rbp at the JIT frame is the sampled one), the kernel's
+ *     frame-pointer chain, which it walked from that rbp at sample time:
+ *     the Erlang frames;
+ *   - else the process's stack from the E the JIT saved as it called the
+ *     C code (in rbp, or the process's `stop`, as the code it returns to
+ *     says: kp_jit_code_saved_e), read from the node now;
+ *   - else, under call_light_bif_shared, the Erlang function that called
+ *     the BIF, from the fragment's spill slot (light_bif_caller);
+ *   - else, with frame pointers, when that rbp points into the stack copy,
+ *     the frame pointers walked there.
  * The process: r13 as the CFI restored it at the JIT frame (the JIT's
  * c_p), except under the scheduler loop (process_main), where r13 holds
  * the process being scheduled out while erts_schedule picks the next. */
 static void push_jit_caller(kp_native *n, frame_list *f, const kp_cpu_sample *s,
                             const kp_unwind_result *r, int *has_c_p, uint64_t *c_p)
 {
-    const kp_jit_symbol *jit = kp_perf_map_find(n->map, r->jit_pc - 1);
+    const kp_jit_symbol *jit = kp_jit_code_find(n->code, r->jit_pc - 1);
     int scheduler = is_fragment(jit, "global::process_main");
+    int fp = kp_jit_code_frame_pointers(n->code);
+    uint64_t e;
     push(f, frame_of(n, r->jit_pc - 1));
-    if (r->rbp_known && r->jit_rbp == s->regs[KP_REG_BP] && !scheduler) {
+    if (scheduler) {
+        /* the scheduler loop: no Erlang caller */
+    } else if (fp && r->rbp_known && r->jit_rbp == s->regs[KP_REG_BP]) {
         n->stats.rbp_kept++;
         push_chain(n, f, s->chain + 1, s->n_chain - 1);
+    } else if (kp_jit_code_saved_e(n->code, r->jit_pc, r->jit_rbp, r->rbp_known, r->jit_r13,
+                                   r->r13_known, &e)) {
+        /* the E the JIT saved as it called the C code: the stack above */
+        push_stack_callers(n, f, e, NULL, 0);
     } else if (is_fragment(jit, "global::call_light_bif_shared")) {
         uint32_t caller = light_bif_caller(n, s, r);
         if (caller != NO_FRAME) {
             n->stats.light_bif++;
             push(f, caller);
         }
-    } else if (r->rbp_known && !scheduler) {
+    } else if (fp && r->rbp_known) {
         size_t before = f->k;
         push_copied_frames(n, f, s, r->jit_rbp);
         n->stats.rbp_in_copy += f->k > before;
@@ -332,6 +379,8 @@ static void push_jit_caller(kp_native *n, frame_list *f, const kp_cpu_sample *s,
 static size_t name_frames(kp_native *n, const kp_cpu_sample *s, int *has_c_p, uint64_t *c_p)
 {
     frame_list f = {.k = 0};
+    if (s->n_chain)
+        refresh_on_miss(n, s->chain[0]);
     *has_c_p = 0;
     n->n_port_words = 0;
     if (s->in_kernel && n->kernel && s->n_kernel_chain) {
@@ -347,10 +396,19 @@ static size_t name_frames(kp_native *n, const kp_cpu_sample *s, int *has_c_p, ui
     const kp_jit_symbol *jit;
     if (s->n_chain == 0) {
         /* no user frame */
-    } else if ((jit = kp_perf_map_find(n->map, leaf)) != NULL) {
-        /* JIT code keeps frame pointers: the kernel's chain is true */
+    } else if ((jit = kp_jit_code_find(n->code, leaf)) != NULL) {
+        /* E is rsp: the callers are read from the sample's stack copy,
+         * where every return address is, frame pointers or not. The
+         * kernel's frame-pointer chain misses one when the leaf has left
+         * its frame to call another function in its tail (between the
+         * caller's leave and the callee's entry: a tight loop of tail
+         * calls is there half of its time), and names garbage without
+         * frame pointers; it is taken only where the stack cannot be read. */
         push(&f, frame_of(n, leaf));
-        push_chain(n, &f, s->chain + 1, s->n_chain - 1);
+        if (s->user_regs && s->regs[KP_REG_IP] == leaf && kp_jit_code_normal_exit(n->code))
+            push_stack_callers(n, &f, s->regs[KP_REG_SP], s->stack, s->stack_size);
+        else if (kp_jit_code_frame_pointers(n->code))
+            push_chain(n, &f, s->chain + 1, s->n_chain - 1);
         /* r13 is c_p in JIT code, but for the scheduler loop's */
         *has_c_p = s->user_regs && !is_fragment(jit, "global::process_main");
         *c_p = s->c_p;
@@ -547,7 +605,7 @@ static int is_calibration(const kp_jit_symbol *jit, const char *function)
 static void study(kp_native *n, const kp_cpu_sample *s)
 {
     learning *l = &n->learn;
-    const kp_jit_symbol *leaf = s->n_chain ? kp_perf_map_find(n->map, s->chain[0]) : NULL;
+    const kp_jit_symbol *leaf = s->n_chain ? kp_jit_code_find(n->code, s->chain[0]) : NULL;
     pthread_mutex_lock(&l->lock);
     uint64_t term;
     unsigned char ok = 0;
@@ -570,11 +628,11 @@ static void study(kp_native *n, const kp_cpu_sample *s)
         kp_unwind_result r;
         kp_unwind_sample(n->unwind, s, is_jit, n, &r);
         if (r.reached_jit &&
-            is_fragment(kp_perf_map_find(n->map, r.jit_pc - 1), "global::call_light_bif_shared")) {
+            is_fragment(kp_jit_code_find(n->code, r.jit_pc - 1), "global::call_light_bif_shared")) {
             int from_caller = 0;
             uint64_t word;
             for (size_t k = 0; k < LEARN_SLOTS && stack_word(s, &r, 8 * k, &word) == 0; k++) {
-                if (is_calibration(kp_perf_map_find(n->map, word), "hash")) {
+                if (is_calibration(kp_jit_code_find(n->code, word), "hash")) {
                     l->slot_votes[k]++;
                     from_caller = 1;
                 }
@@ -761,7 +819,7 @@ static int on_sample(void *ctx, const kp_cpu_sample *s)
 static void rescan(kp_native *n)
 {
     n->stats.threads = kp_perf_events_rescan(n->events);
-    int added = kp_perf_map_refresh(n->map, n->map_path);
+    int added = kp_jit_code_refresh(n->code);
     if (kp_symbols_refresh(n->symbols) > 0 || added > 0)
         kp_u64_map_clear(&n->frame_at);
 }
@@ -839,44 +897,27 @@ kp_native *kp_native_start(const kp_native_options *o, char *err, size_t err_len
     pthread_mutex_init(&n->learn.lock, NULL);
     pthread_mutex_init(&n->ports_lock, NULL);
     atomic_store(&n->learning, o->layout.kind == KP_PID_LAYOUT_NONE);
-    /* the map as the node's own mount namespace names it */
-    snprintf(n->map_path, sizeof n->map_path, "/proc/%d/root/tmp/perf-%d.map", o->os_pid,
-             o->own_pid);
-    n->map = kp_perf_map_create();
     n->frames = kp_frames_create(o->frame_flags);
     n->stacks = kp_stacks_create();
     n->states = kp_states_create();
-    if (!n->map || !n->frames || !n->stacks || !n->states || setup_frames(n) != 0) {
+    if (!n->frames || !n->stacks || !n->states || setup_frames(n) != 0) {
         snprintf(err, err_len, "out of memory");
-        kp_native_free(n);
-        return NULL;
-    }
-    if (stale_map(n->map_path, o->start_ticks)) {
-        snprintf(err, err_len,
-                 "the node has no perf map of its own (%s is older than the node: left by "
-                 "an earlier process with its pid, e.g. an earlier node in its container): "
-                 "start the node with +JPperf true",
-                 n->map_path);
-        kp_native_free(n);
-        return NULL;
-    }
-    if (kp_perf_map_refresh(n->map, n->map_path) < 0) {
-        if (errno == ENOENT)
-            snprintf(err, err_len,
-                     "the node has no perf map (%s): start the node with +JPperf true",
-                     n->map_path);
-        else if (errno == EACCES || errno == EPERM)
-            snprintf(err, err_len,
-                     "kprof may not read the node's perf map (%s: %s): run kprof as root, "
-                     "or as the node's user with CAP_SYS_PTRACE",
-                     n->map_path, strerror(errno));
-        else
-            snprintf(err, err_len, "cannot read %s: %s", n->map_path, strerror(errno));
         kp_native_free(n);
         return NULL;
     }
     n->symbols = kp_symbols_open(o->os_pid, err, err_len);
     if (!n->symbols) {
+        kp_native_free(n);
+        return NULL;
+    }
+    /* the perf map as the node's own mount namespace names it; one left
+     * by an earlier process with the node's pid (an earlier node in its
+     * container) is not the node's */
+    char map_path[64];
+    snprintf(map_path, sizeof map_path, "/proc/%d/root/tmp/perf-%d.map", o->os_pid, o->own_pid);
+    n->code = kp_jit_code_open(o->os_pid, map_path, stale_map(map_path, o->start_ticks), n->symbols,
+                               err, err_len);
+    if (!n->code) {
         kp_native_free(n);
         return NULL;
     }
@@ -978,6 +1019,11 @@ int kp_native_os_pid(const kp_native *n)
 const char *kp_native_kernel_note(const kp_native *n)
 {
     return n->kernel ? NULL : n->kernel_note;
+}
+
+const char *kp_native_describe(const kp_native *n)
+{
+    return kp_jit_code_describe(n->code);
 }
 
 void kp_native_learned(const kp_native *n, kp_pid_layout *layout, int *light_bif_slot)
@@ -1104,7 +1150,7 @@ void kp_native_free(kp_native *n)
     kp_unwind_free(n->unwind);
     kp_symbols_close(n->symbols);
     kp_kernel_symbols_free(n->kernel);
-    kp_perf_map_free(n->map);
+    kp_jit_code_free(n->code);
     kp_frames_free(n->frames);
     kp_stacks_free(n->stacks);
     kp_perf_writer_free(n->perf);

@@ -1,7 +1,9 @@
 /* Native CPU sampling of a node's OS process, the exact CPU view of
  * `kprof record`: every thread of beam.smp sampled through perf_events
  * (cpu/perf_events.h) on a thread of kprof's own, each sample's callchain
- * named from the JIT's perf map (Erlang functions) and the ELF symbols of
+ * named from the JIT's perf map or its registrations (Erlang functions,
+ * cpu/jit_code.h; the callers read from the stack where the node keeps no
+ * frame pointers) and the ELF symbols of
  * beam.smp and its libraries (C functions), and attributed to the Erlang
  * process that ran (cpu/current_process.h) where that can be told.
  *
@@ -92,8 +94,9 @@ typedef struct {
 /* Opens the events and starts sampling. While `options->layout` is NONE
  * the sampler only learns (kp_native_learn): it keeps no sample. Returns
  * NULL with one line naming
- * the cause and the fix in `err`: no perf map (start the node with
- * +JPperf true), perf_event_open refused, out of memory. */
+ * the cause and the fix in `err`: neither a perf map nor the JIT's
+ * registrations readable (kp_jit_code_open), perf_event_open refused, out
+ * of memory. */
 kp_native *kp_native_start(const kp_native_options *options, char *err, size_t err_len);
 
 /* The fewest samples of the spinners kp_native_learn learns from. */
@@ -146,6 +149,10 @@ int kp_native_os_pid(const kp_native *native);
  * or its call chain not sampled, kernel addresses hidden). */
 const char *kp_native_kernel_note(const kp_native *native);
 
+/* One line: where the JIT code's names come from and how Erlang callers
+ * are found (kp_jit_code_describe). */
+const char *kp_native_describe(const kp_native *native);
+
 /* What was learned: the pid layout and the light-BIF slot (-1: none). */
 void kp_native_learned(const kp_native *native, kp_pid_layout *layout, int *light_bif_slot);
 
@@ -163,6 +170,9 @@ typedef struct {
                            * kernel's chain gave the Erlang frames above */
     uint64_t rbp_in_copy; /* ... frame pointers walked in the stack copy */
     uint64_t light_bif;   /* ... the caller of a light BIF from its spill slot */
+    uint64_t stack_walks; /* Erlang callers read from a process's stack (no
+                           * frame pointers, kp_jit_code_callers) */
+    uint64_t stack_whole; /* of those, read to the stack's bottom */
     uint64_t unwind_ns;   /* time kprof spent unwinding */
     uint64_t named_leaf;  /* kept samples whose leaf is a function named by its
                            * symbol: not FILE@0xSTART, not bare [kernel] */

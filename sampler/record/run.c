@@ -664,9 +664,10 @@ static void start_native(recording *r)
         kp_pid_layout_describe(&layout, how, sizeof how);
         fprintf(stderr,
                 "kprof: CPU: every thread of the node sampled natively, %u times a second "
-                "(cpu.folded); learned from the node: pids laid out as %s, light BIFs' "
+                "(cpu.folded); %s; learned from the node: pids laid out as %s, light BIFs' "
                 "callers %s\n",
-                o->cpu_rate, how, slot >= 0 ? "found" : "not found (their samples end at the BIF)");
+                o->cpu_rate, kp_native_describe(r->native), how,
+                slot >= 0 ? "found" : "not found (their samples end at the BIF)");
     } else
         fprintf(stderr, "kprof: CPU: no native sampling: %s\n", r->native_off);
 }

@@ -7,14 +7,22 @@
 %%%   spin: processes each spinning in a function of its own, for
 %%%     attribution;
 %%%   bif: a process whose time goes into a BIF's C code (erlang:phash2/1
-%%%     of a list of 2,000 integers), for the unwinding of C frames.
+%%%     of a list of 2,000 integers), for the unwinding of C frames;
+%%%   deep: a process 20 calls deep in deep/1 (not tail calls) under
+%%%     deep_loop/0, spinning in deep_leaf/1 at the bottom: a known call
+%%%     chain;
+%%%   load: kpt_load loaded from a directory while a profile runs, and
+%%%     again from another (its old code purged), a process running its
+%%%     loop/0 through both.
 %%% main/1 writes "NAME PID" lines to the ready file and then owns the
 %%% processes forever (a node started with -eval would end them otherwise).
 -module(kpt_burst).
 -behaviour(gen_server).
--export([main/1, start_spinners/0, stop_spinners/0, stop_clients/0, start_bif_loop/0]).
+-export([main/1, start_spinners/0, stop_spinners/0, stop_clients/0, start_bif_loop/0,
+         start_deep/0, load_code/1]).
 -export([init/1, handle_call/3, handle_cast/2]).
--export([burst_a/2, burst_b/2, burst_c/2, spin_one/1, spin_two/1, spin_three/1, bif_loop/2]).
+-export([burst_a/2, burst_b/2, burst_c/2, spin_one/1, spin_two/1, spin_three/1, bif_loop/2,
+         deep_loop/0, deep/1, deep_leaf/1]).
 
 -define(SERVERS, 2).
 -define(BURST, 2000).
@@ -107,3 +115,42 @@ spin_three(Acc) -> spin_three((Acc * 5 + 1) band 16#ffffff).
 %% Nearly all its time is in phash2's C code (a light BIF), called from here.
 -spec bif_loop([integer()], integer()) -> no_return().
 bif_loop(List, Acc) -> bif_loop(List, Acc bxor erlang:phash2(List)).
+
+%% @doc Starts the deep process (stopped by stop_spinners/0); its pid.
+-spec start_deep() -> string().
+start_deep() ->
+    P = spawn(?MODULE, deep_loop, []),
+    persistent_term:put(kpt_burst_spinners,
+                        [{deep, P} | persistent_term:get(kpt_burst_spinners, [])]),
+    pid_to_list(P).
+
+%% deep_leaf/1 returns (after about 0.3 s), else the compiler would know
+%% that deep/1 never does, and make its calls tail calls
+-spec deep_loop() -> no_return().
+deep_loop() ->
+    _ = deep(20),
+    deep_loop().
+
+-spec deep(non_neg_integer()) -> non_neg_integer().
+deep(0) -> deep_leaf(100000000);
+deep(N) ->
+    R = deep(N - 1),
+    R + 1.
+
+-spec deep_leaf(non_neg_integer()) -> 0.
+deep_leaf(0) -> 0;
+deep_leaf(K) -> deep_leaf(K - 1).
+
+%% @doc Loads `Dir'/kpt_load.beam, the older version purged first, and
+%% the first time starts a process running kpt_load:loop/0; once it has
+%% left the version just replaced (it calls loop/0 by its module), purges
+%% that too. "ok".
+-spec load_code(string()) -> string().
+load_code(Dir) ->
+    _ = code:purge(kpt_load),
+    {module, kpt_load} = code:load_abs(filename:join(Dir, "kpt_load")),
+    case persistent_term:get(kpt_load_runner, undefined) of
+        undefined -> persistent_term:put(kpt_load_runner, spawn(fun() -> kpt_load:loop() end));
+        _ -> timer:sleep(200), false = code:purge(kpt_load)
+    end,
+    "ok".

@@ -3,7 +3,7 @@
  * function bodies after a call kept, innermost first; a word with tag
  * bits, one into a prologue or the JIT's shared code, one outside JIT
  * code, one after no call (a stale value in a Y slot) left out; the walk
- * ends at normal_exit. */
+ * ends at normal_exit; where E was kept while C code ran. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +25,11 @@ static int read_code(void *ctx, uint64_t addr, void *buf, size_t len)
         return -1;
     memcpy(buf, code_bytes + (addr - 0x1000), len);
     return 0;
+}
+
+static int is_return(void *ctx, uint64_t ret)
+{
+    return kp_erlang_stack_after_call(read_code, ctx, ret);
 }
 
 static void place(uint64_t at, const uint8_t *bytes, size_t n)
@@ -62,6 +67,17 @@ static void recognises_calls(void **state)
     assert_true(kp_erlang_stack_after_call(read_code, NULL, 0x1033));
     assert_true(kp_erlang_stack_after_call(read_code, NULL, 0x1043));
     assert_true(kp_erlang_stack_after_call(read_code, NULL, 0x1054));
+    /* through memory, as remote calls through the export table are */
+    const uint8_t table[] = {0x42, 0xff, 0x14, 0xe0}, at_reg[] = {0xff, 0x10},
+                  sib8[] = {0xff, 0x54, 0xc0, 0x08}, disp32[] = {0xff, 0x90, 1, 0, 0, 0};
+    place(0x1080, table, sizeof table);
+    place(0x1090, at_reg, sizeof at_reg);
+    place(0x10a0, sib8, sizeof sib8);
+    place(0x10b0, disp32, sizeof disp32);
+    assert_true(kp_erlang_stack_after_call(read_code, NULL, 0x1084));
+    assert_true(kp_erlang_stack_after_call(read_code, NULL, 0x1092));
+    assert_true(kp_erlang_stack_after_call(read_code, NULL, 0x10a4));
+    assert_true(kp_erlang_stack_after_call(read_code, NULL, 0x10b6));
     assert_false(kp_erlang_stack_after_call(read_code, NULL, 0x1063));
     assert_false(kp_erlang_stack_after_call(read_code, NULL, 0x1070)); /* nops */
     assert_false(kp_erlang_stack_after_call(read_code, NULL, 0x9000)); /* unreadable */
@@ -92,7 +108,7 @@ static void walks_to_normal_exit(void **state)
     };
     uint64_t out[8];
     int complete = 0;
-    size_t n = kp_erlang_stack_walk(m, words, 10, normal_exit, read_code, NULL, out, 8, &complete);
+    size_t n = kp_erlang_stack_walk(m, words, 10, normal_exit, is_return, NULL, out, 8, &complete);
     assert_int_equal(n, 2);
     assert_int_equal(out[0], 0x1030);
     assert_int_equal(out[1], 0x1180);
@@ -102,13 +118,42 @@ static void walks_to_normal_exit(void **state)
     assert_int_equal(n, 3);
     assert_int_equal(out[1], 0x1090);
     /* the room, or the words, running out first */
-    n = kp_erlang_stack_walk(m, words, 10, normal_exit, read_code, NULL, out, 1, &complete);
+    n = kp_erlang_stack_walk(m, words, 10, normal_exit, is_return, NULL, out, 1, &complete);
     assert_int_equal(n, 1);
     assert_int_equal(complete, 0);
-    n = kp_erlang_stack_walk(m, words, 8, normal_exit, read_code, NULL, out, 8, &complete);
+    n = kp_erlang_stack_walk(m, words, 8, normal_exit, is_return, NULL, out, 8, &complete);
     assert_int_equal(n, 2);
     assert_int_equal(complete, 0);
     kp_perf_map_free(m);
+}
+
+/* The code a C call returns to tells where E was kept meanwhile (bytes of
+ * OTP 25.2.3's JIT code). */
+static void tells_saved_e(void **state)
+{
+    (void)state;
+    unsigned offset = 0;
+    const uint8_t rbp[] = {0x48, 0x89, 0xec, 0x90}, stop[] = {0x49, 0x8b, 0x65, 0x58},
+                  stop32[] = {0x49, 0x8b, 0xa5, 0x10, 0x01, 0, 0},
+                  other[] = {0x49, 0xff, 0x8d, 0x08, 0x01, 0, 0};
+    assert_int_equal(kp_erlang_stack_saved_e(rbp, sizeof rbp, &offset), KP_SAVED_E_RBP);
+    assert_int_equal(kp_erlang_stack_saved_e(stop, sizeof stop, &offset), KP_SAVED_E_PROCESS);
+    assert_int_equal(offset, 0x58);
+    assert_int_equal(kp_erlang_stack_saved_e(stop32, sizeof stop32, &offset), KP_SAVED_E_PROCESS);
+    assert_int_equal(offset, 0x110);
+    assert_int_equal(kp_erlang_stack_saved_e(other, sizeof other, &offset), KP_SAVED_E_UNKNOWN);
+    /* after FCALLS is updated (global::garbage_collect's return) */
+    const uint8_t after_gc[] = {0x49, 0x29, 0xc6, 0x49, 0x8b, 0x65, 0x58, 0x4d};
+    assert_int_equal(kp_erlang_stack_saved_e(after_gc, sizeof after_gc, &offset),
+                     KP_SAVED_E_PROCESS);
+    assert_int_equal(offset, 0x58);
+    /* an instruction that writes rsp first: E is not known */
+    const uint8_t writes_rsp[] = {0x48, 0x89, 0xc4, 0x49, 0x8b, 0x65, 0x58};
+    assert_int_equal(kp_erlang_stack_saved_e(writes_rsp, sizeof writes_rsp, &offset),
+                     KP_SAVED_E_UNKNOWN);
+    /* too short to tell */
+    assert_int_equal(kp_erlang_stack_saved_e(stop, 3, &offset), KP_SAVED_E_UNKNOWN);
+    assert_int_equal(kp_erlang_stack_saved_e(rbp, 2, &offset), KP_SAVED_E_UNKNOWN);
 }
 
 int main(void)
@@ -116,6 +161,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(recognises_calls),
         cmocka_unit_test(walks_to_normal_exit),
+        cmocka_unit_test(tells_saved_e),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

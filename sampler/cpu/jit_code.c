@@ -274,8 +274,7 @@ size_t kp_jit_code_callers(kp_jit_code *c, uint64_t e, const uint8_t *copy, size
     return k;
 }
 
-int kp_jit_code_saved_e(kp_jit_code *c, uint64_t ret, uint64_t rbp, int rbp_known, uint64_t c_p,
-                        int c_p_known, uint64_t *e)
+int kp_jit_code_saved_e(kp_jit_code *c, uint64_t ret, const kp_jit_caller_regs *regs, uint64_t *e)
 {
     /* cached beside the after-call bits: bit 2 known, bits 3-4 the kind,
      * bits 5 on the offset */
@@ -293,11 +292,17 @@ int kp_jit_code_saved_e(kp_jit_code *c, uint64_t ret, uint64_t rbp, int rbp_know
         (void)kp_u64_map_put(&c->checks, ret, known);
     }
     kp_saved_e kind = (kp_saved_e)(known >> 3 & 3);
-    if (kind == KP_SAVED_E_RBP && rbp_known) {
-        *e = rbp;
+    unsigned offset = known >> 5;
+    if (kind == KP_SAVED_E_RBP && regs->rbp_known) {
+        *e = regs->rbp;
         return 1;
     }
-    if (kind == KP_SAVED_E_PROCESS && c_p_known && !(c_p & 7))
-        return read_node(c, c_p + (known >> 5), e, sizeof *e) == 0;
-    return 0;
+    /* Process: Eterm *htop; Eterm *stop; side by side in every release */
+    uint64_t saved[2];
+    if (kind != KP_SAVED_E_PROCESS || !regs->c_p_known || !regs->htop_known || (regs->c_p & 7) ||
+        offset < 8 || read_node(c, regs->c_p + offset - 8, saved, sizeof saved) != 0 ||
+        saved[0] != regs->htop)
+        return 0;
+    *e = saved[1];
+    return 1;
 }

@@ -88,12 +88,22 @@ int kp_jit_code_refresh(kp_jit_code *code);
 size_t kp_jit_code_callers(kp_jit_code *code, uint64_t e, const uint8_t *copy, size_t copy_len,
                            uint64_t *out, size_t cap, int *complete);
 
+/* The registers of a JIT frame that called C code, as the C frames'
+ * CFI restored them at the sample: `*_known` says which are. */
+typedef struct {
+    uint64_t rbp, c_p, htop; /* rbp; r13 (the process); r15 (its heap top) */
+    int rbp_known, c_p_known, htop_known;
+} kp_jit_caller_regs;
+
 /* E as the JIT saved it when its code called C code that returns to
- * `ret`: from the JIT frame's rbp (`rbp`, when `rbp_known`), or from the
- * process's `stop` (`c_p`, when `c_p_known`, read from the node now).
- * Returns 1 with `*e` set, 0 when the code at `ret` restores E from
- * neither, or what it needs is not known. */
-int kp_jit_code_saved_e(kp_jit_code *code, uint64_t ret, uint64_t rbp, int rbp_known, uint64_t c_p,
-                        int c_p_known, uint64_t *e);
+ * `ret`: from the JIT frame's rbp, or from the process's `stop`, read from
+ * the node now. The process may have moved on since the sample (returned,
+ * run other code, been scheduled out), and `stop` with it: its `htop`,
+ * which the JIT saves beside `stop`, must still be the r15 of the sample,
+ * else the E is not taken. Returns 1 with `*e` set, 0 when the code at
+ * `ret` restores E from neither, what it needs is not known, or the
+ * process has moved on. */
+int kp_jit_code_saved_e(kp_jit_code *code, uint64_t ret, const kp_jit_caller_regs *regs,
+                        uint64_t *e);
 
 #endif

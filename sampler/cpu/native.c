@@ -332,7 +332,9 @@ static uint32_t light_bif_caller(kp_native *n, const kp_cpu_sample *s, const kp_
  *     the Erlang frames;
  *   - else the process's stack from the E the JIT saved as it called the
  *     C code (in rbp, or the process's `stop`, as the code it returns to
- *     says: kp_jit_code_saved_e), read from the node now;
+ *     says: kp_jit_code_saved_e), read from the node now; under
+ *     call_light_bif_shared, the BIF's caller from the spill slot first
+ *     where the stack does not hold it (a BIF called in a tail);
  *   - else, under call_light_bif_shared, the Erlang function that called
  *     the BIF, from the fragment's spill slot (light_bif_caller);
  *   - else, with frame pointers, when that rbp points into the stack copy,
@@ -346,6 +348,8 @@ static void push_jit_caller(kp_native *n, frame_list *f, const kp_cpu_sample *s,
     const kp_jit_symbol *jit = kp_jit_code_find(n->code, r->jit_pc - 1);
     int scheduler = is_fragment(jit, "global::process_main");
     int fp = kp_jit_code_frame_pointers(n->code);
+    kp_jit_caller_regs regs = {r->jit_rbp,   r->jit_r13,   r->jit_r15,
+                               r->rbp_known, r->r13_known, r->r15_known};
     uint64_t e;
     push(f, frame_of(n, r->jit_pc - 1));
     if (scheduler) {
@@ -353,10 +357,23 @@ static void push_jit_caller(kp_native *n, frame_list *f, const kp_cpu_sample *s,
     } else if (fp && r->rbp_known && r->jit_rbp == s->regs[KP_REG_BP]) {
         n->stats.rbp_kept++;
         push_chain(n, f, s->chain + 1, s->n_chain - 1);
-    } else if (kp_jit_code_saved_e(n->code, r->jit_pc, r->jit_rbp, r->rbp_known, r->jit_r13,
-                                   r->r13_known, &e)) {
-        /* the E the JIT saved as it called the C code: the stack above */
+    } else if (kp_jit_code_saved_e(n->code, r->jit_pc, &regs, &e)) {
+        /* the E the JIT saved as it called the C code: the stack above.
+         * A light BIF called in its caller's tail (gen:reply/2's send)
+         * left no return address there: its caller from the spill slot
+         * goes first, as the frame pointers' path names it */
+        size_t at = f->k;
+        uint32_t caller = is_fragment(jit, "global::call_light_bif_shared")
+                              ? light_bif_caller(n, s, r)
+                              : NO_FRAME;
         push_stack_callers(n, f, e, NULL, 0);
+        if (caller != NO_FRAME && (f->k == at || f->ids[at] != caller) &&
+            f->k < sizeof f->ids / sizeof f->ids[0]) {
+            memmove(f->ids + at + 1, f->ids + at, (f->k - at) * sizeof *f->ids);
+            f->ids[at] = caller;
+            f->k++;
+            n->stats.light_bif++;
+        }
     } else if (is_fragment(jit, "global::call_light_bif_shared")) {
         uint32_t caller = light_bif_caller(n, s, r);
         if (caller != NO_FRAME) {

@@ -152,8 +152,8 @@ static int on_round(void *ctx, kp_node *node, kp_native *native)
         snprintf(p->said, sizeof p->said, "%s", p->why);
         p->native_said = 0;
     } else if (native && !p->native_said) {
-        fprintf(stderr, "kprof: push: %s: CPU sampled natively, %u times a second per thread\n",
-                p->target, p->o->record.cpu_rate);
+        fprintf(stderr, "kprof: push: %s: CPU sampled natively, %u times a second per thread; %s\n",
+                p->target, p->o->record.cpu_rate, kp_native_describe(native));
         p->said[0] = '\0';
         p->native_said = 1;
     }

@@ -172,7 +172,7 @@ kp_native *kp_native_attach(kp_node *node, long own_pid, unsigned rate_hz,
     if (strcmp(flavor, "jit") != 0) {
         snprintf(err, err_len,
                  "the node runs the %s emulator: native sampling needs the JIT (OTP 24 or "
-                 "later) started with +JPperf true",
+                 "later on x86-64)",
                  flavor);
         return NULL;
     }

@@ -157,7 +157,8 @@ kp_jit_code *kp_jit_code_open(int os_pid, const char *map_path, int map_stale, k
     snprintf(c->describe, sizeof c->describe, "JIT code named from %s; Erlang callers %s",
              c->names == KP_JIT_NAMES_PERF_MAP ? "the node's perf map"
                                                : "the JIT's registrations (no perf map needed)",
-             c->frame_pointers ? "by frame pointers" : "read from each process's stack");
+             c->frame_pointers ? "read from each process's stack and its frame pointers"
+                               : "read from each process's stack");
     return c;
 }
 

@@ -65,8 +65,8 @@ int kp_jit_code_frame_pointers(const kp_jit_code *code);
 uint64_t kp_jit_code_normal_exit(const kp_jit_code *code);
 
 /* One line for the user: which source names the JIT code and how Erlang
- * callers are found ("JIT code named from the node's perf map, Erlang
- * callers by frame pointers"). */
+ * callers are found ("JIT code named from the node's perf map; Erlang
+ * callers read from each process's stack and its frame pointers"). */
 const char *kp_jit_code_describe(const kp_jit_code *code);
 
 /* The entry holding `addr`, or NULL; valid until the next refresh. */

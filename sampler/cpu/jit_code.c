@@ -38,19 +38,7 @@ static int read_node(void *ctx, uint64_t addr, void *buf, size_t len)
 /* The registrations' list into `*refs` (grown as needed): how many, or -1. */
 static long list_refs(kp_jit_code *c, kp_jit_debug_ref **refs, size_t *cap)
 {
-    for (;;) {
-        long n = kp_jit_debug_list(read_node, c, c->descriptor, *refs, *cap);
-        if (n != -2 || *cap >= KP_JIT_DEBUG_MAX_ENTRIES)
-            return n;
-        size_t grown_cap = *cap ? *cap * 4 : 256;
-        if (grown_cap > KP_JIT_DEBUG_MAX_ENTRIES)
-            grown_cap = KP_JIT_DEBUG_MAX_ENTRIES;
-        kp_jit_debug_ref *grown = kp_realloc(*refs, grown_cap * sizeof *grown);
-        if (!grown)
-            return -1;
-        *refs = grown;
-        *cap = grown_cap;
-    }
+    return kp_jit_debug_list_all(read_node, c, c->descriptor, refs, cap);
 }
 
 /* beam.smp's writable mappings of the node, scanned for the descriptor

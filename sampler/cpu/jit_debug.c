@@ -272,28 +272,33 @@ static int add_line(void *ctx, uint64_t start, uint64_t end, const char *name, s
     return 0;
 }
 
+long kp_jit_debug_list_all(kp_jit_debug_read_fn read, void *ctx, uint64_t descriptor,
+                           kp_jit_debug_ref **refs, size_t *cap)
+{
+    for (;;) {
+        long n = *cap ? kp_jit_debug_list(read, ctx, descriptor, *refs, *cap) : -2;
+        if (n != -2 || *cap >= KP_JIT_DEBUG_MAX_ENTRIES)
+            return n;
+        /* longer than the room: a cycle, too, ends at the bound */
+        size_t grown_cap = *cap ? *cap * 4 : 1024;
+        if (grown_cap > KP_JIT_DEBUG_MAX_ENTRIES)
+            grown_cap = KP_JIT_DEBUG_MAX_ENTRIES;
+        kp_jit_debug_ref *grown = kp_realloc(*refs, grown_cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        *refs = grown;
+        *cap = grown_cap;
+    }
+}
+
 int kp_jit_debug_load(kp_jit_debug_read_fn read, void *ctx, uint64_t descriptor, kp_perf_map *map,
                       kp_jit_debug_stats *stats)
 {
     memset(stats, 0, sizeof *stats);
     stats->frame_layout = -1;
-    size_t cap = 1024;
+    size_t cap = 0;
     kp_jit_debug_ref *refs = NULL;
-    long n;
-    for (;;) {
-        kp_jit_debug_ref *grown = kp_realloc(refs, cap * sizeof *refs);
-        if (!grown) {
-            kp_free(refs);
-            return -1;
-        }
-        refs = grown;
-        n = kp_jit_debug_list(read, ctx, descriptor, refs, cap);
-        if (n != -2 || cap >= KP_JIT_DEBUG_MAX_ENTRIES)
-            break;
-        cap *= 4; /* longer than the room: a cycle, too, ends at the bound */
-        if (cap > KP_JIT_DEBUG_MAX_ENTRIES)
-            cap = KP_JIT_DEBUG_MAX_ENTRIES;
-    }
+    long n = kp_jit_debug_list_all(read, ctx, descriptor, &refs, &cap);
     if (n < 0) {
         kp_free(refs);
         return -1;

@@ -98,6 +98,13 @@ typedef struct {
 long kp_jit_debug_list(kp_jit_debug_read_fn read, void *ctx, uint64_t descriptor,
                        kp_jit_debug_ref *refs, size_t cap);
 
+/* The same into `*refs`, of room `*cap` (NULL and 0 at first), grown as
+ * the list needs up to KP_JIT_DEBUG_MAX_ENTRIES (the caller frees it).
+ * Returns as kp_jit_debug_list, but -2 only past that bound; -1 also when
+ * memory runs out. */
+long kp_jit_debug_list_all(kp_jit_debug_read_fn read, void *ctx, uint64_t descriptor,
+                           kp_jit_debug_ref **refs, size_t *cap);
+
 /* Where the descriptor is when no symbol says (OTP 29 builds beam.smp
  * with hidden visibility: its .dynsym has no __jit_debug_descriptor): the
  * 8-aligned place in [start, start + len) (beam.smp's writable segment)

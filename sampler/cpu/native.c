@@ -274,12 +274,10 @@ static void push_stack_callers(kp_native *n, frame_list *f, uint64_t e, const ui
 {
     uint64_t ret[KP_CALLCHAIN_MAX];
     size_t room = sizeof f->ids / sizeof f->ids[0] - f->k;
-    int complete;
+    int complete; /* whether the bottom was reached: the frames are the same either way */
     size_t count =
         kp_jit_code_callers(n->code, e, copy, copy_len, ret,
                             room < KP_CALLCHAIN_MAX ? room : KP_CALLCHAIN_MAX, &complete);
-    n->stats.stack_walks++;
-    n->stats.stack_whole += (uint64_t)complete;
     push_chain(n, f, ret, count);
 }
 

@@ -170,9 +170,6 @@ typedef struct {
                            * kernel's chain gave the Erlang frames above */
     uint64_t rbp_in_copy; /* ... frame pointers walked in the stack copy */
     uint64_t light_bif;   /* ... the caller of a light BIF from its spill slot */
-    uint64_t stack_walks; /* Erlang callers read from a process's stack (no
-                           * frame pointers, kp_jit_code_callers) */
-    uint64_t stack_whole; /* of those, read to the stack's bottom */
     uint64_t unwind_ns;   /* time kprof spent unwinding */
     uint64_t named_leaf;  /* kept samples whose leaf is a function named by its
                            * symbol: not FILE@0xSTART, not bare [kernel] */

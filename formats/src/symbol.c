@@ -3,6 +3,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kp/hex.h"
+
 /* 1 where a byte must be percent-encoded in a symbol, 2 for '>' (only after
  * '-'), 3 for '[' and ']' (module column only). */
 static unsigned char encode_class(unsigned char c)
@@ -67,14 +69,6 @@ kp_status kp_module_encode(kp_buf *out, const char *text, size_t len)
     return encode(out, text, len, 1);
 }
 
-static int hex_value(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                  : -1;
-}
-
 kp_status kp_symbol_decode(kp_buf *out, const char *text, size_t len)
 {
     kp_status st = kp_buf_reserve(out, len);
@@ -82,8 +76,8 @@ kp_status kp_symbol_decode(kp_buf *out, const char *text, size_t len)
         return st;
     char *d = out->data + out->len;
     for (size_t i = 0; i < len; i++) {
-        int hi = text[i] == '%' && i + 2 < len ? hex_value(text[i + 1]) : -1;
-        int lo = hi >= 0 ? hex_value(text[i + 2]) : -1;
+        int hi = text[i] == '%' && i + 2 < len ? kp_hex_digit(text[i + 1]) : -1;
+        int lo = hi >= 0 ? kp_hex_digit(text[i + 2]) : -1;
         if (lo >= 0) {
             *d++ = (char)(hi << 4 | lo);
             i += 2;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "kp/alloc.h"
+#include "kp/hex.h"
 
 #define NO_MODULE UINT32_MAX
 /* The page perf rounds the end of a part's last symbol to. */
@@ -62,17 +63,6 @@ static uint32_t add_name(kp_kernel_symbols *ks, const char *s, size_t len)
     return at;
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 static int blank(char c)
 {
     return c == ' ' || c == '\t';
@@ -95,14 +85,9 @@ typedef struct {
 /* Splits the line [p, end) into `f`: 0, or -1 when malformed. */
 static int split_line(const char *p, const char *end, line_fields *f)
 {
-    const char *digits = p;
-    uint64_t addr = 0;
-    for (int d; p < end && (d = hex_value(*p)) >= 0; p++) {
-        if (p - digits == 16)
-            return -1;
-        addr = addr << 4 | (uint64_t)d;
-    }
-    if (p == digits || p == end || !blank(*p))
+    uint64_t addr;
+    p = kp_hex_u64(p, end, &addr);
+    if (!p || p == end || !blank(*p))
         return -1;
     while (p < end && blank(*p))
         p++;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "kp/alloc.h"
+#include "kp/hex.h"
 
 /* Names live in chunks that never move, so that the entries can point into
  * them while the entry arrays are reallocated. */
@@ -128,31 +129,15 @@ static char *store(kp_perf_map *m, size_t len)
 
 /* ---- one line ------------------------------------------------------------ */
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* A hex number at *p (0x optional, at most 64 bits), then at least one blank. */
 static int hex_field(const char **p, const char *end, uint64_t *out)
 {
     const char *s = *p;
     if (end - s >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
         s += 2;
-    const char *digits = s;
-    uint64_t v = 0;
-    for (int d; s < end && (d = hex_value(*s)) >= 0; s++) {
-        if (v >> 60)
-            return -1;
-        v = v << 4 | (uint64_t)d;
-    }
-    if (s == digits || s == end || (*s != ' ' && *s != '\t'))
+    uint64_t v;
+    s = kp_hex_u64(s, end, &v);
+    if (!s || s == end || (*s != ' ' && *s != '\t'))
         return -1;
     while (s < end && (*s == ' ' || *s == '\t'))
         s++;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kp/hex.h"
 #include "push/config.h"
 
 static int is_ows(char ch)
@@ -69,17 +70,6 @@ static int is_reserved(const char *name)
     return strncasecmp(name, "grpc-", 5) == 0;
 }
 
-static int hex_value(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decodes `n` bytes into a new string; NULL with *bad set when an
  * escape is malformed or decodes to NUL, NULL alone when out of memory. */
 static char *percent_decode(const char *s, size_t n, int *bad)
@@ -93,8 +83,8 @@ static char *percent_decode(const char *s, size_t n, int *bad)
             out[o++] = s[i];
             continue;
         }
-        int hi = i + 2 < n ? hex_value(s[i + 1]) : -1;
-        int lo = i + 2 < n ? hex_value(s[i + 2]) : -1;
+        int hi = i + 2 < n ? kp_hex_digit(s[i + 1]) : -1;
+        int lo = i + 2 < n ? kp_hex_digit(s[i + 2]) : -1;
         if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
             free(out);
             *bad = 1;

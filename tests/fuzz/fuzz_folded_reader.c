@@ -10,7 +10,7 @@
 #include "kp/flame_svg.h"
 #include "kp/intern.h"
 
-static int hex_value(unsigned char c)
+static int encoded_hex_digit(unsigned char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';
@@ -37,8 +37,8 @@ static void check_symbol(const char *sym, size_t sym_len, const char *text, size
         FUZZ_CHECK(!(c == '>' && i > 0 && sym[i - 1] == '-'));
         if (c == '%') {
             FUZZ_CHECK(i + 2 < sym_len);
-            int hi = hex_value((unsigned char)sym[i + 1]),
-                lo = hex_value((unsigned char)sym[i + 2]);
+            int hi = encoded_hex_digit((unsigned char)sym[i + 1]),
+                lo = encoded_hex_digit((unsigned char)sym[i + 2]);
             FUZZ_CHECK(hi >= 0 && lo >= 0);
             c = (unsigned char)(hi * 16 + lo);
             i += 2;

@@ -53,7 +53,7 @@ static int bring_nif(const char *given, const char *cookie_file, int hold)
         return KP_EXIT_NODE;
     }
     kp_agent agent;
-    int rc = kp_agent_load(&agent, &node, KP_AGENT_ALL, err, sizeof err) == 0 &&
+    int rc = kp_agent_load(&agent, &node, KP_AGENT_NIF, err, sizeof err) == 0 &&
                      kp_nif_bring(&node, err, sizeof err) == 0
                  ? KP_EXIT_OK
                  : KP_EXIT_NODE;

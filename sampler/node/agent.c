@@ -125,20 +125,9 @@ static int load_all(kp_agent *a, const kp_agent_module **mods, size_t n, char *e
     return rc;
 }
 
-/* The modules of KP_AGENT_SAMPLING: what kprof_agent calls (the selection,
- * the unloader's watch/1) and what a native recording calls
- * (kprof_calibrate). */
-static const char *const sampling_modules[] = {"kprof_agent", "kprof_select", "kprof_calibrate",
-                                               "kprof_unload"};
-
-static int wanted_by(kp_agent_code code, const char *name)
+static int wanted_by(kp_agent_code code, const kp_agent_module *mod)
 {
-    if (code == KP_AGENT_ALL)
-        return 1;
-    for (size_t i = 0; i < sizeof sampling_modules / sizeof sampling_modules[0]; i++)
-        if (strcmp(name, sampling_modules[i]) == 0)
-            return 1;
-    return 0;
+    return (mod->uses >> code) & 1u;
 }
 
 /* Loads every embedded module of `code` the node does not have in this
@@ -153,7 +142,7 @@ static int load_modules(kp_agent *a, kp_agent_code code, char *err, size_t err_l
     size_t n = 0;
     for (size_t m = 0; m < kp_agent_module_count; m++) {
         const kp_agent_module *mod = &kp_agent_modules[m];
-        if (!wanted_by(code, mod->name))
+        if (!wanted_by(code, mod))
             continue;
         int current = module_is_current(a, mod, err, err_len);
         if (current < 0)

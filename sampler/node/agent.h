@@ -17,15 +17,14 @@ typedef struct {
     int loaded;        /* 1 if this kprof loaded some of the agent's code */
 } kp_agent;
 
-/* Which of kprof's modules a command runs in the node. Each one loaded is
- * one more purge when kprof leaves, and a purge waits for every process of
- * the node to check its code: 5 ms a module on a quiet node, 25 to 100 ms
- * on a loaded host. */
-typedef enum {
-    KP_AGENT_SAMPLING, /* record, top: the sampling agent, its selection, the
-                        * native calibration and the unloader (4 modules) */
-    KP_AGENT_ALL       /* tiers, trace, the tracer NIF: every embedded module */
-} kp_agent_code;
+/* Which of kprof's modules a command runs in the node (kp_agent_code):
+ * KP_AGENT_SAMPLING (record, top, push), KP_AGENT_TIERS, KP_AGENT_TRACE or
+ * KP_AGENT_NIF (the tracer NIF alone), each the modules the program calls
+ * and those they call, as KPROF_AGENT_SETS in CMakeLists.txt names them.
+ * Each one loaded is one more purge when kprof leaves, and a purge waits
+ * for every process of the node to check its code: 5 ms a module on a
+ * quiet node, 25 to 100 ms on a loaded host. */
+#include "kprof_agent_sets.h"
 
 /* Makes sure the node has this kprof's agent modules named by `code`
  * (loading the embedded ones in one code:atomic_load/1 when missing or of

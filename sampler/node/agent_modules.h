@@ -11,6 +11,7 @@ typedef struct {
     const unsigned char *beam; /* the .beam file's bytes */
     size_t size;
     unsigned char md5[16]; /* as Module:module_info(md5) reports it */
+    unsigned uses;         /* bit c set: a command of kp_agent_code c loads it */
 } kp_agent_module;
 
 extern const kp_agent_module kp_agent_modules[];

@@ -538,7 +538,7 @@ static int attach(run *r)
         return KP_EXIT_NODE;
     }
     kp_agent agent;
-    if (!o->session && kp_agent_load(&agent, &r->node, KP_AGENT_ALL, err, sizeof err) != 0) {
+    if (!o->session && kp_agent_load(&agent, &r->node, KP_AGENT_TRACE, err, sizeof err) != 0) {
         kp_error("%s", err);
         kp_node_close(&r->node);
         return KP_EXIT_NODE;

@@ -459,7 +459,7 @@ static int setup(tiers_run *s, char *err, size_t err_len)
     /* a session runs the node's own kprof application: loading other code
      * over it would purge the session process */
     kp_agent agent;
-    if (!o->session && kp_agent_load(&agent, &s->node, KP_AGENT_ALL, err, err_len) != 0) {
+    if (!o->session && kp_agent_load(&agent, &s->node, KP_AGENT_TIERS, err, err_len) != 0) {
         kp_free(text);
         return KP_EXIT_NODE;
     }

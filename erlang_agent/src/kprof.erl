@@ -132,31 +132,48 @@ stats() ->
 %% `DIR/TIME-ID.perf'. When tracing cannot run (a
 %% bound, no kprof program), `Fun' runs untraced. kprof:trace_id/0 gives the
 %% id inside `Fun'.
+%%
+%% A trace a request asks for itself shows the request's own code: calls
+%% into Erlang/OTP's and Elixir's applications are their callers' time
+%% (`otp_calls => false'), unless the options or the application
+%% environment set `otp_calls => true'. Why: through inets, OTP's calls are
+%% twenty times the events of the request's own, and their tracing cost
+%% would widen OTP's frames in the picture (docs/request-traces.md).
 -spec trace_request(fun(() -> Result)) -> Result.
 trace_request(Fun) ->
     trace_request(#{}, Fun).
 
 %% @doc As trace_request/1 with options overriding the application
-%% environment `{kprof, rtrace, Map}': `max_duration_ms',
-%% `max_events', `max_concurrent', `dir'.
+%% environment `{kprof, rtrace, Map}' (kprof_rtrace:settings(): for
+%% instance `max_duration_ms', `max_events', `otp_calls', `dir'). Options
+%% that are not what their key takes (kprof_settings:check_options/1) leave
+%% the request untraced, with a warning in the node's log (at most one a
+%% minute).
 -spec trace_request(kprof_rtrace:settings(), fun(() -> Result)) -> Result.
 trace_request(Options, Fun) when is_map(Options), is_function(Fun, 0) ->
-    case kprof_rtrace_own:begin_trace(Options) of
+    case begin_own(Options) of
         {ok, _Id, Trace} ->
             try Fun() after kprof_rtrace_own:end_trace(Trace) end;
+        {error, {bad_option, _, _, _} = Bad} ->
+            kprof_settings:warn(Bad),
+            Fun();
         {error, _} ->
             Fun()
     end.
 
 %% @doc Starts a traced request in the calling process (for code that cannot
-%% be wrapped); trace_end/0 ends it.
+%% be wrapped); trace_end/0 ends it. As trace_request/1, OTP's calls are
+%% their callers' time unless `otp_calls => true' is set.
 -spec trace_begin() -> {ok, binary()} | {error, term()}.
 trace_begin() ->
     trace_begin(#{}).
 
+%% @doc As trace_begin/0 with options, as trace_request/2 takes them. A bad
+%% option is `{error, {bad_option, Key, Value, Takes}}', Takes saying what
+%% the key takes.
 -spec trace_begin(kprof_rtrace:settings()) -> {ok, binary()} | {error, term()}.
 trace_begin(Options) when is_map(Options) ->
-    case kprof_rtrace_own:begin_trace(Options) of
+    case begin_own(Options) of
         {ok, Id, _} -> {ok, Id};
         {error, _} = Error -> Error
     end.
@@ -178,3 +195,20 @@ identity(undefined, _) ->
     undefined;
 identity(IdentityF, MFA) ->
     try IdentityF(MFA) catch _:_ -> undefined end.
+
+%% A trace the calling process asks for itself: its options checked, and
+%% `otp_calls' false unless they or the settings set it, or ask for BIF
+%% frames (`bifs'), which are all in OTP's modules.
+begin_own(Options) ->
+    case kprof_settings:check_options(Options) of
+        ok ->
+            kprof_rtrace_own:begin_trace(own_defaults(Options));
+        {error, _} = Error ->
+            Error
+    end.
+
+own_defaults(Options = #{otp_calls := _}) ->
+    Options;
+own_defaults(Options) ->
+    Settings = maps:merge(kprof_settings:rtrace(), Options),
+    Options#{otp_calls => maps:get(otp_calls, Settings, maps:get(bifs, Settings, false))}.

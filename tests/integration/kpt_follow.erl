@@ -161,8 +161,11 @@ handle_call(checkout, _From, {All, [W | Free]}) -> {reply, W, {All, Free}}.
 handle_cast({checkin, W}, {All, Free}) -> {noreply, {All, [W | lists:delete(W, Free)]}}.
 
 %% @doc Sets the request-trace setting `otp_calls' (read when the patterns
-%% are armed next).
--spec otp_calls(boolean()) -> ok.
+%% are armed next), or with `default' removes it.
+-spec otp_calls(boolean() | default) -> ok.
+otp_calls(default) ->
+    {ok, Env} = application:get_env(kprof, rtrace),
+    application:set_env(kprof, rtrace, maps:remove(otp_calls, Env));
 otp_calls(On) ->
     {ok, Env} = application:get_env(kprof, rtrace),
     application:set_env(kprof, rtrace, Env#{otp_calls => On}).

@@ -196,16 +196,12 @@ identity(undefined, _) ->
 identity(IdentityF, MFA) ->
     try IdentityF(MFA) catch _:_ -> undefined end.
 
-%% A trace the calling process asks for itself: its options checked, and
-%% `otp_calls' false unless they or the settings set it, or ask for BIF
-%% frames (`bifs'), which are all in OTP's modules.
+%% A trace the calling process asks for itself: `otp_calls' false unless
+%% its options or the settings set it, or ask for BIF frames (`bifs'),
+%% which are all in OTP's modules. Its options are checked where every
+%% begin goes through (kprof_rtrace:begin_trace/3, begin_own/1).
 begin_own(Options) ->
-    case kprof_settings:check_options(Options) of
-        ok ->
-            kprof_rtrace_own:begin_trace(own_defaults(Options));
-        {error, _} = Error ->
-            Error
-    end.
+    kprof_rtrace_own:begin_trace(own_defaults(Options)).
 
 own_defaults(Options = #{otp_calls := _}) ->
     Options;

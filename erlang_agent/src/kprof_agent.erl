@@ -118,8 +118,9 @@ modules() ->
     [kprof_agent, kprof_select, kprof_tiers, kprof, kprof_tier_mark, kprof_session, kprof_http,
      kprof_httpd, kprof_cowboy, kprof_rtrace, kprof_rtrace_mark, kprof_rtrace_own,
      kprof_rtrace_patterns, kprof_rtrace_first, kprof_rtrace_arming, kprof_rtrace_ticket,
-     kprof_rtrace_rate, kprof_rtrace_flags, kprof_rtrace_calls, kprof_tracer, kprof_tracing,
-     kprof_calibrate, kprof_unload, kprof_settings, kprof_app].
+     kprof_rtrace_rate, kprof_rtrace_flags, kprof_rtrace_calls, kprof_rtrace_traces,
+     kprof_rtrace_bounds, kprof_rtrace_follow, kprof_rtrace_guard, kprof_rtrace_collector,
+     kprof_tracer, kprof_tracing, kprof_calibrate, kprof_unload, kprof_settings, kprof_app].
 
 %% @doc Starts an agent serving `Owner' (a process of the C node). Fails with
 %% `{error, {busy, Node}}' when another kprof is attached, `{error, {no_process,

@@ -8,7 +8,7 @@
 %%% kprof_rtrace_mark's pattern gives), and, when the request is followed,
 %%% labels the process's seq_trace token with its own pid, sets the token's
 %%% `receive' flag and adds the `send' flag: the request's messages are
-%%% then followed as those of kprof:trace_request/1 are (kprof_rtrace's
+%%% then followed as those of kprof:trace_request/1 are (kprof_rtrace_follow's
 %%% follow_spec/3). A match spec cannot build the {kprof, N} label of those
 %%% (a tuple built there does not survive the token's travel): the NIF makes
 %%% N of the pid.
@@ -21,9 +21,18 @@
 %%% own process only (a match spec cannot read a token's label).
 %%% Through the trace port (no NIF) there is no mark: the collector starts
 %%% a trace at the call's meta event, and nothing is followed.
+%%%
+%%% In kprof_rtrace's server, trace/3 arms the patterns for `--mfa' and sets
+%%% the meta pattern (once the BIFs' patterns are off: kprof_rtrace_arming),
+%%% and stop/2 removes it. The calls' traces are the collector's: it counts
+%%% the calls, and the server holds none of them.
 -module(kprof_rtrace_calls).
 
 -export([selection/2, spec/4, user_tokens/0]).
+%% in kprof_rtrace's server
+-export([trace/3, stop/2]).
+
+-include("kprof_rtrace.hrl").
 
 %% Heads and guards of a match spec: the calls taken.
 -type selection() :: [{'_' | [term()], [term()]}].
@@ -147,3 +156,124 @@ spec(Selection, Flags, Excluded, {How, Bounds}) ->
 follow_body(Flags, Followed) ->
     [{trace, [], Flags ++ [send]}, {set_seq_token, label, {self}},
      {set_seq_token, 'receive', true}, Followed, {return_trace}].
+
+%%% ---------------------------------------------------------------------
+%%% In kprof_rtrace's server
+
+%% @doc kprof_rtrace:trace_calls/2: from now on, calls of `MFA' that the
+%% selection of `Options' takes begin traces (see the module's doc). The
+%% reply (`{later, Reply}': once the BIFs' patterns are off) and the state.
+-spec trace(mfa(), #{atom() => term()}, #state{}) -> {term(), #state{}}.
+trace({M, F, A} = MFA, Options, S = #state{port = Port, session = Session}) ->
+    Exists = case code:ensure_loaded(M) of
+                 {module, M} -> lists:member({F, A}, erlang:get_module_info(M, functions));
+                 _ -> no_module
+             end,
+    %% a meta pattern someone else set stays theirs; processes another
+    %% tracer traces are excluded (the match spec's `trace' would take them
+    %% from their tracer): both only in the shared session
+    Foreign = kprof_rtrace_flags:foreign_processes(Session, Port),
+    Selection = selection(maps:get(match, Options, <<>>), A),
+    case {Exists, kprof_tracing:info(Session, MFA, meta), length(Foreign) > ?MAX_FOREIGN,
+          Selection} of
+        {no_module, _, _, _} ->
+            {{error, {no_such_module, M}}, S};
+        {false, _, _, _} ->
+            {{error, {no_such_function, M, F, A}}, S};
+        {true, {meta, Other}, _, _} when Other =/= false ->
+            {{error, {already_meta_traced, MFA, Other}}, S};
+        {true, _, true, _} ->
+            {{error, {too_many_processes_traced_by_another_tracer, length(Foreign)}}, S};
+        {true, _, false, {error, Why}} -> % the user's --match
+            {{error, {usage, unicode:characters_to_binary(Why)}}, S};
+        {true, _, false, {ok, Taken}} ->
+            case arm_calls(kprof_rtrace_arming:arming_settings(Options, S)) of
+                Why when is_list(Why) ->
+                    {{error, Why}, S};
+                S0 ->
+                    S1 = kprof_rtrace_guard:tell_guard(S0#state{calls = [MFA | S0#state.calls]}),
+                    Meta = meta_session(S1),
+                    Follow = maps:get(follow, Options, true) =:= true,
+                    How = calls_how(S1, Meta, Follow),
+                    Bounds = maps:put(call, 1, maps:with([max_events, max_duration_ms,
+                                                          max_processes], Options)),
+                    Flags = kprof_tracing:action_flags(Meta, kprof_rtrace_flags:flags()),
+                    Spec = spec(Taken, Flags, Foreign, {How, Bounds}),
+                    %% the calls begin traces: once the BIFs are off
+                    Followed = S1#state.calls_followed orelse
+                        lists:member(How, [follow, follow_unlabelled]),
+                    case kprof_rtrace_arming:busy(S1#state.arming) of
+                        true ->
+                            {{later, calls_reply(How, Follow)},
+                             S1#state{calls_followed = Followed,
+                                      arming = kprof_rtrace_arming:defer_meta(
+                                                 Meta, MFA, Spec, S1#state.arming)}};
+                        false ->
+                            _ = kprof_tracing:function(Meta, MFA, Spec, [meta]),
+                            {calls_reply(How, Follow), S1#state{calls_followed = Followed}}
+                    end
+            end
+    end.
+
+%% @doc kprof_rtrace:stop_calls/1: calls of `MFA' begin no more traces.
+-spec stop(mfa(), #state{}) -> {ok, #state{}}.
+stop(MFA, S0) ->
+    S = S0#state{arming = kprof_rtrace_arming:drop_meta(MFA, S0#state.arming)},
+    kprof_rtrace_guard:stop_meta(MFA, S#state.session, S#state.port),
+    {ok, kprof_rtrace_arming:release_idle(
+           kprof_rtrace_guard:tell_guard(S#state{calls = lists:delete(MFA, S#state.calls)}))}.
+
+-define(THROUGH_PORT,
+        "request traces run through the node's trace port; trace calls when they end").
+
+%% Armed for `--mfa': through the NIF once it serves (a call's trace then
+%% begins with a mark and may follow its messages), else through the trace
+%% port (the collector starts a trace at the call's meta event, which
+%% carries no time). kprof's own session has one tracer: an idle one that
+%% is not the one wanted is replaced; a busy one makes `--mfa' wait. The
+%% state, or why not.
+arm_calls(S = #state{armed = false}) ->
+    kprof_rtrace_arming:arm(S);
+arm_calls(S = #state{session = Session}) ->
+    case {kprof_tracing:shared(Session)
+          orelse kprof_tracing:tracer(Session) =:= kprof_rtrace_arming:tracer(S),
+          maps:size(S#state.traces), S#state.calls} of
+        {true, _, _} -> kprof_rtrace_arming:arm(S);
+        {false, 0, []} ->
+            case kprof_rtrace_arming:settled(S) of
+                {true, S1} ->
+                    kprof_rtrace_arming:arm(
+                      kprof_rtrace_arming:disarm(S1#state{linger = undefined}));
+                {false, _} -> ?THROUGH_PORT
+            end;
+        _ -> ?THROUGH_PORT
+    end.
+
+%% The session of `--mfa''s meta pattern: in the shared session, one whose
+%% tracer is the one new traces get; in kprof's own, that session.
+meta_session(S = #state{session = Session}) ->
+    case kprof_tracing:shared(Session) of
+        true -> kprof_tracing:open(kprof_rtrace, kprof_rtrace_arming:tracer(S));
+        false -> Session
+    end.
+
+%% How `--mfa''s calls are traced (see spec/4): marks need the NIF as the
+%% meta tracer, following its send pattern too.
+calls_how(S, Meta, Follow) ->
+    case {kprof_tracing:tracer(Meta) =:= ?NIF, Follow andalso kprof_rtrace_follow:following(S)} of
+        {false, _} -> port;
+        {true, true} ->
+            case user_tokens() of
+                false -> follow;
+                true -> follow_unlabelled
+            end;
+        {true, false} -> alone
+    end.
+
+calls_reply(alone, true) ->
+    {ok, alone, "another tracer holds the node's send pattern or its system seq tracer"};
+calls_reply(follow_unlabelled, _) ->
+    {ok, follow, "not those of a process that holds a seq_trace token (this node's processes "
+                 "hold some of another seq_trace user's)"};
+calls_reply(How, _) ->
+    {ok, How}.

@@ -28,9 +28,9 @@ flags() ->
     ?FLAGS.
 
 %% @doc The flags a process a request's message reaches gets, from the send
-%% pattern (kprof_rtrace:follow_spec/3): it is traced as the request's
-%% processes are, its own messages are followed too (`send'), and what it
-%% spawns while it works for the request is the request's.
+%% pattern (kprof_rtrace_follow's follow_spec/3): it is traced as the
+%% request's processes are, its own messages are followed too (`send'), and
+%% what it spawns while it works for the request is the request's.
 -spec follow_flags() -> [atom()].
 follow_flags() ->
     [send | ?FLAGS].
@@ -116,7 +116,7 @@ untrace_all(Session, Port, Flags) ->
     ok.
 
 %% @doc The flags untrace/3 keeps on other processes: they go once the
-%% send pattern is gone (kprof_rtrace's disarm_owned/2), see ?KEPT.
+%% send pattern is gone (kprof_rtrace_guard:disarm_owned/2), see ?KEPT.
 -spec clear_kept(kprof_tracing:session(), port() | undefined) -> ok.
 clear_kept(Session, Port) ->
     untrace_all(Session, Port, ?KEPT).

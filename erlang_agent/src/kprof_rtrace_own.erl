@@ -16,11 +16,11 @@
 %%%   flags right away (kprof_rtrace:untrace_own/2); the rest is
 %%%   untraced.</li>
 %%% </ol>
-%%% This module, kprof, kprof_rtrace, kprof_rtrace_flags, kprof_tracing,
-%%% kprof_tracer and the trace API they call have no call patterns while
-%%% traces run (kprof_rtrace_patterns' ?OWN), nor have BIFs by default: what
-%%% is left are the marks, and their calls' events where the trace port
-%%% serves instead of the NIF.
+%%% This module, kprof, kprof_rtrace, kprof_rtrace_traces, kprof_rtrace_flags,
+%%% kprof_tracing, kprof_tracer and the trace API they call have no call
+%%% patterns while traces run (kprof_rtrace_patterns' ?OWN), nor have BIFs
+%%% by default: what is left are the marks, and their calls' events where
+%%% the trace port serves instead of the NIF.
 -module(kprof_rtrace_own).
 
 -export([begin_trace/1, end_trace/1, end_trace/0, id/0, running/1]).

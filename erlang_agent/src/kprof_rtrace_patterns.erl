@@ -9,7 +9,7 @@
 %%%   and end leave no events;</li>
 %%% <li>BIFs, unless the setting `bifs' is on (bifs_off/3 turns their
 %%%   patterns off after set/2): their time is their caller's
-%%%   (kprof_rtrace:bifs/1 says what that saves);</li>
+%%%   (kprof_rtrace_arming's bifs/1 says what that saves);</li>
 %%% <li>functions with someone else's call pattern, in the shared session
 %%%   before OTP 27;</li>
 %%% <li>with the setting `otp_calls' off, the modules of Erlang/OTP's and
@@ -36,9 +36,12 @@
 %% (kprof_rtrace_own): no call pattern, so that it costs the process no
 %% events (nor do the BIFs it calls, unless the setting `bifs' is on).
 %% kprof_tracer too: its mark/2 is such a call (a NIF: a pattern on it
-%% would still make events).
--define(OWN, [kprof, kprof_rtrace_own, kprof_rtrace, kprof_rtrace_flags, kprof_tracing,
-              kprof_tracer]).
+%% would still make events). kprof_rtrace_traces makes a trace's id and
+%% bounds in the process that begins it (kprof_rtrace:begin_own/1), which
+%% a followed request may have traced already, and the server's cut marks
+%% while it is traced itself.
+-define(OWN, [kprof, kprof_rtrace_own, kprof_rtrace, kprof_rtrace_traces, kprof_rtrace_flags,
+              kprof_tracing, kprof_tracer]).
 %% The trace API they call, which a request itself hardly does: no call
 %% pattern either (functions a release lacks are not there to set).
 -define(TRACE_API, [{erlang, trace, 3}, {erlang, trace_info, 2},

@@ -16,9 +16,10 @@
 %%% call.
 %%%
 %%% The server must know when no begin is on its way, to disarm or to clear
-%%% flags (settled/1). Two counters: begins in flight (taken, the server's
-%%% message not yet read) and traces the server holds. A process counts
-%%% itself in flight first, then reads the ticket again; the server
+%%% flags (settled/1; when it publishes and settles: kprof_rtrace_arming's
+%%% publish/1 and settled/1). Two counters: begins in flight (taken, the
+%%% server's message not yet read) and traces the server holds. A process
+%%% counts itself in flight first, then reads the ticket again; the server
 %%% withdraws the ticket first, then reads the count: one of the two sees
 %%% the other.
 %%%

@@ -28,11 +28,12 @@
 %% What each key of the rtrace map takes: {Key, Kind, Text}, Text what
 %% an error says it takes. The bounds keep every value within what its
 %% user can take (timers, the collector's counters) and what a trace
-%% needs: an hour is `kprof trace --duration's bound too.
+%% needs: an hour is `kprof trace --duration's bound (and --slower-than's),
+%% which gives its trace a second more.
 -define(HOUR_MS, 3600000).
 -define(RTRACE_VALUES,
         [{dir, text, "a directory: a non-empty string or binary"},
-         {max_duration_ms, {int, 1, ?HOUR_MS}, "milliseconds, an integer from 1 to 3600000 (an hour)"},
+         {max_duration_ms, {int, 1, 2 * ?HOUR_MS}, "milliseconds, an integer from 1 to 7200000 (two hours)"},
          {max_events, {int, 1, 100000000}, "an integer from 1 to 100000000"},
          {max_concurrent, {int, 1, 1000}, "an integer from 1 to 1000"},
          {queue_size, {int, 1, 1000000}, "an integer from 1 to 1000000"},

@@ -19,7 +19,7 @@
          http_start/0, http_start/2, kv/3, rtrace_setup/4, fast/0, fast_traces/1, patterns_left/0,
          stop_rtrace/0, collector_signal/1, backlog_trace/1, tracer_kind/0, stats_requests/0,
          hold_user_token/0, user_token/1, stop_holder/1, late_module_trace/0, hashes/0,
-         bif_trace/1, outlived_traces/0]).
+         bif_trace/1, outlived_traces/0, bad_options_during_trace/0]).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -222,7 +222,8 @@ backlog_trace(N) ->
     Before = erlang:memory(total),
     Self = self(),
     Watcher = spawn(fun() -> watch_memory(Self, 0) end),
-    Id = kprof:trace_request(#{max_events => 100 * N},
+    %% the most max_events takes: the backlog guard, not it, cuts
+    Id = kprof:trace_request(#{max_events => 100000000},
                              fun() -> spin(N), kprof:trace_id() end),
     Watcher ! stop,
     Max = receive {max, M} -> M end,
@@ -292,6 +293,10 @@ patterns_left() ->
 %% here and loaded fresh each time): returns "Id,Left", the trace's id and
 %% how many functions still carried patterns right after it. Counted here,
 %% not by a later erl_call, which can take longer than linger_ms to start.
+%% With `otp_calls => true', armed by this trace once the last patterns
+%% went: only then does a module loaded while they are armed get a pattern
+%% at once (without OTP's calls, a request's own trace by default, at the
+%% next arming).
 -spec late_module_trace() -> string().
 late_module_trace() ->
     _ = code:purge(kpt_late),
@@ -302,12 +307,50 @@ late_module_trace() ->
              {function, 3, work, 0, [{clause, 3, [], [], [{call, 3, {atom, 3, inner}, []}]}]},
              {function, 4, inner, 0, [{clause, 4, [], [], [{integer, 4, 42}]}]}],
     {ok, kpt_late, Bin} = compile:forms(Forms),
-    Id = kprof:trace_request(fun() ->
+    ok = wait_unarmed(50),
+    Id = kprof:trace_request(#{otp_calls => true},
+                             fun() ->
                                      {module, kpt_late} = code:load_binary(kpt_late, "kpt_late.erl", Bin),
                                      42 = kpt_late:work(),
                                      kprof:trace_id()
                              end),
     binary_to_list(Id) ++ "," ++ integer_to_list(patterns_left()).
+
+%% @doc A trace that runs 300 ms (kpt_tiers:step/0 a hundred times), and
+%% meanwhile begins with bad option values through every API: each must be
+%% refused, and the running trace go on. Returns "Id,Refused": the running
+%% trace's id and how many of the 6 bad begins were refused with an error
+%% naming the option (or, for trace_request/2, ran untraced).
+-spec bad_options_during_trace() -> string().
+bad_options_during_trace() ->
+    Self = self(),
+    Runner = spawn(fun() ->
+                           Id = kprof:trace_request(fun() ->
+                                                            Self ! {running, kprof:trace_id()},
+                                                            [step() || _ <- lists:seq(1, 100)],
+                                                            kprof:trace_id()
+                                                    end),
+                           Self ! {done, Id}
+                   end),
+    Id = receive {running, I} -> I after 5000 -> exit(Runner, kill), no_trace end,
+    Bad = [fun() -> kprof:trace_begin(#{max_duration_ms => 10000000000}) end,
+           fun() -> kprof:trace_begin(#{max_events => "1000"}) end,
+           fun() -> kprof:trace_begin(#{max_concurrent => 0}) end,
+           fun() -> kprof_rtrace:begin_trace(self(), #{idle_ms => -1}) end,
+           fun() -> kprof_rtrace:begin_trace(self(), #{linger_ms => infinity}, self) end],
+    Refused = [R || F <- Bad, {error, {bad_option, _, _, _}} = R <- [F()]],
+    Untraced = kprof:trace_request(#{max_processes => 1 bsl 70}, fun() -> kprof:trace_id() end),
+    Done = receive {done, D} -> D after 10000 -> timeout end,
+    Done = Id,
+    lists:flatten(io_lib:format("~s,~p", [Id, length(Refused) + length([x || Untraced =:= undefined])])).
+
+%% Waits, `Tries' times 100 ms at most, until no request-trace pattern is left.
+wait_unarmed(0) -> timeout;
+wait_unarmed(Tries) ->
+    case patterns_left() of
+        0 -> ok;
+        _ -> timer:sleep(100), wait_unarmed(Tries - 1)
+    end.
 
 %% @doc "clean", or what tier tracing left behind: patterns on traced
 %% functions, call-traced processes, trace flags for new processes, kprof

@@ -14,7 +14,7 @@
 
 -define(HOUR, 3600000).
 -define(TAKES,
-        [{dir, text}, {max_duration_ms, {int, 1, ?HOUR}}, {max_events, {int, 1, 100000000}},
+        [{dir, text}, {max_duration_ms, {int, 1, 2 * ?HOUR}}, {max_events, {int, 1, 100000000}},
          {max_concurrent, {int, 1, 1000}}, {queue_size, {int, 1, 1000000}},
          {max_backlog_mb, {int, 1, 4096}}, {idle_ms, {int, 1, 24 * ?HOUR}},
          {linger_ms, {int, 0, 600000}}, {max_processes, {int, 0, 10000}},
@@ -106,7 +106,7 @@ environment_test_() ->
               ?_assertEqual(
                  ["the rtrace setting allow is yes, but it takes true or false: the default is used",
                   "the rtrace setting max_duration_ms is 10000000000, but it takes milliseconds, "
-                  "an integer from 1 to 3600000 (an hour): the default is used"],
+                  "an integer from 1 to 7200000 (two hours): the default is used"],
                  kprof_settings:problems())]
      end}.
 
@@ -115,7 +115,7 @@ environment_test_() ->
 %% at most once a minute.
 api_test() ->
     ?assertEqual({error, {bad_option, max_duration_ms, 10000000000,
-                          "milliseconds, an integer from 1 to 3600000 (an hour)"}},
+                          "milliseconds, an integer from 1 to 7200000 (two hours)"}},
                  kprof:trace_begin(#{max_duration_ms => 10000000000})),
     ?assertMatch({error, {bad_option, max_events, "1000", _}},
                  kprof:trace_begin(#{max_events => "1000"})),

@@ -40,7 +40,7 @@
 -module(kprof_rtrace).
 
 -export([begin_trace/2, begin_trace/3, begin_own/1, end_trace/1, untrace_own/2, ended/2,
-         defaults/0,
+         defaults/0, settings/1,
          collector_config/0, collector_config/1, stop/0, listen/1]).
 -export([start_external/1, trace_pid/2, trace_calls/2, stop_calls/1, use_nif/1]).
 %% spawned
@@ -98,6 +98,10 @@ defaults() ->
       idle_ms => 60000, linger_ms => 5000, max_processes => 16, bifs => false,
       otp_calls => true}.
 
+%% @doc The settings a begin or a release reads: the defaults, the
+%% application environment's (bad values left out, kprof_settings) and
+%% `Options', each over the one before. The one place that merges them.
+-spec settings(settings()) -> settings().
 settings(Options) ->
     maps:merge(maps:merge(defaults(), kprof_settings:rtrace()), Options).
 
@@ -361,7 +365,6 @@ init(Starter, Mode) ->
             Bucket = kprof_rtrace_rate:new(),
             Starter ! {self(), started},
             loop(#state{port = Port, tcp_port = TcpPort, settings = Settings,
-                        settings_now = fun settings/1,
                         collector = Collector, guard = Guard, session = Closed,
                         bucket = Bucket, first = First,
                         ticket = kprof_rtrace_ticket:new(Bucket)});

@@ -19,11 +19,6 @@
 -record(trace, {id :: binary(), root :: pid(), timer :: reference(), pids = [] :: [pid()]}).
 -record(state, {port :: port(), tcp_port :: inet:port_number(),
                 settings :: kprof_rtrace:settings(),
-                %% kprof_rtrace's settings/1, not exported: where the
-                %% application environment is read again (a begin, a
-                %% release) from the other modules, settings/1 stays the
-                %% one place that merges it
-                settings_now :: fun((kprof_rtrace:settings()) -> kprof_rtrace:settings()),
                 collector :: port() | undefined, traces = #{} :: #{binary() => #trace{}},
                 armed = false :: boolean(), seq = 0 :: non_neg_integer(),
                 bucket :: kprof_rtrace_rate:bucket(), % of `rate_limit'

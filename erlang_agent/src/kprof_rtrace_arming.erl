@@ -262,7 +262,7 @@ release(S = #state{listen_until = Until}) when Until =/= 0 ->
 release(S0 = #state{session = Session}) ->
     %% the application environment as it is now, as for a begin: traces
     %% begun with the ticket did not read it here
-    S = #state{settings = Settings} = S0#state{settings = (S0#state.settings_now)(#{})},
+    S = #state{settings = Settings} = S0#state{settings = kprof_rtrace:settings(#{})},
     Stale = not kprof_tracing:shared(Session) andalso kprof_tracing:tracer(Session) =/= tracer(S),
     case maps:get(linger_ms, Settings, 0) of
         Ms when is_integer(Ms), Ms > 0, not Stale ->

@@ -4,9 +4,14 @@
 %%% during a long trace.
 -module(kprof_bench_rtrace).
 
+-include_lib("inets/include/httpd.hrl").
+
 -export([main/1, disarmed/0, loop_cost/1, latency/1, node_cpu/1, memory_growth/1, f/1,
          tracer/0]).
--export([http_start/0, esi/3]).
+-export([http_start/0, esi/3, do/1, null_http_open/0, null_http_close/0]).
+
+%% The null HTTP case's session, set, and flags (null_http_open/0).
+-define(NULL_HTTP, {?MODULE, null_http}).
 
 %% @doc Starts the key-value app, then writes `Ready'.
 -spec main(string()) -> ok.
@@ -122,17 +127,63 @@ block(Kind, F, Block) ->
 null_tracer(Req) ->
     {module, _} = code:ensure_loaded(kprof_bench_null),
     Session = kprof_tracing:open(kprof_rtrace, {kprof_bench_null, []}),
-    _ = kprof_tracing:shared(Session) orelse
-        begin
-            ok = kprof_rtrace_patterns:set(Session, all),
-            kprof_rtrace_patterns:bifs_off(Session, all, kprof_rtrace_patterns:builtins())
-        end,
+    _ = kprof_tracing:shared(Session) orelse null_patterns(Session),
     Flags = kprof_rtrace_flags:flags(),
     {Session, fun() ->
                       _ = kprof_tracing:process(Session, self(), true, Flags),
                       _ = Req(),
                       kprof_tracing:process(Session, self(), false, Flags)
               end}.
+
+%% What kprof arms for a request's own trace with the settings of now
+%% (`otp_calls' false unless set), in `Session'; the set, for unset/2.
+null_patterns(Session) ->
+    Set = kprof_rtrace_patterns:choose(Session, maps:get(otp_calls, kprof_settings:rtrace(), false)),
+    ok = kprof_rtrace_patterns:set(Session, Set),
+    ok = kprof_rtrace_patterns:bifs_off(Session, Set, kprof_rtrace_patterns:builtins()),
+    Set.
+
+%% @doc Opens the null HTTP case: a request with the header `x-null-trace'
+%% runs with a trace's flags in a session whose events go to the tracer
+%% that does nothing, and the patterns kprof arms for a header's trace
+%% (null_patterns/1), set here whatever the release (no kprof trace runs
+%% meanwhile: kprof's patterns must have gone, see disarmed/0). The VM's
+%% own share of a request traced alone through inets. "ok".
+-spec null_http_open() -> string().
+null_http_open() ->
+    ok = wait_disarmed(30000),
+    {module, _} = code:ensure_loaded(kprof_bench_null),
+    Session = kprof_tracing:open(kprof_rtrace, {kprof_bench_null, []}),
+    Set = null_patterns(Session),
+    persistent_term:put(?NULL_HTTP, {Session, Set, kprof_rtrace_flags:flags()}),
+    "ok".
+
+%% @doc Closes what null_http_open/0 opened. "ok".
+-spec null_http_close() -> string().
+null_http_close() ->
+    {Session, Set, _} = persistent_term:get(?NULL_HTTP),
+    ok = kprof_rtrace_patterns:unset(Session, Set),
+    _ = kprof_tracing:close(Session),
+    _ = persistent_term:erase(?NULL_HTTP),
+    "ok".
+
+%% @doc The inets module just before kprof_httpd in the bench server's
+%% list: a request with the header `x-null-trace' runs kprof_httpd's do/1
+%% (which runs the modules after it, as for every request) with the null
+%% case's flags on its process, set before and cleared after as a trace's
+%% begin and end do; its spawns inherit them. Others go on to kprof_httpd.
+-spec do(#mod{}) -> {proceed, list()} | {break, list()} | done.
+do(ModData = #mod{parsed_header = Headers}) ->
+    case lists:keymember("x-null-trace", 1, Headers) of
+        false ->
+            {proceed, ModData#mod.data};
+        true ->
+            {Session, _, Flags} = persistent_term:get(?NULL_HTTP),
+            _ = kprof_tracing:process(Session, self(), true, Flags),
+            try kprof_httpd:do(ModData)
+            after kprof_tracing:process(Session, self(), false, Flags)
+            end
+    end.
 
 %% @doc Waits until no request-trace pattern is armed (they linger after a
 %% trace): then untraced code is untraced. "ok" or "timeout".
@@ -229,7 +280,8 @@ http_start() ->
     {ok, Pid} = inets:start(httpd, [{port, 0}, {bind_address, {127, 0, 0, 1}},
                                     {server_name, "kprof_bench"}, {server_root, Root},
                                     {document_root, Root},
-                                    {modules, [kprof_httpd, mod_alias, mod_esi, mod_get]},
+                                    {modules, [?MODULE, kprof_httpd, mod_alias, mod_esi,
+                                               mod_get]},
                                     {customize, kprof_httpd},
                                     {erl_script_alias, {"/b", [?MODULE]}}]),
     integer_to_list(proplists:get_value(port, httpd:info(Pid))).

@@ -4,13 +4,14 @@ for by its header costs, as the HTTP client sees it.
 
 One keep-alive connection to inets httpd (kprof_httpd first in its modules,
 an ESI function that makes a key-value GET). Pairs of requests, GAP seconds
-apart: one untraced, then one with `x-trace-request: true`, so that the
+apart: one untraced, then one with `HEADER: true` (default
+x-trace-request; x-null-trace: the bench's null case), so that the
 machine's drift falls on both alike. Prints one line:
 "untraced_us,traced_us,extra_us,traced,pairs": medians of the pairs'
 latencies and of their differences, and how many traced requests a trace
 id came back for; the ids, a line each, into IDS_FILE.
 
-Usage: rtrace_http.py PORT PAIRS GAP_S IDS_FILE
+Usage: rtrace_http.py PORT PAIRS GAP_S IDS_FILE [HEADER]
 """
 import http.client
 import statistics
@@ -22,10 +23,11 @@ PATH = "/b/kprof_bench_rtrace:esi"
 
 def main():
     port, pairs, gap = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+    header = sys.argv[5] if len(sys.argv) > 5 else "x-trace-request"
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
 
     def get(traced):
-        headers = {"x-trace-request": "true"} if traced else {}
+        headers = {header: "true"} if traced else {}
         t0 = time.perf_counter_ns()
         conn.request("GET", PATH, headers=headers)
         resp = conn.getresponse()

@@ -53,7 +53,7 @@ static const term_shape shapes[256] = {
     [ERL_MAP_EXT] = {.known = 1, .fixed = 4, .count_width = 4, .count_mul = 2},
     /* elements and tail */
     [ERL_LIST_EXT] = {.known = 1, .fixed = 4, .count_width = 4, .count_mul = 1, .count_add = 1},
-    [ERL_EXPORT_EXT] = {.known = 1, .count_add = 3}, /* Module, Function, Arity */
+    /* ERL_EXPORT_EXT: Module, Function, Arity, checked in kp_term_check */
     /* Size Arity Uniq Index NumFree, then Module OldIndex OldUniq Pid Free... */
     [ERL_NEW_FUN_EXT] =
         {.known = 1, .fixed = 29, .count_at = 25, .count_width = 4, .count_mul = 1, .count_add = 4},
@@ -99,6 +99,19 @@ int kp_term_check(const char *buf, size_t len)
                 return -1;
             p += atom;
             fixed = (tag == ERL_NEW_REFERENCE_EXT ? 1 : 4) + 4 * ids;
+        } else if (tag == ERL_EXPORT_EXT) {
+            /* Module and Function atoms, a small integer Arity: ei_decode_fun
+             * (which ei_skip_term calls) leaks what it allocated when they
+             * are not (found by fuzz_tier_events) */
+            for (int part = 0; part < 2; part++) {
+                long atom = node_atom(p, end);
+                if (atom < 0)
+                    return -1;
+                p += atom;
+            }
+            if (end - p < 2 || *p != ERL_SMALL_INTEGER_EXT)
+                return -1;
+            fixed = 2;
         } else {
             const term_shape *s = &shapes[tag];
             if (!s->known)

@@ -144,6 +144,17 @@ static void refuses_what_kprof_never_gets(void **state)
     assert_int_equal(kp_term_check(compressed, sizeof compressed), -1);
     assert_int_equal(kp_term_check(cache_ref, sizeof cache_ref), -1);
     assert_int_equal(kp_term_check(list_claiming_more, sizeof list_claiming_more), -1);
+    /* an external fun whose module, function or arity is of another kind:
+     * ei_decode_fun leaks on it (fuzz_tier_events found it) */
+    const char export_int_module[] = {113, 97, 1, 100, 0, 1, 'f', 97, 2};
+    const char export_pid_function[] = {113, 100, 0, 1, 'm', 97, 1, 97, 2};
+    const char export_big_arity[] = {113, 100, 0, 1, 'm', 100, 0, 1, 'f', 98, 0, 0, 0, 2};
+    const char export_ok[] = {113, 100, 0, 1, 'm', 100, 0, 1, 'f', 97, 2};
+    assert_int_equal(kp_term_check(export_int_module, sizeof export_int_module), -1);
+    assert_int_equal(kp_term_check(export_pid_function, sizeof export_pid_function), -1);
+    assert_int_equal(kp_term_check(export_big_arity, sizeof export_big_arity), -1);
+    assert_int_equal(kp_term_check(export_ok, sizeof export_ok), 0);
+    assert_int_equal(kp_term_check(export_ok, sizeof export_ok - 1), -1);
 }
 
 int main(void)

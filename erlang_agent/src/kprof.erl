@@ -151,7 +151,7 @@ trace_request(Fun) ->
 %% minute).
 -spec trace_request(kprof_rtrace:settings(), fun(() -> Result)) -> Result.
 trace_request(Options, Fun) when is_map(Options), is_function(Fun, 0) ->
-    case begin_own(Options) of
+    case kprof_rtrace_own:begin_trace(Options) of
         {ok, _Id, Trace} ->
             try Fun() after kprof_rtrace_own:end_trace(Trace) end;
         {error, {bad_option, _, _, _} = Bad} ->
@@ -173,7 +173,7 @@ trace_begin() ->
 %% the key takes.
 -spec trace_begin(kprof_rtrace:settings()) -> {ok, binary()} | {error, term()}.
 trace_begin(Options) when is_map(Options) ->
-    case begin_own(Options) of
+    case kprof_rtrace_own:begin_trace(Options) of
         {ok, Id, _} -> {ok, Id};
         {error, _} = Error -> Error
     end.
@@ -196,15 +196,3 @@ identity(undefined, _) ->
 identity(IdentityF, MFA) ->
     try IdentityF(MFA) catch _:_ -> undefined end.
 
-%% A trace the calling process asks for itself: `otp_calls' false unless
-%% its options or the settings set it, or ask for BIF frames (`bifs'),
-%% which are all in OTP's modules. Its options are checked where every
-%% begin goes through (kprof_rtrace:begin_trace/3, begin_own/1).
-begin_own(Options) ->
-    kprof_rtrace_own:begin_trace(own_defaults(Options)).
-
-own_defaults(Options = #{otp_calls := _}) ->
-    Options;
-own_defaults(Options) ->
-    Settings = maps:merge(kprof_settings:rtrace(), Options),
-    Options#{otp_calls => maps:get(otp_calls, Settings, maps:get(bifs, Settings, false))}.

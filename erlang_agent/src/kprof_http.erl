@@ -69,8 +69,7 @@ maybe_trace(Headers, Fun) ->
         false ->
             call(Fun, undefined);
         Options ->
-            Settings = kprof_settings:rtrace(),
-            case kprof:trace_begin(Options#{rate_limit => maps:get(rate_limit, Settings, 1)}) of
+            case kprof:trace_begin(Options) of
                 {ok, Id} -> try call(Fun, Id) after kprof:trace_end() end;
                 {error, _} -> call(Fun, undefined)
             end
@@ -85,11 +84,15 @@ call(Fun, Id) when is_function(Fun, 1) -> Fun(Id).
 trace_requested(Headers) ->
     requested(Headers) =/= false.
 
-%% The trace options the headers ask for, or false.
+%% The trace options the headers ask for, rate-limited, or false. The
+%% settings are read once here: every request pays for the read.
 requested(Headers) ->
     Settings = kprof_settings:rtrace(),
-    is_map(Settings) andalso maps:get(allow, Settings, false) =:= true
-        andalso asks(Headers, maps:get(header, Settings, "x-trace-request")).
+    case maps:get(allow, Settings, false) =:= true
+        andalso asks(Headers, maps:get(header, Settings, "x-trace-request")) of
+        false -> false;
+        Options -> Options#{rate_limit => maps:get(rate_limit, Settings, 1)}
+    end.
 
 asks(Headers, Name) ->
     Wanted = string:lowercase(iolist_to_binary(Name)),

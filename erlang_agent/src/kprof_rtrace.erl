@@ -103,7 +103,10 @@ defaults() ->
 %% `Options', each over the one before. The one place that merges them.
 -spec settings(settings()) -> settings().
 settings(Options) ->
-    maps:merge(maps:merge(defaults(), kprof_settings:rtrace()), Options).
+    settings(kprof_settings:rtrace(), Options).
+
+settings(Env, Options) ->
+    maps:merge(maps:merge(defaults(), Env), Options).
 
 %% @doc Starts tracing `Pid' as a new request trace, its flags set by this
 %% server (`kprof trace --pid'). Returns the trace id and its bounds (for
@@ -149,6 +152,8 @@ begin_checked(Pid, Options, By) ->
 %% message is not the trace's; one that is not tells it nothing until its
 %% end (the run, for ended/2). A rate-limited begin (the HTTP toggles)
 %% takes its token from the server's bucket there too (kprof_rtrace_rate).
+%% Unless `Options' or the settings set `otp_calls' (or `bifs'), OTP's
+%% calls are not frames: a request asked for this trace itself.
 -spec begin_own(settings()) ->
           {ok, binary(), bounds(), {kprof_tracing:session(), [atom()], port() | undefined},
            kprof_rtrace_ticket:run() | undefined}
@@ -159,8 +164,14 @@ begin_own(Options) ->
         {error, _} = Bad -> Bad
     end.
 
-own_checked(Options) ->
-    case kprof_rtrace_traces:begin_own(settings(Options), Options) of
+%% A trace the process asks for itself has OTP's calls as its callers'
+%% time unless its options or the settings set `otp_calls', or ask for BIF
+%% frames (`bifs'), which are all in OTP's modules (docs/request-traces.md).
+%% The environment is read once: requests pay for each read.
+own_checked(Options0) ->
+    Env = kprof_settings:rtrace(),
+    Options = own_defaults(Options0, maps:merge(Env, Options0)),
+    case kprof_rtrace_traces:begin_own(settings(Env, Options), Options) of
         none ->
             case begin_checked(self(), Options, self) of
                 {ok, Id, Bounds, Tracing} -> {ok, Id, Bounds, Tracing, undefined};
@@ -169,6 +180,11 @@ own_checked(Options) ->
         Begun ->
             Begun
     end.
+
+own_defaults(Options = #{otp_calls := _}, _) ->
+    Options;
+own_defaults(Options, Set) ->
+    Options#{otp_calls => maps:get(otp_calls, Set, maps:get(bifs, Set, false))}.
 
 %% @doc Ends a trace begun by begin_trace/2: a call in which this server
 %% clears the process's flags (clearing them on another process that runs

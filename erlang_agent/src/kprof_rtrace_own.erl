@@ -34,8 +34,9 @@
 -export_type([trace/0]).
 
 %% @doc Begins a trace of the calling process with `Options' (see
-%% kprof_rtrace:defaults/0); end it with end_trace/1. An error when one runs
-%% already in the process or tracing cannot run now.
+%% kprof_rtrace:defaults/0; OTP's calls are not frames unless `otp_calls'
+%% or `bifs' is set: kprof_rtrace:begin_own/1); end it with end_trace/1. An
+%% error when one runs already in the process or tracing cannot run now.
 -spec begin_trace(kprof_rtrace:settings()) -> {ok, binary(), trace()} | {error, term()}.
 begin_trace(Options) ->
     case get(?KEY) of

@@ -69,14 +69,16 @@ static int scan_descriptor(kp_jit_code *c, uint64_t *descriptor)
     return found ? 0 : -1;
 }
 
-/* Reads every registration into a fresh map, which replaces the names when
- * they come from the registrations. Returns 0, or -1. */
+/* Lists the registrations and reads them: into a fresh map, which
+ * replaces the names, when they name the code; else only up to the
+ * emulator's entry, for the callers' walk. Returns 0, or -1. */
 static int load_registrations(kp_jit_code *c)
 {
-    kp_perf_map *map = kp_perf_map_create();
+    int named = c->names == KP_JIT_NAMES_REGISTRATIONS;
+    kp_perf_map *map = named ? kp_perf_map_create() : NULL;
     kp_jit_debug_stats st;
-    long n = map ? list_refs(c, &c->refs, &c->refs_cap) : -1;
-    if (n < 0 || kp_jit_debug_load(read_node, c, c->descriptor, map, &st) != 0) {
+    long n = !named || map ? list_refs(c, &c->refs, &c->refs_cap) : -1;
+    if (n < 0 || kp_jit_debug_load_refs(read_node, c, c->refs, (size_t)n, map, &st) != 0) {
         kp_perf_map_free(map);
         return -1;
     }
@@ -85,12 +87,10 @@ static int load_registrations(kp_jit_code *c)
         c->normal_exit = st.normal_exit;
         c->frame_pointers = st.frame_layout != 0;
     }
-    if (c->names == KP_JIT_NAMES_REGISTRATIONS) {
+    if (named) {
         kp_perf_map_free(c->map);
         c->map = map;
         kp_u64_map_clear(&c->checks);
-    } else {
-        kp_perf_map_free(map);
     }
     return 0;
 }

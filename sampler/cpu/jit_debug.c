@@ -294,20 +294,24 @@ long kp_jit_debug_list_all(kp_jit_debug_read_fn read, void *ctx, uint64_t descri
 int kp_jit_debug_load(kp_jit_debug_read_fn read, void *ctx, uint64_t descriptor, kp_perf_map *map,
                       kp_jit_debug_stats *stats)
 {
-    memset(stats, 0, sizeof *stats);
-    stats->frame_layout = -1;
     size_t cap = 0;
     kp_jit_debug_ref *refs = NULL;
     long n = kp_jit_debug_list_all(read, ctx, descriptor, &refs, &cap);
-    if (n < 0) {
-        kp_free(refs);
-        return -1;
-    }
+    int rc = n < 0 ? -1 : kp_jit_debug_load_refs(read, ctx, refs, (size_t)n, map, stats);
+    kp_free(refs);
+    return rc;
+}
+
+int kp_jit_debug_load_refs(kp_jit_debug_read_fn read, void *ctx, const kp_jit_debug_ref *refs,
+                           size_t n, kp_perf_map *map, kp_jit_debug_stats *stats)
+{
+    memset(stats, 0, sizeof *stats);
+    stats->frame_layout = -1;
     uint8_t *buf = NULL;
     size_t buf_cap = 0;
     lines l = {NULL, 0, 0, 0, 0};
     int rc = 0;
-    for (long k = n - 1; k >= 0 && rc == 0; k--) { /* oldest first */
+    for (size_t k = n; k-- > 0 && rc == 0;) { /* oldest first */
         const kp_jit_debug_ref *r = &refs[k];
         if (r->size < 16 || r->size > KP_JIT_DEBUG_MAX_SYMFILE) {
             stats->skipped++;
@@ -325,7 +329,7 @@ int kp_jit_debug_load(kp_jit_debug_read_fn read, void *ctx, uint64_t descriptor,
         kp_jit_debug_entry e;
         l.len = l.ranges = 0;
         if (read(ctx, r->symfile, buf, r->size) != 0 ||
-            kp_jit_debug_parse(buf, r->size, &e, add_line, &l) != 0) {
+            kp_jit_debug_parse(buf, r->size, &e, map ? add_line : NULL, &l) != 0) {
             if (l.failed)
                 rc = -1;
             stats->skipped++;
@@ -335,8 +339,12 @@ int kp_jit_debug_load(kp_jit_debug_read_fn read, void *ctx, uint64_t descriptor,
         if (e.kind == KP_JIT_DEBUG_EMULATOR) {
             stats->frame_layout = e.frame_layout;
             stats->normal_exit = e.normal_exit;
+            if (!map) /* all that was wanted */
+                break;
             continue;
         }
+        if (!map)
+            continue;
         if (l.len && kp_perf_map_add_text(map, l.text, l.len) < 0) {
             rc = -1;
             break;
@@ -346,6 +354,5 @@ int kp_jit_debug_load(kp_jit_debug_read_fn read, void *ctx, uint64_t descriptor,
     }
     kp_free(l.text);
     kp_free(buf);
-    kp_free(refs);
     return rc;
 }

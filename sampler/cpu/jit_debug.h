@@ -134,4 +134,12 @@ typedef struct {
 int kp_jit_debug_load(kp_jit_debug_read_fn read, void *ctx, uint64_t descriptor, kp_perf_map *map,
                       kp_jit_debug_stats *stats);
 
+/* As kp_jit_debug_load, from the `n` registrations `refs` that
+ * kp_jit_debug_list gave (newest first), for a caller that keeps the list.
+ * With `map` NULL it reads only up to the emulator's entry, for its stats
+ * (`frame_layout`, `normal_exit`), where a perf map names the code.
+ * Returns 0 with `*stats` set, or -1 when memory runs out. */
+int kp_jit_debug_load_refs(kp_jit_debug_read_fn read, void *ctx, const kp_jit_debug_ref *refs,
+                           size_t n, kp_perf_map *map, kp_jit_debug_stats *stats);
+
 #endif

@@ -60,5 +60,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(st.modules + st.skipped <= KP_JIT_DEBUG_MAX_ENTRIES);
         kp_perf_map_free(map);
     }
+    if (n >= 0) { /* the kept list, without a map: no module is read */
+        kp_jit_debug_stats st;
+        if (kp_jit_debug_load_refs(read_input, &s, refs, (size_t)n, NULL, &st) == 0)
+            FUZZ_CHECK(st.modules == 0 && st.ranges == 0 && st.skipped <= (size_t)n);
+    }
     return 0;
 }

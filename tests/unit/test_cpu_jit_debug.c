@@ -265,6 +265,20 @@ static void loads_a_node_list(void **state)
     assert_null(kp_perf_map_find(map, 0x7f8b80004f40ull + 2216));
     kp_perf_map_free(map);
 
+    /* from a kept list, without a map: the emulator's entry only, erl_init
+     * (newer) not read */
+    memset(&st, 0xff, sizeof st);
+    assert_int_equal(kp_jit_debug_load_refs(read_memory, &m, refs, 3, NULL, &st), 0);
+    assert_int_equal(st.modules, 0);
+    assert_int_equal(st.ranges, 0);
+    assert_int_equal(st.skipped, 0);
+    assert_int_equal(st.frame_layout, 0);
+    assert_int_equal(st.normal_exit, 0x7f8b80000c30ull);
+    init[34] = 'x'; /* damaged, and not reached */
+    assert_int_equal(kp_jit_debug_load_refs(read_memory, &m, refs, 3, NULL, &st), 0);
+    assert_int_equal(st.skipped, 0);
+    init[34] = 0;
+
     /* a damaged symfile is skipped and counted, the rest loaded */
     init[34] = 'x'; /* the NUL after "erl_init" */
     map = kp_perf_map_create();

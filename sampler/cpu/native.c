@@ -320,6 +320,22 @@ static uint32_t light_bif_caller(kp_native *n, const kp_cpu_sample *s, const kp_
     return jit && jit->kind != KP_JIT_RUNTIME ? frame_of(n, entry) : NO_FRAME;
 }
 
+/* A light BIF's caller `caller` (light_bif_caller) at `f->ids[at]`, the
+ * callers from the stack above it moved up. A light BIF called in its
+ * caller's tail (gen:reply/2's send) left no return address on the stack:
+ * its caller from the spill slot goes first, as the frame pointers' path
+ * names it; one the stack named already is not named twice. */
+static void put_light_bif_caller(kp_native *n, frame_list *f, size_t at, uint32_t caller)
+{
+    if (caller == NO_FRAME || (f->k > at && f->ids[at] == caller) ||
+        f->k == sizeof f->ids / sizeof f->ids[0])
+        return;
+    memmove(f->ids + at + 1, f->ids + at, (f->k - at) * sizeof *f->ids);
+    f->ids[at] = caller;
+    f->k++;
+    n->stats.light_bif++;
+}
+
 /* The JIT frame the CFI reached above a C leaf, and the frames above it
  * where they can be told exactly (see docs/native-cpu.md, "Unwinding C code"):
  *   - the frame itself, where the JIT called the C code: an Erlang
@@ -345,6 +361,7 @@ static void push_jit_caller(kp_native *n, frame_list *f, const kp_cpu_sample *s,
 {
     const kp_jit_symbol *jit = kp_jit_code_find(n->code, r->jit_pc - 1);
     int scheduler = is_fragment(jit, "global::process_main");
+    int light = is_fragment(jit, "global::call_light_bif_shared");
     int fp = kp_jit_code_frame_pointers(n->code);
     kp_jit_caller_regs regs = {r->jit_rbp,   r->jit_r13,   r->jit_r15,
                                r->rbp_known, r->r13_known, r->r15_known};
@@ -356,28 +373,13 @@ static void push_jit_caller(kp_native *n, frame_list *f, const kp_cpu_sample *s,
         n->stats.rbp_kept++;
         push_chain(n, f, s->chain + 1, s->n_chain - 1);
     } else if (kp_jit_code_saved_e(n->code, r->jit_pc, &regs, &e)) {
-        /* the E the JIT saved as it called the C code: the stack above.
-         * A light BIF called in its caller's tail (gen:reply/2's send)
-         * left no return address there: its caller from the spill slot
-         * goes first, as the frame pointers' path names it */
+        /* the E the JIT saved as it called the C code: the stack above */
         size_t at = f->k;
-        uint32_t caller = is_fragment(jit, "global::call_light_bif_shared")
-                              ? light_bif_caller(n, s, r)
-                              : NO_FRAME;
+        uint32_t caller = light ? light_bif_caller(n, s, r) : NO_FRAME;
         push_stack_callers(n, f, e, NULL, 0);
-        if (caller != NO_FRAME && (f->k == at || f->ids[at] != caller) &&
-            f->k < sizeof f->ids / sizeof f->ids[0]) {
-            memmove(f->ids + at + 1, f->ids + at, (f->k - at) * sizeof *f->ids);
-            f->ids[at] = caller;
-            f->k++;
-            n->stats.light_bif++;
-        }
-    } else if (is_fragment(jit, "global::call_light_bif_shared")) {
-        uint32_t caller = light_bif_caller(n, s, r);
-        if (caller != NO_FRAME) {
-            n->stats.light_bif++;
-            push(f, caller);
-        }
+        put_light_bif_caller(n, f, at, caller);
+    } else if (light) {
+        put_light_bif_caller(n, f, f->k, light_bif_caller(n, s, r));
     } else if (fp && r->rbp_known) {
         size_t before = f->k;
         push_copied_frames(n, f, s, r->jit_rbp);

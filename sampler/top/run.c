@@ -290,7 +290,8 @@ static int loop(session *t)
     }
 }
 
-/* Native CPU sampling where it can run; else one line saying why. */
+/* Native CPU sampling where it can run, with one line saying how the code
+ * is named (as kprof record says it); else one line saying why not. */
 static void start_native(session *t)
 {
     char why[512];
@@ -300,7 +301,11 @@ static void start_native(session *t)
     t->native =
         kp_native_attach(&t->node, t->wire.agent.os_pid, t->o->cpu_rate, NULL, &t->observer, NULL,
                          t->o->erlang_names ? KP_FRAMES_ERLANG_NAMES : 0, why, sizeof why);
-    if (!t->native)
+    if (t->native)
+        fprintf(stderr,
+                "kprof: CPU: every thread of the node sampled natively, %u times a second; %s\n",
+                t->o->cpu_rate, kp_native_describe(t->native));
+    else
         fprintf(stderr,
                 "kprof: CPU: no native sampling (%s); functions and processes by "
                 "reductions\n",

@@ -434,6 +434,8 @@ loop(S0) ->
             loop(kprof_rtrace_arming:lingered(S#state{linger_timer = undefined}));
         watch ->
             loop(kprof_rtrace_bounds:watch(S));
+        {arm_loaded, Ref} ->
+            loop(kprof_rtrace_arming:arm_loaded(Ref, S));
         {reached, Pids} when is_list(Pids); Pids =:= all ->
             loop(kprof_rtrace_follow:untrace_reached(kprof_rtrace_follow:add_reached(Pids, S)));
         flush ->

@@ -9,6 +9,10 @@
 %% (kprof_rtrace_bounds:watch/1); also how often, and how soon after a
 %% trace's end, the NIF's buffer is flushed (kprof_rtrace_collector).
 -define(WATCH_MS, 20).
+%% While patterns are armed that take no module loaded later by themselves,
+%% how often modules loaded since are looked for
+%% (kprof_rtrace_arming:arm_loaded/2).
+-define(LOADED_MS, 500).
 %% Past this many processes traced by another tracer, `--mfa' refuses and
 %% no request's messages are followed: each is excluded by a guard in the
 %% match spec (kprof_rtrace_calls, kprof_rtrace_follow:follow_spec/3).
@@ -61,5 +65,9 @@
                 %% when one is in flight while the server waits to settle
                 ticket :: kprof_rtrace_ticket:ticket(),
                 unsettled :: {integer(), Due :: boolean()} | undefined,
+                %% armed: the modules loaded when last looked for, with
+                %% the settings armed with (kprof_rtrace_arming:arm_loaded/2)
+                loaded :: {reference(), #{module() => []}, OtpCalls :: boolean(),
+                           Bifs :: boolean()} | undefined,
                 %% see kprof_rtrace_collector:line/2
                 told_files = false :: boolean()}).

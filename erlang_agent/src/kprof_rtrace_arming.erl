@@ -49,7 +49,7 @@
          done/2, wait_over/2, cancel/1]).
 %% the patterns and the ticket, in kprof_rtrace's server
 -export([arm/1, arming_settings/2, tracer/1, nif_session/1, release_idle/1, lingered/1,
-         disarm/1, publish/1, settled/1, recheck/1]).
+         disarm/1, arm_loaded/2, publish/1, settled/1, recheck/1]).
 
 -include("kprof_rtrace.hrl").
 
@@ -179,10 +179,20 @@ arm(S = #state{guard = Guard}, Tracer) ->
     %% modules loaded during a trace are traced too, as eflame does, unless
     %% someone else has a pattern for new modules, or OTP's are left out
     %% (OTP's applications load theirs as they first serve: inets at its
-    %% first request); then a module is traced from the next arming
+    %% first request); then a module is traced within ?LOADED_MS of its
+    %% loading (arm_loaded/2)
     OnLoad = case OtpCalls andalso kprof_tracing:info(Session, on_load, traced) of
                  {traced, false} -> erlang:loaded();
                  _ -> false
+             end,
+    Loaded = case {Set, OnLoad} of
+                 {{_, _}, false} ->
+                     Ref = make_ref(),
+                     erlang:send_after(?LOADED_MS, self(), {arm_loaded, Ref}),
+                     {Ref, maps:from_keys(erlang:loaded(), []), OtpCalls,
+                      maps:get(bifs, S#state.settings, false) =:= true};
+                 _ ->
+                     undefined
              end,
     Owned = {Set, OnLoad, false},
     %% the guard learns the set before it is set: killed halfway, this
@@ -196,7 +206,31 @@ arm(S = #state{guard = Guard}, Tracer) ->
                  _ -> start(Session, Set, Bifs, S1#state.arming)
              end,
     kprof_rtrace_follow:arm_follow(S1#state{armed = true, owned = Owned, session = Session,
-                                            arming = Arming, baseline = erlang:memory(system)}).
+                                            arming = Arming, baseline = erlang:memory(system),
+                                            loaded = Loaded}).
+
+%% @doc `{arm_loaded, Ref}' came: while the patterns armed with `Ref' are
+%% (arm/1), the modules loaded since get kprof's pattern as the arming
+%% would have given it (kprof_rtrace_patterns:newly_loaded/4), the guard
+%% told first; then again ?LOADED_MS later. About 50 us each time in a
+%% node of 1,150 modules, none new (0.01% of a core).
+-spec arm_loaded(reference(), #state{}) -> #state{}.
+arm_loaded(Ref, S = #state{armed = true, loaded = {Ref, Known, OtpCalls, Bifs},
+                           owned = {{Mods0, MFAs0}, OnLoad, Follow}, session = Session}) ->
+    {Known1, Added} = kprof_rtrace_patterns:newly_loaded(Session, Known, OtpCalls, Bifs),
+    S1 = case Added of
+             {[], []} ->
+                 S;
+             {Mods, MFAs} ->
+                 Owned = {{Mods ++ Mods0, MFAs ++ MFAs0}, OnLoad, Follow},
+                 S#state.guard ! {owned, Session, Owned, kprof_rtrace_guard:metas(S)},
+                 ok = kprof_rtrace_patterns:add(Session, Added),
+                 S#state{owned = Owned}
+         end,
+    erlang:send_after(?LOADED_MS, self(), {arm_loaded, Ref}),
+    S1#state{loaded = {Ref, Known1, OtpCalls, Bifs}};
+arm_loaded(_, S) ->
+    S.
 
 %% The BIFs that get no call pattern: none with the setting `bifs', else
 %% all of them (listed once per server, 0.75 ms; turned off one by one at
@@ -322,7 +356,7 @@ disarm(S0 = #state{session = Session, owned = {_, _, Follow}}) ->
         end,
     Closed = kprof_tracing:close(Session),
     S#state.guard ! {owned, Closed, ?NOTHING_OWNED, kprof_rtrace_guard:metas(S)},
-    S#state{armed = false, owned = ?NOTHING_OWNED, session = Closed}.
+    S#state{armed = false, owned = ?NOTHING_OWNED, session = Closed, loaded = undefined}.
 
 %%% ---------------------------------------------------------------------
 %%% The ticket, in kprof_rtrace's server

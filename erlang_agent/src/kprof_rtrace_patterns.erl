@@ -19,10 +19,12 @@
 %%%   followed server is back in its loop and is no frame.</li>
 %%% </ul>
 %%% The marks (kprof_rtrace_mark) get a pattern that copies their argument
-%%% into the stream.
+%%% into the stream. Modules loaded while the patterns are armed get one by
+%%% kprof_rtrace_arming's on_load pattern, or where it is not set, as
+%%% newly_loaded/4 chooses.
 -module(kprof_rtrace_patterns).
 
--export([choose/2, set/2, bifs_off/3, unset/2, builtins/0, platform/1]).
+-export([choose/2, set/2, bifs_off/3, unset/2, builtins/0, platform/1, newly_loaded/4, add/2]).
 
 %% `all': every loaded function (no one else had a call pattern); else
 %% modules armed whole ({M, '_', '_'}) and functions armed one by one (in
@@ -84,6 +86,47 @@ set(Session, Set) ->
     _ = [kprof_tracing:function(Session, {?MARKS, F, 1}, [{['$1'], [], [{message, '$1'}]}],
                                 [local])
          || F <- [begin_trace, end_trace]],
+    ok.
+
+%% @doc The modules loaded since those of `Known' (erlang:loaded/0's when
+%% the patterns were armed, or at the last call), with them, and what of
+%% them gets kprof's pattern as choose/2 would have chosen it with
+%% `OtpCalls' and `Bifs' (the settings armed with): a module whole, or
+%% function by function where it has BIFs (unless `Bifs') or someone
+%% else's patterns. For an armed set that takes no later module by itself
+%% (choose/2's but `all', with no on_load pattern of kprof's): a module a
+%% request loads lazily is traced from the requests after it.
+-spec newly_loaded(kprof_tracing:session(), #{module() => []}, boolean(), boolean()) ->
+          {#{module() => []}, {[module()], [mfa()]}}.
+newly_loaded(Session, Known, OtpCalls, Bifs) ->
+    New = [M || M <- erlang:loaded(), not maps:is_key(M, Known)],
+    Armable = [M || M <- New, M =/= ?MARKS, not lists:member(M, ?OWN),
+                    not lists:member({M, '_', '_'}, ?TRACE_API),
+                    OtpCalls orelse not platform_loaded(M)],
+    Set = lists:foldl(
+            fun(M, {Mods, MFAs} = Acc) ->
+                    Fs = module_functions(M),
+                    case [MFA || {_, F, A} = MFA <- Fs, Bifs orelse not erlang:is_builtin(M, F, A),
+                                 kprof_tracing:info(Session, MFA, traced) =:= {traced, false}] of
+                        [] -> Acc;
+                        Fs -> {[M | Mods], MFAs};
+                        Free -> {Mods, Free ++ MFAs}
+                    end
+            end, {[], []}, Armable),
+    {lists:foldl(fun(M, K) -> K#{M => []} end, Known, New), Set}.
+
+%% A module unloaded since it was listed is of no interest: as OTP's.
+platform_loaded(M) ->
+    case code:is_loaded(M) of
+        {file, Path} -> platform(Path);
+        false -> true
+    end.
+
+%% @doc Sets kprof's pattern on what newly_loaded/4 chose.
+-spec add(kprof_tracing:session(), {[module()], [mfa()]}) -> ok.
+add(Session, {Mods, MFAs}) ->
+    _ = [kprof_tracing:function(Session, What, true, [local])
+         || What <- [{M, '_', '_'} || M <- Mods] ++ MFAs],
     ok.
 
 %% A loop's (?LOOPS) when its module has no pattern whole (otp_calls off).

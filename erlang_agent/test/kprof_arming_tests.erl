@@ -4,7 +4,8 @@
 %%% helper at once. The helper turns off patterns in a real session of the
 %%% test node (this process's own call patterns: none are set, so turning
 %%% them off changes nothing). Also which modules the setting otp_calls
-%%% leaves out (kprof_rtrace_patterns:platform/1).
+%%% leaves out (kprof_rtrace_patterns:platform/1), and what modules loaded
+%%% since the arming get (newly_loaded/4).
 -module(kprof_arming_tests).
 
 -include_lib("eunit/include/eunit.hrl").
@@ -81,3 +82,39 @@ platform_test() ->
     ?assertNot(P("/home/u/src/ebin/kv.beam")),
     ?assertNot(P(cover_compiled)),
     ?assertNot(P(code:which(?MODULE))).
+
+%% Modules loaded since the arming (kprof_rtrace_patterns:newly_loaded/4):
+%% a user's whole; OTP's only with otp_calls, then without their BIFs
+%% unless bifs; kprof's own never; each module reported once.
+newly_loaded_test() ->
+    [{module, _} = code:ensure_loaded(M) || M <- [kprof, kprof_rtrace_own, kprof_tracing]],
+    S = kprof_tracing:session_of(kprof_rtrace),
+    New = fun(Known, OtpCalls, Bifs) ->
+                  kprof_rtrace_patterns:newly_loaded(S, Known, OtpCalls, Bifs)
+          end,
+    Forms = [{attribute, 1, module, kprof_arming_late},
+             {attribute, 2, export, [{f, 0}]},
+             {function, 3, f, 0, [{clause, 3, [], [], [{atom, 3, ok}]}]}],
+    {ok, kprof_arming_late, Bin} = compile:forms(Forms),
+    Before = maps:remove(kprof_arming_late, maps:from_keys(erlang:loaded(), [])),
+    {module, _} = code:load_binary(kprof_arming_late, "kprof_arming_late.erl", Bin),
+    try
+        {Known, Set} = New(Before, false, false),
+        ?assertEqual({[kprof_arming_late], []}, Set),
+        ?assert(maps:is_key(kprof_arming_late, Known)),
+        ?assertEqual({Known, {[], []}}, New(Known, false, false)),
+        %% lists, as if loaded since: OTP's
+        Lists = maps:remove(lists, Known),
+        ?assertEqual({[], []}, element(2, New(Lists, false, false))),
+        {[], MFAs} = element(2, New(Lists, true, false)),
+        ?assert(lists:member({lists, foldl, 3}, MFAs)),
+        ?assertNot(lists:member({lists, reverse, 2}, MFAs)), % a BIF
+        ?assertEqual({[lists], []}, element(2, New(Lists, true, true))),
+        %% kprof's own
+        Own = maps:without([kprof, kprof_rtrace_own, kprof_tracing], Known),
+        ?assertEqual({[], []}, element(2, New(Own, true, true)))
+    after
+        code:purge(kprof_arming_late),
+        code:delete(kprof_arming_late),
+        code:purge(kprof_arming_late)
+    end.

@@ -295,18 +295,11 @@ patterns_left() ->
 %% not by a later erl_call, which can take longer than linger_ms to start.
 %% With `otp_calls => true', armed by this trace once the last patterns
 %% went: only then does a module loaded while they are armed get a pattern
-%% at once (without OTP's calls, a request's own trace by default, at the
-%% next arming).
+%% at once (without OTP's calls, a request's own trace by default, within
+%% half a second: late_module_next/0).
 -spec late_module_trace() -> string().
 late_module_trace() ->
-    _ = code:purge(kpt_late),
-    _ = code:delete(kpt_late),
-    _ = code:purge(kpt_late),
-    Forms = [{attribute, 1, module, kpt_late},
-             {attribute, 2, export, [{work, 0}]},
-             {function, 3, work, 0, [{clause, 3, [], [], [{call, 3, {atom, 3, inner}, []}]}]},
-             {function, 4, inner, 0, [{clause, 4, [], [], [{integer, 4, 42}]}]}],
-    {ok, kpt_late, Bin} = compile:forms(Forms),
+    Bin = late_module(kpt_late),
     ok = wait_unarmed(50),
     Id = kprof:trace_request(#{otp_calls => true},
                              fun() ->
@@ -316,6 +309,19 @@ late_module_trace() ->
                              end),
     binary_to_list(Id) ++ "," ++ integer_to_list(patterns_left()).
 
+%% Module `Name' unloaded, and compiled afresh (work/0 calls inner/0,
+%% which returns 42), for code:load_binary/3 in a traced request.
+late_module(Name) ->
+    _ = code:purge(Name),
+    _ = code:delete(Name),
+    _ = code:purge(Name),
+    Forms = [{attribute, 1, module, Name},
+             {attribute, 2, export, [{work, 0}]},
+             {function, 3, work, 0, [{clause, 3, [], [], [{call, 3, {atom, 3, inner}, []}]}]},
+             {function, 4, inner, 0, [{clause, 4, [], [], [{integer, 4, 42}]}]}],
+    {ok, Name, Bin} = compile:forms(Forms),
+    Bin.
+
 %% @doc With a request's own defaults (OTP's calls not frames), no
 %% pattern takes a module loaded later by itself: a request that loads one
 %% (kpt_late2, made here) does so while a trace held open keeps the
@@ -324,14 +330,7 @@ late_module_trace() ->
 %% Returns that request's trace id.
 -spec late_module_next() -> string().
 late_module_next() ->
-    _ = code:purge(kpt_late2),
-    _ = code:delete(kpt_late2),
-    _ = code:purge(kpt_late2),
-    Forms = [{attribute, 1, module, kpt_late2},
-             {attribute, 2, export, [{work, 0}]},
-             {function, 3, work, 0, [{clause, 3, [], [], [{call, 3, {atom, 3, inner}, []}]}]},
-             {function, 4, inner, 0, [{clause, 4, [], [], [{integer, 4, 42}]}]}],
-    {ok, kpt_late2, Bin} = compile:forms(Forms),
+    Bin = late_module(kpt_late2),
     ok = wait_unarmed(50),
     Self = self(),
     Holder = spawn(fun() ->
